@@ -1,0 +1,49 @@
+# Two entry points: `make run` (set up and serve on the embedded default) and
+# `make test` (set up and run the whole suite). Both install what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+export PYTHONPATH := $(CURDIR)
+export DJANGO_SETTINGS_MODULE ?= chatapp.settings
+
+.PHONY: run test lint install system-deps migrate bench clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is needed, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+install: $(VENV)/.installed
+
+build:
+	@mkdir -p build
+
+migrate: install build
+	$(BIN)/python manage.py migrate --noinput
+
+run: migrate
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	$(BIN)/python manage.py ensure_demo_user
+	@echo "Serving on http://$(HOST):$(PORT)/ (Ctrl+C to stop)"
+	$(BIN)/daphne -b $(HOST) -p $(PORT) chatapp.asgi:application
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: install build lint
+	$(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python -m bench.sessions
+
+clean:
+	rm -rf $(VENV) build

@@ -1,0 +1,106 @@
+"""Dispatch of background work, the one door through which tasks are started.
+
+With a broker (``BACKGROUND_TASKS=celery``) a task goes to Celery workers. In the
+embedded mode there is no broker, yet a turn must still never wait for
+background work, so the task runs on a small thread pool of this process,
+through Celery's own ``apply`` so retries behave the same way. Either way the
+task is only sent once the surrounding transaction has committed, so a worker
+never looks for rows that are not visible yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from celery import Task
+from django.conf import settings
+from django.db import close_old_connections, transaction
+
+logger = logging.getLogger(__name__)
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+_pending: set[Future] = set()
+
+
+def _in_process_executor() -> ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="background")
+        return _executor
+
+
+def _run_in_process(task: Task, kwargs: dict[str, Any]) -> None:
+    close_old_connections()
+    try:
+        result = task.apply(kwargs=kwargs)
+        if result.failed():
+            logger.error("background task %s failed: %r", task.name, result.result)
+    finally:
+        close_old_connections()
+
+
+def task_enqueue(*, task: Task, **kwargs: Any) -> None:
+    """Start ``task`` with keyword arguments after the current transaction commits.
+
+    Tasks take ids, never model instances, so the arguments must be JSON values.
+    """
+
+    def send() -> None:
+        if settings.BACKGROUND_TASKS == "celery":
+            task.apply_async(kwargs=kwargs)
+            return
+        future = _in_process_executor().submit(_run_in_process, task, kwargs)
+        _pending.add(future)
+        future.add_done_callback(_pending.discard)
+
+    transaction.on_commit(send)
+
+
+def background_wait_idle(timeout: float = 30.0) -> None:
+    """Wait until in-process background work started so far has finished.
+
+    For management commands and tests that need the embedded mode's effects to
+    be visible before they go on; the web process never calls it.
+    """
+    for future in list(_pending):
+        future.result(timeout=timeout)
+
+
+def periodic_start() -> threading.Thread | None:
+    """In the embedded mode, run ``CELERY_BEAT_SCHEDULE`` on a daemon thread.
+
+    Celery beat does this job when there is a broker; without one the web
+    process is the only process there is, so it keeps the schedule itself.
+    Returns the thread, or None when beat is in charge.
+    """
+    if settings.BACKGROUND_TASKS != "inprocess":
+        return None
+    from chatapp.celery import app
+
+    entries = [
+        (app.tasks[entry["task"]], float(entry["schedule"]))
+        for entry in settings.CELERY_BEAT_SCHEDULE.values()
+    ]
+    stop = threading.Event()
+
+    def loop() -> None:
+        import time
+
+        next_run = {task.name: time.monotonic() + interval for task, interval in entries}
+        while not stop.wait(1.0):
+            now = time.monotonic()
+            for task, interval in entries:
+                if now >= next_run[task.name]:
+                    next_run[task.name] = now + interval
+                    future = _in_process_executor().submit(_run_in_process, task, {})
+                    _pending.add(future)
+                    future.add_done_callback(_pending.discard)
+
+    thread = threading.Thread(target=loop, name="periodic", daemon=True)
+    thread.start()
+    return thread

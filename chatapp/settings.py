@@ -1,0 +1,202 @@
+"""Settings, all read from the environment (django-environ).
+
+Two shapes are supported and checked for consistency by ``chatapp.checks``:
+
+* embedded (the default): SQLite file, in-process channel layer, local-memory
+  cache, background work on an in-process thread pool;
+* distributed: ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (channel layer,
+  cache, Celery broker), any number of web and worker processes.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+INSECURE_DEVELOPMENT_SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"
+
+PRODUCTION = env.bool("PRODUCTION", default=False)
+DEBUG = env.bool("DEBUG", default=not PRODUCTION)
+SECRET_KEY = env.str("SECRET_KEY", default=INSECURE_DEVELOPMENT_SECRET_KEY)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "django_celery_beat",
+    "chatapp",
+    "sessions_app",
+    "memory_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "chatapp.urls"
+ASGI_APPLICATION = "chatapp.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -----------------------------------------------------------------
+SQLITE_PATH = BASE_DIR / "build" / "db.sqlite3"
+DATABASES = {
+    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{SQLITE_PATH}"),
+}
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+USING_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+if USING_SQLITE:
+    # IMMEDIATE takes the write lock at BEGIN, so concurrent writers queue on
+    # the busy timeout instead of failing on a lock upgrade.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "build" / "test-db.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: channel layer, cache, broker ----------------------------------------
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+        }
+    }
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": env.str("CACHE_KEY_PREFIX", default="chatapp"),
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# "inprocess": tasks run on a thread pool of the web process after commit (no
+# broker needed); "celery": tasks go to the Celery broker for external workers.
+BACKGROUND_TASKS = env.str("BACKGROUND_TASKS", default="celery" if REDIS_URL else "inprocess")
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "memory://")
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+
+# --- Sessions store ---------------------------------------------------------------
+DEFAULT_APP_NAME = env.str("DEFAULT_APP_NAME", default="chat")
+# Sessions idle longer than this are deleted by the periodic cleanup; 0 keeps them forever.
+SESSION_IDLE_TTL_SECONDS = env.int("SESSION_IDLE_TTL_SECONDS", default=30 * 24 * 3600)
+SESSION_CLEANUP_INTERVAL_SECONDS = env.int("SESSION_CLEANUP_INTERVAL_SECONDS", default=3600)
+SESSION_CLEANUP_BATCH_SIZE = env.int("SESSION_CLEANUP_BATCH_SIZE", default=500)
+MAX_EVENT_BYTES = env.int("MAX_EVENT_BYTES", default=256 * 1024)
+MAX_STATE_VALUE_BYTES = env.int("MAX_STATE_VALUE_BYTES", default=64 * 1024)
+MAX_STATE_KEY_LENGTH = 255
+
+CELERY_BEAT_SCHEDULE = {
+    "sessions-expire-idle": {
+        "task": "sessions_app.tasks.sessions_expire_idle",
+        "schedule": float(SESSION_CLEANUP_INTERVAL_SECONDS),
+    },
+}
+
+# --- REST API -------------------------------------------------------------------
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=1024 * 1024)
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
+    "PAGE_SIZE": 20,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Agent memory API",
+    "DESCRIPTION": "Sessions, events and scoped state for chat agents (ADK semantics).",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Auth, i18n, static -------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "build" / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if PRODUCTION
+        else "whitenoise.storage.CompressedStaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = DEBUG
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}

@@ -1,0 +1,25 @@
+"""Errors of the session store. All are ``ValueError``s a caller can show as they are."""
+
+
+class SessionStoreError(ValueError):
+    """Base class: the request was wrong, nothing was written."""
+
+
+class SessionNotFoundError(SessionStoreError):
+    pass
+
+
+class SessionAlreadyExistsError(SessionStoreError):
+    pass
+
+
+class InvalidStateError(SessionStoreError):
+    pass
+
+
+class InvalidEventError(SessionStoreError):
+    pass
+
+
+class InvocationNotFoundError(SessionStoreError):
+    pass

@@ -1,0 +1,144 @@
+"""Conversion between ``Event`` objects and stored event rows.
+
+Reading is on the hot path of every turn (``get_session``), and validating a
+``google.genai.types.Content`` runs a Python validator for every part, so text
+parts (almost all of a chat's history) are rebuilt directly from the stored
+JSON, which was validated when it was written. Every other part goes through
+full validation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.genai import types
+
+from sessions_app.events import Event
+
+# The columns of EventRecord an Event is read from, in this order.
+EVENT_COLUMNS = (
+    "event_id",
+    "invocation_id",
+    "author",
+    "timestamp",
+    "content",
+    "actions",
+    "turn_complete",
+    "interrupted",
+    "branch",
+    "error_code",
+    "error_message",
+    "custom_metadata",
+    "usage_metadata",
+    "long_running_tool_ids",
+)
+
+_PART_DEFAULTS = {
+    name: field.get_default(call_default_factory=True)
+    for name, field in types.Part.model_fields.items()
+}
+_CONTENT_DEFAULTS = {
+    name: field.get_default(call_default_factory=True)
+    for name, field in types.Content.model_fields.items()
+}
+
+
+def _model_from_trusted(model_class: type, defaults: dict[str, Any], values: dict[str, Any]):
+    """Build a pydantic model instance from values already known to be valid.
+
+    Does what ``model_construct`` does, minus its per-field default lookups.
+    """
+    instance = model_class.__new__(model_class)
+    fields = dict(defaults)
+    fields.update(values)
+    object.__setattr__(instance, "__dict__", fields)
+    object.__setattr__(instance, "__pydantic_fields_set__", set(values))
+    object.__setattr__(instance, "__pydantic_extra__", None)
+    object.__setattr__(instance, "__pydantic_private__", None)
+    return instance
+
+
+def content_from_stored(data: dict[str, Any] | None) -> types.Content | None:
+    if data is None:
+        return None
+    raw_parts = data.get("parts")
+    if raw_parts is None or not all(part.keys() == {"text"} for part in raw_parts):
+        return types.Content.model_validate(data)
+    parts = [_model_from_trusted(types.Part, _PART_DEFAULTS, part) for part in raw_parts]
+    values: dict[str, Any] = {"parts": parts}
+    if "role" in data:
+        values["role"] = data["role"]
+    return _model_from_trusted(types.Content, _CONTENT_DEFAULTS, values)
+
+
+def content_to_stored(content: types.Content | None) -> dict[str, Any] | None:
+    if content is None:
+        return None
+    return content.model_dump(mode="json", exclude_none=True)
+
+
+def event_from_row(row: tuple) -> Event:
+    """An Event from a tuple of ``EVENT_COLUMNS`` values."""
+    (
+        event_id,
+        invocation_id,
+        author,
+        timestamp,
+        content,
+        actions,
+        turn_complete,
+        interrupted,
+        branch,
+        error_code,
+        error_message,
+        custom_metadata,
+        usage_metadata,
+        long_running_tool_ids,
+    ) = row
+    data: dict[str, Any] = {
+        "id": event_id,
+        "invocation_id": invocation_id,
+        "author": author,
+        "timestamp": timestamp,
+        "content": content_from_stored(content),
+        "actions": actions,
+    }
+    optional = {
+        "turn_complete": turn_complete,
+        "interrupted": interrupted,
+        "branch": branch,
+        "error_code": error_code,
+        "error_message": error_message,
+        "custom_metadata": custom_metadata,
+        "usage_metadata": usage_metadata,
+        "long_running_tool_ids": long_running_tool_ids,
+    }
+    data.update({key: value for key, value in optional.items() if value not in (None, "")})
+    return Event.model_validate(data)
+
+
+def event_to_record_fields(event: Event) -> dict[str, Any]:
+    """The EventRecord field values of an event (its state_delta already stripped of temp:)."""
+    usage = (
+        event.usage_metadata.model_dump(mode="json", exclude_none=True)
+        if event.usage_metadata
+        else None
+    )
+    return {
+        "event_id": event.id,
+        "invocation_id": event.invocation_id,
+        "author": event.author,
+        "timestamp": event.timestamp,
+        "content": content_to_stored(event.content),
+        "actions": event.actions.model_dump(mode="json", exclude_none=True),
+        "turn_complete": event.turn_complete,
+        "interrupted": event.interrupted,
+        "branch": event.branch or "",
+        "error_code": event.error_code or "",
+        "error_message": event.error_message or "",
+        "custom_metadata": event.custom_metadata,
+        "usage_metadata": usage,
+        "long_running_tool_ids": sorted(event.long_running_tool_ids)
+        if event.long_running_tool_ids
+        else None,
+    }

@@ -1,0 +1,94 @@
+"""Event types with the shape of ADK's ``Event`` and ``EventActions``.
+
+``content`` is a real ``google.genai.types.Content``, so an event can be handed
+to the Gemini client as it is, and code written against ADK reads the same.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from google.genai import types
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def new_event_id() -> str:
+    return str(uuid.uuid4())
+
+
+def new_invocation_id() -> str:
+    return "e-" + str(uuid.uuid4())
+
+
+class EventCompaction(BaseModel):
+    """A summary that stands in for the events between two timestamps."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start_timestamp: float
+    end_timestamp: float
+    compacted_content: types.Content
+
+
+class EventActions(BaseModel):
+    """What an event does besides its content: state changes and control flow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state_delta: dict[str, Any] = Field(default_factory=dict)
+    skip_summarization: bool | None = None
+    transfer_to_agent: str | None = None
+    escalate: bool | None = None
+    compaction: EventCompaction | None = None
+    rewind_before_invocation_id: str | None = None
+
+
+class Event(BaseModel):
+    """One entry of a session's history, as ADK defines it.
+
+    ``partial`` events are streamed to clients and never stored.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(default_factory=new_event_id)
+    invocation_id: str = ""
+    author: str
+    content: types.Content | None = None
+    actions: EventActions = Field(default_factory=EventActions)
+    timestamp: float = Field(default_factory=time.time)
+    partial: bool | None = None
+    turn_complete: bool | None = None
+    interrupted: bool | None = None
+    branch: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    custom_metadata: dict[str, Any] | None = None
+    usage_metadata: types.GenerateContentResponseUsageMetadata | None = None
+    long_running_tool_ids: set[str] | None = None
+
+    def get_function_calls(self) -> list[types.FunctionCall]:
+        if not self.content or not self.content.parts:
+            return []
+        return [part.function_call for part in self.content.parts if part.function_call]
+
+    def get_function_responses(self) -> list[types.FunctionResponse]:
+        if not self.content or not self.content.parts:
+            return []
+        return [part.function_response for part in self.content.parts if part.function_response]
+
+    def text(self) -> str:
+        """The concatenated text parts (thoughts excluded)."""
+        if not self.content or not self.content.parts:
+            return ""
+        return "".join(part.text for part in self.content.parts if part.text and not part.thought)
+
+    def is_final_response(self) -> bool:
+        """True for the event that ends an agent's reply, as ADK decides it."""
+        if self.actions.skip_summarization or self.long_running_tool_ids:
+            return True
+        return (
+            not self.get_function_calls() and not self.get_function_responses() and not self.partial
+        )

@@ -1,0 +1,131 @@
+"""Storage of sessions, their events and the three scopes of state.
+
+Sessions and events are written only through ``sessions_app.services``: the
+service keeps the invariants that the schema alone cannot (state changes only
+through events, contiguous sequence numbers, ``temp:`` keys never stored).
+"""
+
+from django.conf import settings
+from django.db import models
+
+
+class SessionRecord(models.Model):
+    """A conversation of one user with one app.
+
+    ``last_sequence`` is the sequence number of the newest event; bumping
+    it with an UPDATE is what serialises concurrent appends on the row lock.
+    ``initial_state`` keeps the session-scope state given at creation, from
+    which a rewind replays the events it keeps.
+    """
+
+    id = models.CharField(primary_key=True, max_length=128)
+    app_name = models.CharField(max_length=128)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_update_time = models.FloatField()
+    last_sequence = models.PositiveBigIntegerField(default=0)
+    initial_state = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        verbose_name = "session"
+        indexes = [
+            models.Index(
+                fields=["user", "app_name", "-last_update_time", "-id"],
+                name="session_user_app_recent",
+            ),
+            models.Index(fields=["last_update_time"], name="session_last_update"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app_name}/{self.user_id}/{self.id}"
+
+
+class EventRecord(models.Model):
+    """One stored event; ``sequence`` orders a session's events without gaps."""
+
+    session = models.ForeignKey(SessionRecord, on_delete=models.CASCADE, related_name="events")
+    sequence = models.PositiveBigIntegerField()
+    event_id = models.CharField(max_length=128)
+    invocation_id = models.CharField(max_length=128, blank=True)
+    author = models.CharField(max_length=128)
+    timestamp = models.FloatField()
+    content = models.JSONField(null=True, blank=True)
+    actions = models.JSONField(default=dict, blank=True)
+    turn_complete = models.BooleanField(null=True)
+    interrupted = models.BooleanField(null=True)
+    branch = models.CharField(max_length=512, blank=True)
+    error_code = models.CharField(max_length=128, blank=True)
+    error_message = models.TextField(blank=True)
+    custom_metadata = models.JSONField(null=True, blank=True)
+    usage_metadata = models.JSONField(null=True, blank=True)
+    long_running_tool_ids = models.JSONField(null=True, blank=True)
+    rewound = models.BooleanField(
+        default=False, help_text="Hidden from the history by a rewind; kept in storage."
+    )
+
+    class Meta:
+        verbose_name = "event"
+        constraints = [
+            models.UniqueConstraint(fields=["session", "sequence"], name="event_session_sequence"),
+            models.UniqueConstraint(fields=["session", "event_id"], name="event_session_event_id"),
+        ]
+        indexes = [
+            models.Index(fields=["session", "invocation_id"], name="event_session_invocation"),
+            models.Index(fields=["session", "timestamp"], name="event_session_timestamp"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.sequence} {self.author}"
+
+
+class SessionState(models.Model):
+    """One key of a session's own state (keys without a prefix)."""
+
+    session = models.ForeignKey(SessionRecord, on_delete=models.CASCADE, related_name="state")
+    key = models.CharField(max_length=255)
+    value = models.JSONField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "key"], name="session_state_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: {self.key}"
+
+
+class UserState(models.Model):
+    """One ``user:`` key, shared by all sessions of a user within an app (stored unprefixed)."""
+
+    app_name = models.CharField(max_length=128)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_user_state"
+    )
+    key = models.CharField(max_length=255)
+    value = models.JSONField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "app_name", "key"], name="user_state_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app_name}/{self.user_id}: user:{self.key}"
+
+
+class AppState(models.Model):
+    """One ``app:`` key, shared by every user's sessions of an app (stored unprefixed)."""
+
+    app_name = models.CharField(max_length=128)
+    key = models.CharField(max_length=255)
+    value = models.JSONField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["app_name", "key"], name="app_state_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app_name}: app:{self.key}"

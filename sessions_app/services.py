@@ -1,0 +1,435 @@
+"""Writes of the session store, and ``SessionService``, its ADK-shaped async facade.
+
+State changes only through events: ``event_append`` stores an event and applies
+its ``state_delta`` to the three stored scopes in one short transaction. The
+transaction starts by bumping the session's ``last_sequence`` with an UPDATE,
+which takes the session row lock; concurrent appends to one session therefore
+queue on that lock and get contiguous sequence numbers, and no caller ever sees
+a "stale session" error. State rows are then upserted key by key (so writers
+never overwrite each other's keys) in a fixed order: session, user, app, keys
+sorted, so two sessions of one user cannot deadlock on shared ``user:`` keys.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, connection, transaction
+
+from sessions_app import selectors
+from sessions_app.errors import (
+    InvalidEventError,
+    InvalidStateError,
+    InvocationNotFoundError,
+    SessionAlreadyExistsError,
+    SessionNotFoundError,
+    SessionStoreError,
+)
+from sessions_app.event_codec import event_to_record_fields
+from sessions_app.events import Event, EventActions, new_event_id, new_invocation_id
+from sessions_app.models import AppState, EventRecord, SessionRecord, SessionState, UserState
+from sessions_app.state import (
+    APP_PREFIX,
+    TEMP_PREFIX,
+    USER_PREFIX,
+    ScopedState,
+    state_merge,
+    state_split,
+)
+from sessions_app.types import GetSessionConfig, ListSessionsResponse, Session
+
+IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+MAX_NAME_LENGTH = 128
+
+
+def identifier_validate(*, value: Any, what: str) -> str:
+    if not isinstance(value, str) or not IDENTIFIER_PATTERN.match(value):
+        raise SessionStoreError(
+            f"{what} must be 1-128 characters of letters, digits and . _ : @ -, "
+            f"starting with a letter or digit; got {str(value)[:60]!r}."
+        )
+    return value
+
+
+def _user_pk_require(user_id: str) -> int:
+    user_pk = selectors.user_pk_from_id(user_id)
+    if user_pk is None or not get_user_model().objects.filter(pk=user_pk).exists():
+        raise SessionStoreError(f"user_id {str(user_id)[:40]!r} does not name a user.")
+    return user_pk
+
+
+def _state_upsert(*, session_id: str, user_pk: int, app_name: str, scoped: ScopedState) -> None:
+    """Write each stored scope's keys; call inside the caller's transaction."""
+    if scoped.session:
+        SessionState.objects.bulk_create(
+            [
+                SessionState(session_id=session_id, key=k, value=v)
+                for k, v in sorted(scoped.session.items())
+            ],
+            update_conflicts=True,
+            unique_fields=["session", "key"],
+            update_fields=["value"],
+        )
+    if scoped.user:
+        UserState.objects.bulk_create(
+            [
+                UserState(user_id=user_pk, app_name=app_name, key=k, value=v)
+                for k, v in sorted(scoped.user.items())
+            ],
+            update_conflicts=True,
+            unique_fields=["user", "app_name", "key"],
+            update_fields=["value"],
+        )
+    if scoped.app:
+        AppState.objects.bulk_create(
+            [AppState(app_name=app_name, key=k, value=v) for k, v in sorted(scoped.app.items())],
+            update_conflicts=True,
+            unique_fields=["app_name", "key"],
+            update_fields=["value"],
+        )
+
+
+def session_create(
+    *,
+    app_name: str,
+    user_id: str,
+    state: dict[str, Any] | None = None,
+    session_id: str | None = None,
+) -> Session:
+    """Create a session; ``user:`` and ``app:`` keys of ``state`` go to their shared scopes.
+
+    ``temp:`` keys are dropped, as nothing outlives an invocation. A
+    ``session_id`` already in use (by anyone) is refused.
+    """
+    identifier_validate(value=app_name, what="app_name")
+    if session_id is None:
+        session_id = new_event_id()
+    identifier_validate(value=session_id, what="session_id")
+    scoped = state_split(state)
+    scoped.temp.clear()
+    user_pk = _user_pk_require(user_id)
+    now = time.time()
+    try:
+        with transaction.atomic():
+            SessionRecord.objects.create(
+                id=session_id,
+                app_name=app_name,
+                user_id=user_pk,
+                last_update_time=now,
+                initial_state=scoped.session,
+            )
+            _state_upsert(session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=scoped)
+    except IntegrityError:
+        raise SessionAlreadyExistsError(
+            f"A session with id {session_id!r} already exists."
+        ) from None
+    by_session, user_state, app_state = selectors.scoped_states_get(
+        session_ids=[session_id], app_name=app_name, user_pk=user_pk
+    )
+    return Session(
+        id=session_id,
+        app_name=app_name,
+        user_id=str(user_pk),
+        state=state_merge(session=by_session.get(session_id, {}), user=user_state, app=app_state),
+        last_update_time=now,
+    )
+
+
+def _sequence_claim(
+    *, session_id: str, app_name: str, user_pk: int, now: float
+) -> tuple[int, float]:
+    """Take the session row lock and the next sequence number, in one statement.
+
+    Must be the first write of the caller's transaction: every writer of a
+    session goes through here first, which is what fixes the lock order.
+    Raises SessionNotFoundError if the user has no such session.
+    """
+    table = SessionRecord._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET last_sequence = last_sequence + 1, "
+            "last_update_time = CASE WHEN last_update_time > %s THEN last_update_time ELSE %s END "
+            "WHERE id = %s AND app_name = %s AND user_id = %s "
+            "RETURNING last_sequence, last_update_time",
+            [now, now, session_id, app_name, user_pk],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise SessionNotFoundError(f"Session {session_id!r} not found.")
+    return row[0], row[1]
+
+
+def _event_validate(event: Event) -> dict[str, Any]:
+    """The record fields of an event, or InvalidEventError; writes nothing."""
+    if not event.author or len(event.author) > MAX_NAME_LENGTH:
+        raise InvalidEventError("An event needs an author of 1-128 characters.")
+    if len(event.invocation_id) > MAX_NAME_LENGTH or len(event.id) > MAX_NAME_LENGTH:
+        raise InvalidEventError("Event and invocation ids are at most 128 characters.")
+    fields = event_to_record_fields(event)
+    try:
+        size = len(
+            json.dumps(
+                [fields["content"], fields["actions"], fields["custom_metadata"]], allow_nan=False
+            ).encode()
+        )
+    except (TypeError, ValueError) as error:
+        raise InvalidEventError(f"The event is not JSON-serialisable: {error}.") from None
+    if size > settings.MAX_EVENT_BYTES:
+        raise InvalidEventError(
+            f"The event is {size} bytes; events are limited to {settings.MAX_EVENT_BYTES} bytes."
+        )
+    return fields
+
+
+def event_append(*, session: Session, event: Event) -> Event:
+    """Store ``event`` in ``session`` and apply its state delta, atomically.
+
+    Partial events are returned untouched and not stored. ``temp:`` keys are
+    applied to ``session.state`` (the rest of the invocation sees them) and
+    removed from the event before it is stored. On success ``session`` is
+    updated in place like ADK's: state, events, last_update_time.
+    """
+    if event.partial:
+        return event
+    delta = event.actions.state_delta
+    scoped = state_split(delta)
+    stored_delta = {key: value for key, value in delta.items() if not key.startswith(TEMP_PREFIX)}
+    original_delta = event.actions.state_delta
+    event.actions.state_delta = stored_delta
+    try:
+        fields = _event_validate(event)
+    except SessionStoreError:
+        event.actions.state_delta = original_delta
+        raise
+    user_pk = selectors.user_pk_from_id(session.user_id)
+    if user_pk is None:
+        event.actions.state_delta = original_delta
+        raise SessionNotFoundError(f"Session {session.id!r} not found.")
+    try:
+        with transaction.atomic():
+            sequence, last_update_time = _sequence_claim(
+                session_id=session.id, app_name=session.app_name, user_pk=user_pk, now=time.time()
+            )
+            EventRecord.objects.create(session_id=session.id, sequence=sequence, **fields)
+            _state_upsert(
+                session_id=session.id, user_pk=user_pk, app_name=session.app_name, scoped=scoped
+            )
+    except IntegrityError:
+        event.actions.state_delta = original_delta
+        raise InvalidEventError(
+            f"An event with id {event.id!r} is already stored in this session."
+        ) from None
+    except SessionStoreError:
+        event.actions.state_delta = original_delta
+        raise
+    for key, value in scoped.temp.items():
+        session.state[TEMP_PREFIX + key] = value
+    session.state.update(stored_delta)
+    session.events.append(event)
+    session.last_update_time = last_update_time
+    return event
+
+
+def session_delete(*, app_name: str, user_id: str, session_id: str) -> bool:
+    """Delete the user's session with its events and session state; False if there was none."""
+    user_pk = selectors.user_pk_from_id(user_id)
+    if user_pk is None:
+        return False
+    deleted, _ = SessionRecord.objects.filter(
+        pk=session_id, app_name=app_name, user_id=user_pk
+    ).delete()
+    return deleted > 0
+
+
+def _session_state_replay(
+    *, initial_state: dict[str, Any], actions_list: list[dict]
+) -> dict[str, Any]:
+    """Session-scope state after the given events' actions, from the creation state.
+
+    A rewind event's ``None`` means "the key did not exist", so it deletes;
+    any other event's ``None`` is a value like the others.
+    """
+    state = dict(initial_state)
+    for actions in actions_list:
+        is_rewind = bool(actions.get("rewind_before_invocation_id"))
+        for key, value in (actions.get("state_delta") or {}).items():
+            if key.startswith((APP_PREFIX, USER_PREFIX)):
+                continue
+            if value is None and is_rewind:
+                state.pop(key, None)
+            else:
+                state[key] = value
+    return state
+
+
+def session_rewind(
+    *, app_name: str, user_id: str, session_id: str, rewind_before_invocation_id: str
+) -> Event:
+    """Revert the session to just before an invocation, in one transaction.
+
+    Session-scope state becomes what it was before the invocation's first
+    event (``user:`` and ``app:`` state is shared with other sessions and is
+    left alone, as in ADK). That event and every later one stay stored but are
+    marked rewound, out of the history. The rewind is itself stored as an event
+    whose ``state_delta`` records the restoring changes (``None`` for a key
+    that did not exist then).
+    """
+    user_pk = selectors.user_pk_from_id(user_id)
+    if user_pk is None:
+        raise SessionNotFoundError(f"Session {session_id!r} not found.")
+    with transaction.atomic():
+        sequence, last_update_time = _sequence_claim(
+            session_id=session_id, app_name=app_name, user_pk=user_pk, now=time.time()
+        )
+        visible = EventRecord.objects.filter(session_id=session_id, rewound=False)
+        first = (
+            visible.filter(invocation_id=rewind_before_invocation_id)
+            .order_by("sequence")
+            .values_list("sequence", flat=True)
+            .first()
+        )
+        if first is None:
+            raise InvocationNotFoundError(
+                f"No invocation {rewind_before_invocation_id!r} in the session's history."
+            )
+        initial_state = SessionRecord.objects.filter(pk=session_id).values_list(
+            "initial_state", flat=True
+        )[0]
+        target = _session_state_replay(
+            initial_state=initial_state,
+            actions_list=list(
+                visible.filter(sequence__lt=first)
+                .order_by("sequence")
+                .values_list("actions", flat=True)
+            ),
+        )
+        current = dict(
+            SessionState.objects.filter(session_id=session_id).values_list("key", "value")
+        )
+        missing = object()
+        delta = {key: value for key, value in target.items() if current.get(key, missing) != value}
+        removed = sorted(key for key in current if key not in target)
+        delta.update({key: None for key in removed})
+        visible.filter(sequence__gte=first).update(rewound=True)
+        if removed:
+            SessionState.objects.filter(session_id=session_id, key__in=removed).delete()
+        changed = ScopedState(session={key: target[key] for key in delta if key in target})
+        _state_upsert(session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=changed)
+        event = Event(
+            invocation_id=new_invocation_id(),
+            author="user",
+            actions=EventActions(
+                state_delta=delta, rewind_before_invocation_id=rewind_before_invocation_id
+            ),
+            timestamp=last_update_time,
+        )
+        EventRecord.objects.create(
+            session_id=session_id, sequence=sequence, **event_to_record_fields(event)
+        )
+    return event
+
+
+def sessions_expire_idle(*, now: float | None = None, batch_size: int | None = None) -> int:
+    """Delete sessions idle longer than ``SESSION_IDLE_TTL_SECONDS``, a batch per transaction.
+
+    Returns how many were deleted. Short batches keep each transaction (and
+    the locks of cascading deletes) brief while the app goes on serving.
+    """
+    ttl = settings.SESSION_IDLE_TTL_SECONDS
+    if ttl <= 0:
+        return 0
+    cutoff = (now if now is not None else time.time()) - ttl
+    batch_size = batch_size or settings.SESSION_CLEANUP_BATCH_SIZE
+    total = 0
+    while True:
+        with transaction.atomic():
+            ids = list(
+                SessionRecord.objects.filter(last_update_time__lt=cutoff)
+                .order_by("last_update_time")
+                .values_list("pk", flat=True)[:batch_size]
+            )
+            if not ids:
+                return total
+            SessionRecord.objects.filter(pk__in=ids, last_update_time__lt=cutoff).delete()
+        total += len(ids)
+
+
+class SessionService:
+    """ADK's ``BaseSessionService`` API over the Django store: same names, same arguments.
+
+    Each call runs its whole database work in one ``sync_to_async`` hop.
+    Errors are ``SessionStoreError`` subclasses (``ValueError``s).
+    """
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        return await sync_to_async(session_create)(
+            app_name=app_name, user_id=user_id, state=state, session_id=session_id
+        )
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        return await sync_to_async(selectors.session_get)(
+            app_name=app_name, user_id=user_id, session_id=session_id, config=config
+        )
+
+    async def list_sessions(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        page_size: int = selectors.DEFAULT_PAGE_SIZE,
+        page_token: str | None = None,
+    ) -> ListSessionsResponse:
+        return await sync_to_async(selectors.session_list)(
+            app_name=app_name, user_id=user_id, page_size=page_size, page_token=page_token
+        )
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        await sync_to_async(session_delete)(
+            app_name=app_name, user_id=user_id, session_id=session_id
+        )
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        return await sync_to_async(event_append)(session=session, event=event)
+
+    async def rewind_session(
+        self, *, app_name: str, user_id: str, session_id: str, rewind_before_invocation_id: str
+    ) -> Event:
+        return await sync_to_async(session_rewind)(
+            app_name=app_name,
+            user_id=user_id,
+            session_id=session_id,
+            rewind_before_invocation_id=rewind_before_invocation_id,
+        )
+
+
+__all__ = [
+    "GetSessionConfig",
+    "InvalidStateError",
+    "ListSessionsResponse",
+    "SessionService",
+    "event_append",
+    "session_create",
+    "session_delete",
+    "session_rewind",
+    "sessions_expire_idle",
+]
