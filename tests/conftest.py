@@ -5,6 +5,12 @@ from rest_framework.test import APIClient
 from tests.factories import UserFactory
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """PBKDF2's deliberate slowness would cost a second per test user."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def user(db):
     return UserFactory()
