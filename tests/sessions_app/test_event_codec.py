@@ -1,0 +1,32 @@
+import pytest
+from google.genai import types
+
+from sessions_app.event_codec import content_from_stored, content_to_stored
+
+CONTENTS = [
+    {"role": "user", "parts": [{"text": "hello"}]},
+    {"role": "model", "parts": [{"text": "a"}, {"text": "b"}]},
+    {"parts": [{"text": "no role"}]},
+    {"role": "model", "parts": [{"text": "x", "thought": True}]},
+    {"role": "model", "parts": [{"function_call": {"name": "f", "args": {"a": 1}}}]},
+    {"role": "user", "parts": [{"function_response": {"name": "f", "response": {"ok": True}}}]},
+    {"role": "model", "parts": []},
+    {"role": "model"},
+]
+
+
+@pytest.mark.parametrize("stored", CONTENTS)
+def test_fast_path_builds_the_same_content_as_full_validation(stored):
+    fast = content_from_stored(stored)
+    assert fast == types.Content.model_validate(stored)
+    assert content_to_stored(fast) == content_to_stored(types.Content.model_validate(stored))
+    assert fast.model_fields_set == types.Content.model_validate(stored).model_fields_set
+
+
+def test_fast_path_content_behaves_like_a_validated_one():
+    content = content_from_stored({"role": "user", "parts": [{"text": "hi"}]})
+    copy = content.model_copy(deep=True)
+    copy.parts[0].text = "changed"
+    assert content.parts[0].text == "hi"
+    assert content.parts[0].function_call is None
+    assert types.Content.model_validate(content.model_dump()) == content
