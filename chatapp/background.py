@@ -17,7 +17,7 @@ from typing import Any
 
 from celery import Task
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import connections, transaction
 
 logger = logging.getLogger(__name__)
 
@@ -35,13 +35,17 @@ def _in_process_executor() -> ThreadPoolExecutor:
 
 
 def _run_in_process(task: Task, kwargs: dict[str, Any]) -> None:
-    close_old_connections()
+    """Run ``task`` on a pool thread, which keeps no database connection between tasks.
+
+    An idle pool thread holding connections would count against the
+    database's limit and keep a test database from being dropped.
+    """
     try:
         result = task.apply(kwargs=kwargs)
         if result.failed():
             logger.error("background task %s failed: %r", task.name, result.result)
     finally:
-        close_old_connections()
+        connections.close_all()
 
 
 def task_enqueue(*, task: Task, **kwargs: Any) -> None:
@@ -76,12 +80,15 @@ def periodic_start() -> threading.Thread | None:
 
     Celery beat does this job when there is a broker; without one the web
     process is the only process there is, so it keeps the schedule itself.
+    Task modules are imported first, as a worker does at start, so every
+    scheduled task is registered.
     Returns the thread, or None when beat is in charge.
     """
     if settings.BACKGROUND_TASKS != "inprocess":
         return None
     from chatapp.celery import app
 
+    app.loader.import_default_modules()
     entries = [
         (app.tasks[entry["task"]], float(entry["schedule"]))
         for entry in settings.CELERY_BEAT_SCHEDULE.values()
