@@ -141,6 +141,21 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# --- Models and agents ----------------------------------------------------------------
+# With no key, the built-in offline model answers (deterministic, no network).
+GEMINI_API_KEY = env.str("GEMINI_API_KEY", default=env.str("GOOGLE_API_KEY", default=""))
+GOOGLE_GENAI_USE_VERTEXAI = env.bool("GOOGLE_GENAI_USE_VERTEXAI", default=False)
+GOOGLE_CLOUD_PROJECT = env.str("GOOGLE_CLOUD_PROJECT", default="")
+GOOGLE_CLOUD_LOCATION = env.str("GOOGLE_CLOUD_LOCATION", default="us-central1")
+GEMINI_BASE_URL = env.str("GEMINI_BASE_URL", default="")
+LLM_MODEL = env.str("LLM_MODEL", default="gemini-2.5-flash")
+LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=60.0)
+LLM_RETRY_ATTEMPTS = env.int("LLM_RETRY_ATTEMPTS", default=4)
+LLM_RETRY_BASE_DELAY_SECONDS = env.float("LLM_RETRY_BASE_DELAY_SECONDS", default=0.5)
+OFFLINE_MODEL_CHUNK_DELAY_SECONDS = env.float("OFFLINE_MODEL_CHUNK_DELAY_SECONDS", default=0.02)
+# Per-app agent definitions: {"app_name": {field of AgentConfig: value}}.
+AGENTS: dict = {}
+
 # --- REST API -------------------------------------------------------------------
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=1024 * 1024)
 REST_FRAMEWORK = {
@@ -157,6 +172,8 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Agent memory API",
     "DESCRIPTION": "Sessions, events and scoped state for chat agents (ADK semantics).",
     "VERSION": "0.1.0",
+    # 3.1: event bodies are described by the Event model's own (JSON Schema 2020-12) schema.
+    "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -7,14 +7,14 @@ import base64
 import binascii
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import F, Q, Value
 
 from sessions_app.event_codec import EVENT_COLUMNS, event_from_row
 from sessions_app.events import Event
 from sessions_app.models import AppState, EventRecord, SessionRecord, SessionState, UserState
-from sessions_app.state import state_merge
+from sessions_app.state import ScopedState, state_merge
 from sessions_app.types import GetSessionConfig, ListSessionsResponse, Session
 
 DEFAULT_PAGE_SIZE = 20
@@ -193,3 +193,88 @@ def session_records_for_user(*, user_pk: int, app_name: str | None = None):
     if app_name:
         queryset = queryset.filter(app_name=app_name)
     return queryset
+
+
+class StoredEvent(NamedTuple):
+    """An event as stored: its place in the session and whether a rewind hid it."""
+
+    sequence: int
+    rewound: bool
+    event: Event
+
+
+class StoredEventsPage(NamedTuple):
+    """One page of stored events; ``next_after_sequence`` is None on the last page."""
+
+    events: list[StoredEvent]
+    next_after_sequence: int | None
+
+
+_STORED_EVENT_COLUMNS = ("sequence", "rewound", *EVENT_COLUMNS)
+
+
+def _stored_event_from_row(row: tuple) -> StoredEvent:
+    return StoredEvent(sequence=row[0], rewound=row[1], event=event_from_row(row[2:]))
+
+
+def stored_events_page(
+    *, session_id: str, after_sequence: int, page_size: int, include_rewound: bool = False
+) -> StoredEventsPage:
+    """Up to ``page_size`` of the session's events after ``after_sequence``, in order.
+
+    Events hidden by a rewind are left out unless ``include_rewound`` is set.
+    Pass ``next_after_sequence`` back to get the next page.
+    """
+    queryset = EventRecord.objects.filter(session_id=session_id, sequence__gt=after_sequence)
+    if not include_rewound:
+        queryset = queryset.filter(rewound=False)
+    rows = list(queryset.order_by("sequence").values_list(*_STORED_EVENT_COLUMNS)[: page_size + 1])
+    next_after_sequence = rows[page_size - 1][0] if len(rows) > page_size else None
+    return StoredEventsPage(
+        events=[_stored_event_from_row(row) for row in rows[:page_size]],
+        next_after_sequence=next_after_sequence,
+    )
+
+
+def stored_events_recent(*, session_id: str, limit: int) -> list[StoredEvent]:
+    """The session's last ``limit`` events of its history (rewound ones left out), in order."""
+    if limit <= 0:
+        return []
+    rows = list(
+        EventRecord.objects.filter(session_id=session_id, rewound=False)
+        .order_by("-sequence")
+        .values_list(*_STORED_EVENT_COLUMNS)[:limit]
+    )
+    rows.reverse()
+    return [_stored_event_from_row(row) for row in rows]
+
+
+def stored_event_get(*, session_id: str, event_id: str) -> StoredEvent | None:
+    """The session's stored event with this id, or None."""
+    row = (
+        EventRecord.objects.filter(session_id=session_id, event_id=event_id)
+        .values_list(*_STORED_EVENT_COLUMNS)
+        .first()
+    )
+    return _stored_event_from_row(row) if row is not None else None
+
+
+def session_scoped_state(*, app_name: str, user_pk: int, session_id: str) -> ScopedState:
+    """The state a session sees, split by scope (keys stored without their prefix)."""
+    by_session, user_state, app_state = scoped_states_get(
+        session_ids=[session_id], app_name=app_name, user_pk=user_pk
+    )
+    return ScopedState(session=by_session.get(session_id, {}), user=user_state, app=app_state)
+
+
+def session_latest_compaction(*, session_id: str) -> Event | None:
+    """The newest visible compaction event of the session, however far back it lies."""
+    row = (
+        EventRecord.objects.filter(
+            session_id=session_id, rewound=False, actions__has_key="compaction"
+        )
+        .order_by("-sequence")
+        .values_list(*EVENT_COLUMNS)
+        .first()
+    )
+    return event_from_row(row) if row else None
