@@ -23,6 +23,7 @@ class SessionRecord(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions"
     )
+    title = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_update_time = models.FloatField()
     last_sequence = models.PositiveBigIntegerField(default=0)

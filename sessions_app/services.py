@@ -247,6 +247,18 @@ def session_delete(*, app_name: str, user_id: str, session_id: str) -> bool:
     return deleted > 0
 
 
+def session_rename(*, user_pk: int, session_id: str, title: str) -> bool:
+    """Set the title shown in the session list; False if the user has no such session.
+
+    The title is presentation only, so renaming does not count as activity
+    (``last_update_time`` is left alone and the list order does not change).
+    """
+    title = " ".join(str(title).split())
+    if len(title) > 200:
+        raise SessionStoreError("A session title is at most 200 characters.")
+    return SessionRecord.objects.filter(pk=session_id, user_id=user_pk).update(title=title) > 0
+
+
 def _session_state_replay(
     *, initial_state: dict[str, Any], actions_list: list[dict]
 ) -> dict[str, Any]:

@@ -507,3 +507,14 @@ def test_sessions_of_one_user_writing_shared_user_keys_do_not_deadlock(requires_
     assert _run_writers(4, write) == []
     assert UserState.objects.filter(user=user).count() == 10
     assert EventRecord.objects.count() == 80
+
+
+def test_rename_sets_the_title_without_reordering_sessions(user, other_user):
+    first = create(user)
+    second = create(user)
+    assert services.session_rename(user_pk=user.pk, session_id=first.id, title="  Trip   plans ")
+    assert SessionRecord.objects.get(pk=first.id).title == "Trip plans"
+    assert selectors.session_list(app_name=APP, user_id=str(user.pk)).sessions[0].id == second.id
+    assert not services.session_rename(user_pk=other_user.pk, session_id=first.id, title="x")
+    with pytest.raises(SessionStoreError, match="200"):
+        services.session_rename(user_pk=user.pk, session_id=first.id, title="x" * 201)
