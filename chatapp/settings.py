@@ -156,6 +156,12 @@ OFFLINE_MODEL_CHUNK_DELAY_SECONDS = env.float("OFFLINE_MODEL_CHUNK_DELAY_SECONDS
 # Per-app agent definitions: {"app_name": {field of AgentConfig: value}}.
 AGENTS: dict = {}
 
+# --- Chat WebSocket ---------------------------------------------------------------
+# Longest user message a turn accepts, in characters.
+CHAT_MAX_MESSAGE_CHARS = env.int("CHAT_MAX_MESSAGE_CHARS", default=8000)
+# Turns a user may start per minute over all their sockets; 0 turns the limit off.
+CHAT_TURNS_PER_MINUTE = env.int("CHAT_TURNS_PER_MINUTE", default=20)
+
 # --- REST API -------------------------------------------------------------------
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=1024 * 1024)
 REST_FRAMEWORK = {
