@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from django.db.models import F, Q, Value
+from django.db.models import F, Q, Subquery, Value
 
 from sessions_app.event_codec import EVENT_COLUMNS, event_from_row
 from sessions_app.events import Event
@@ -278,3 +278,18 @@ def session_latest_compaction(*, session_id: str) -> Event | None:
         .first()
     )
     return event_from_row(row) if row else None
+
+
+def stored_events_of_turn(*, session_id: str, user_event_id: str) -> list[StoredEvent]:
+    """Every stored event of the invocation that the user event ``user_event_id`` began,
+    in order (those a rewind hid included): what a client that missed the turn is sent
+    again. Empty when the session has no such event."""
+    invocation = EventRecord.objects.filter(session_id=session_id, event_id=user_event_id).values(
+        "invocation_id"
+    )[:1]
+    rows = (
+        EventRecord.objects.filter(session_id=session_id, invocation_id=Subquery(invocation))
+        .order_by("sequence")
+        .values_list(*_STORED_EVENT_COLUMNS)
+    )
+    return [_stored_event_from_row(row) for row in rows]
