@@ -5,6 +5,24 @@ from rest_framework.test import APIClient
 from tests.factories import UserFactory
 
 
+@pytest.fixture(scope="session", autouse=True)
+def end_stray_connections(django_db_setup, django_db_blocker):
+    """Before the test database is dropped, end connections that worker threads left open.
+
+    Async tests reach the database from asgiref's and the background pool's
+    threads, whose connections outlive the test; PostgreSQL refuses to drop a
+    database that still has sessions.
+    """
+    yield
+    with django_db_blocker.unblock():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """PBKDF2's deliberate slowness would cost a second per test user."""
@@ -33,3 +51,24 @@ def requires_postgres(db):
     """Skip on SQLite: row locks and true concurrency need PostgreSQL (CI's second pass)."""
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (SQLite ignores row locks); runs in CI's PostgreSQL pass")
+
+
+@pytest.fixture
+def fake_gemini(settings, monkeypatch):
+    """A local server speaking Gemini's REST API, with the google-genai client pointed at it.
+
+    Proxy variables are cleared so that the client connects to 127.0.0.1
+    directly: with a proxy configured, even a local request would leave the
+    machine.
+    """
+    from tests.fake_gemini import FakeGemini
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    server = FakeGemini().start()
+    settings.GEMINI_API_KEY = "test-key"
+    settings.GEMINI_BASE_URL = server.url
+    settings.GOOGLE_GENAI_USE_VERTEXAI = False
+    yield server
+    server.stop()

@@ -13,10 +13,8 @@ from django.conf import settings
 from sessions_app.templating import InstructionProvider
 
 DEFAULT_INSTRUCTION = (
-    "You are a helpful assistant. Be concise and accurate.\n"
-    "{user:name?}\n"
-    "When the user asks you to remember something, call create_memory. "
-    "When a question may depend on what you know about the user, call load_memory."
+    "You are a helpful assistant. Be concise and accurate. "
+    "Use the tools you are given when they help; never invent what you remember."
 )
 
 

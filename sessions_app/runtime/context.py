@@ -46,7 +46,7 @@ def latest_compaction(events: list[Event]) -> Event | None:
     )
 
 
-def _is_history_event(event: Event) -> bool:
+def is_history_event(event: Event) -> bool:
     if event.partial or event.actions.compaction or event.actions.rewind_before_invocation_id:
         return False
     if event.error_code and not (event.content and event.content.parts):
@@ -54,7 +54,7 @@ def _is_history_event(event: Event) -> bool:
     return bool(event.content and event.content.parts)
 
 
-def _for_model(event: Event, agent_name: str) -> types.Content:
+def for_model(event: Event, agent_name: str) -> types.Content:
     """The content as the model should read it: the agent's own turns as 'model'."""
     content = event.content
     if event.author == "user" or event.get_function_responses():
@@ -82,7 +82,7 @@ def history_prepare(
         summary = "".join(
             part.text or "" for part in compaction.actions.compaction.compacted_content.parts or ()
         )
-    history = [event for event in events if _is_history_event(event)]
+    history = [event for event in events if is_history_event(event)]
     if config.keep_last_invocations > 0:
         kept_invocations: list[str] = []
         for event in reversed(history):
@@ -90,7 +90,7 @@ def history_prepare(
                 kept_invocations.append(event.invocation_id)
         kept = set(kept_invocations[: config.keep_last_invocations])
         history = [event for event in history if event.invocation_id in kept]
-    contents = [_for_model(event, agent_name) for event in history]
+    contents = [for_model(event, agent_name) for event in history]
     if summary:
         contents.insert(
             0, types.Content(role="user", parts=[types.Part(text=SUMMARY_PREFIX + summary)])

@@ -26,11 +26,13 @@ from typing import Any
 from django.conf import settings
 from google.genai import types
 
-from sessions_app.runtime.context import estimate_tokens
+from sessions_app.runtime.context import SUMMARY_PREFIX, estimate_tokens
 from sessions_app.runtime.llm import LlmChunk, LlmRequest
 
 OFFLINE_MODEL_NAME = "offline"
 WORDS_PER_CHUNK = 3
+SUMMARY_LINE_CHARS = 160
+SUMMARY_MAX_LINES = 60
 
 _REMEMBER = re.compile(
     r"^\s*(?:please\s+)?remember\s+(?:that\s+)?(?P<fact>.+?)\s*[.!]?\s*$", re.I | re.S
@@ -93,13 +95,18 @@ def _reply(request: LlmRequest, text: str) -> str:
 
 
 def _summary(request: LlmRequest) -> str:
-    lines = []
+    """One line per turn, an earlier summary's lines kept as they were, the newest lines last."""
+    lines: list[str] = []
     for content in request.contents:
-        said = " ".join(_text(content).split())
+        text = _text(content)
+        if text.startswith(SUMMARY_PREFIX):
+            lines.extend(line for line in text[len(SUMMARY_PREFIX) :].splitlines() if line)
+            continue
+        said = " ".join(text.split())
         if said:
             speaker = "User" if content.role == "user" else "Assistant"
-            lines.append(f"- {speaker}: {said[:160]}")
-    return "\n".join(lines)
+            lines.append(f"- {speaker}: {said[:SUMMARY_LINE_CHARS]}")
+    return "\n".join(lines[-SUMMARY_MAX_LINES:])
 
 
 class OfflineModel:

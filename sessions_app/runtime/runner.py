@@ -22,6 +22,7 @@ from sessions_app import selectors
 from sessions_app.errors import InvalidEventError, InvalidStateError, SessionNotFoundError
 from sessions_app.events import Event, EventActions, new_event_id, new_invocation_id
 from sessions_app.runtime.agents import AgentConfig
+from sessions_app.runtime.compaction import compaction_due, compaction_request
 from sessions_app.runtime.context import history_prepare
 from sessions_app.runtime.llm import (
     Llm,
@@ -40,7 +41,7 @@ from sessions_app.runtime.memory_hooks import (
 from sessions_app.runtime.tools import BUILTIN_TOOLS, Tool, ToolContext
 from sessions_app.services import SessionService
 from sessions_app.state import output_key_state_delta, state_split
-from sessions_app.templating import ReadonlyContext, instruction_resolve
+from sessions_app.templating import MissingStateKeyError, ReadonlyContext, instruction_resolve
 from sessions_app.types import GetSessionConfig, Session
 
 logger = logging.getLogger(__name__)
@@ -180,6 +181,12 @@ class Runner:
             yield event
         if permissions.create:
             await self.memory.turn_completed(session=session, invocation_id=invocation_id)
+        if compaction_due(
+            events=session.events, compaction=compaction, config=self.agent.compaction
+        ):
+            await sync_to_async(compaction_request)(
+                app_name=session.app_name, user_id=session.user_id, session_id=session.id
+            )
 
     def _tools(self, permissions: MemoryPermissions) -> dict[str, Tool]:
         tools = {name: BUILTIN_TOOLS[name] for name in self.agent.tools if name in BUILTIN_TOOLS}
@@ -238,9 +245,22 @@ class Runner:
         permissions: MemoryPermissions,
     ) -> AsyncIterator[Event]:
         for _step in range(self.agent.max_steps):
-            request = await self._request(
-                session=session, compaction=compaction, tools=tools, report=report
-            )
+            try:
+                request = await self._request(
+                    session=session, compaction=compaction, tools=tools, report=report
+                )
+            except MissingStateKeyError as error:
+                yield await self._store(
+                    session,
+                    Event(
+                        invocation_id=invocation_id,
+                        author=self.agent.name,
+                        error_code="instruction_error",
+                        error_message=str(error),
+                        turn_complete=True,
+                    ),
+                )
+                return
             reply_id = new_event_id()
             text_parts: list[str] = []
             calls: list[types.FunctionCall] = []
