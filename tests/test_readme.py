@@ -1,0 +1,37 @@
+"""The README tells the truth about the settings and the two Quickstart commands."""
+
+import re
+
+from django.conf import settings
+
+README = (settings.BASE_DIR / "README.md").read_text()
+
+
+def section(title: str) -> str:
+    start = README.index(f"\n## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end != -1 else None]
+
+
+def test_the_configuration_table_lists_every_variable_settings_reads():
+    settings_source = (settings.BASE_DIR / "chatapp" / "settings.py").read_text()
+    read = set(re.findall(r'env\.\w+\(\s*"([A-Z0-9_]+)"', settings_source))
+    table_rows = [line for line in section("Configuration").splitlines() if line.startswith("| `")]
+    documented = {
+        name for row in table_rows for name in re.findall(r"`([A-Z0-9_]+)`", row.split("|")[1])
+    }
+
+    assert read, "no variables found: the pattern no longer matches settings.py"
+    assert sorted(read - documented) == [], "read by settings.py but missing from the README"
+    assert sorted(documented - read) == [], "in the README but not read by settings.py"
+
+
+def test_quickstart_has_the_two_commands_and_the_makefile_has_them():
+    quickstart = section("Quickstart")
+    commands = re.search(r"```sh\n(.*?)```", quickstart, re.DOTALL).group(1).split("\n")
+    makefile = (settings.BASE_DIR / "Makefile").read_text()
+
+    assert [command for command in commands if command] == ["make run", "make test"]
+    assert re.search(r"^run:", makefile, re.MULTILINE)
+    assert re.search(r"^test:", makefile, re.MULTILINE)
+    assert "http://127.0.0.1:8000/" in quickstart
