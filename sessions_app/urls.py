@@ -1,1 +1,17 @@
-urlpatterns: list = []
+from django.urls import path
+
+from sessions_app import api
+
+app_name = "sessions_api"
+
+urlpatterns = [
+    path("sessions/", api.SessionListView.as_view(), name="session-list"),
+    path("sessions/<str:session_id>/", api.SessionDetailView.as_view(), name="session-detail"),
+    path(
+        "sessions/<str:session_id>/events/", api.SessionEventsView.as_view(), name="session-events"
+    ),
+    path("sessions/<str:session_id>/state/", api.SessionStateView.as_view(), name="session-state"),
+    path(
+        "sessions/<str:session_id>/rewind/", api.SessionRewindView.as_view(), name="session-rewind"
+    ),
+]

@@ -1,0 +1,283 @@
+"""Request validation and response shapes of the sessions REST API.
+
+``event_representation`` is the one JSON form of a stored event: the REST API
+answers with it, and the WebSocket sends each stored event in the same form.
+Events are described in the schema by the ``Event`` model's own JSON schema.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pydantic
+from django.conf import settings
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.plumbing import ResolvedComponent
+from pydantic.json_schema import model_json_schema
+from rest_framework import serializers
+from rest_framework.settings import api_settings
+
+from sessions_app import selectors
+from sessions_app.events import Event
+from sessions_app.models import EventRecord
+from sessions_app.services import IDENTIFIER_PATTERN
+from sessions_app.state import APP_PREFIX, USER_PREFIX, ScopedState, state_merge
+
+DEFAULT_RECENT_EVENTS = 20
+MAX_RECENT_EVENTS = 1000
+DEFAULT_EVENTS_PAGE_SIZE = 100
+MAX_EVENTS_PAGE_SIZE = 1000
+MAX_SEQUENCE = 2**63 - 1
+IDENTIFIER_MESSAGE = (
+    "Use 1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit."
+)
+
+
+def event_representation(*, event: Event, sequence: int, rewound: bool) -> dict[str, Any]:
+    """A stored event as clients see it: ADK's Event JSON (no null fields), its place
+    in the session (``sequence``) and whether a rewind hid it from the history."""
+    data = event.model_dump(mode="json", exclude_none=True)
+    data["sequence"] = sequence
+    data["rewound"] = rewound
+    return data
+
+
+def _default_app_name() -> str:
+    return settings.DEFAULT_APP_NAME
+
+
+def _identifier_field(**kwargs) -> serializers.RegexField:
+    return serializers.RegexField(
+        IDENTIFIER_PATTERN, error_messages={"invalid": IDENTIFIER_MESSAGE}, **kwargs
+    )
+
+
+def _pydantic_error_details(error: pydantic.ValidationError) -> dict[str, list[str]]:
+    """Pydantic's messages keyed by the dotted path of the field they are about."""
+    details: dict[str, list[str]] = {}
+    for item in error.errors(include_url=False, include_input=False, include_context=False):
+        field = ".".join(str(part) for part in item["loc"]) or api_settings.NON_FIELD_ERRORS_KEY
+        details.setdefault(field, []).append(item["msg"])
+    return details
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What was wrong, in words a person can act on.")
+
+
+class SessionListQuerySerializer(serializers.Serializer):
+    app_name = _identifier_field(
+        default=_default_app_name, help_text="Defaults to the site's default app."
+    )
+    page_size = serializers.IntegerField(
+        min_value=1, max_value=selectors.MAX_PAGE_SIZE, default=selectors.DEFAULT_PAGE_SIZE
+    )
+    page_token = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="The `next_page_token` of the previous page; empty or left out for the first.",
+    )
+
+
+class SessionCreateSerializer(serializers.Serializer):
+    app_name = _identifier_field(
+        default=_default_app_name, help_text="Defaults to the site's default app."
+    )
+    session_id = _identifier_field(required=False, help_text="A new id is made when left out.")
+    state = serializers.DictField(
+        required=False,
+        help_text="Initial state; `user:` and `app:` keys go to the shared scopes, "
+        "`temp:` keys are dropped.",
+    )
+
+
+class SessionDetailQuerySerializer(serializers.Serializer):
+    num_recent_events = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_RECENT_EVENTS,
+        default=DEFAULT_RECENT_EVENTS,
+        help_text="How many of the latest events of the history to include.",
+    )
+
+
+class EventsQuerySerializer(serializers.Serializer):
+    after_sequence = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_SEQUENCE,
+        default=0,
+        help_text="Only events after this sequence number: the `next_after_sequence` "
+        "of the previous page.",
+    )
+    page_size = serializers.IntegerField(
+        min_value=1, max_value=MAX_EVENTS_PAGE_SIZE, default=DEFAULT_EVENTS_PAGE_SIZE
+    )
+    include_rewound = serializers.BooleanField(
+        default=False, help_text="Include the events a rewind took out of the history."
+    )
+
+
+class RewindSerializer(serializers.Serializer):
+    invocation_id = serializers.CharField(
+        max_length=EventRecord._meta.get_field("invocation_id").max_length,
+        trim_whitespace=False,
+        help_text="Revert the session to just before this invocation.",
+    )
+
+
+class EventCreateSerializer(serializers.Serializer):
+    """An event to append, as ADK's Event JSON; ``validated_data`` is the ``Event``.
+
+    Refused: partial events (streamed to clients, never stored), rewind markers
+    (only a rewind writes them), timestamps that are not finite, and text
+    fields longer than storage holds.
+    """
+
+    def to_internal_value(self, data: Any) -> Event:
+        try:
+            event = Event.model_validate(data)
+        except pydantic.ValidationError as error:
+            raise serializers.ValidationError(_pydantic_error_details(error)) from None
+        problems: dict[str, list[str]] = {}
+        if event.partial:
+            problems["partial"] = [
+                "Partial events are streamed to clients and never stored; "
+                "append the complete event instead."
+            ]
+        if event.actions.rewind_before_invocation_id is not None:
+            problems["actions.rewind_before_invocation_id"] = [
+                "Rewinds are made with POST /api/sessions/<session_id>/rewind/."
+            ]
+        if not math.isfinite(event.timestamp):
+            problems["timestamp"] = ["The timestamp must be a finite number of seconds."]
+        for name in ("branch", "error_code"):
+            limit = EventRecord._meta.get_field(name).max_length
+            if len(getattr(event, name) or "") > limit:
+                problems[name] = [f"At most {limit} characters."]
+        if problems:
+            raise serializers.ValidationError(problems)
+        return event
+
+
+class StoredEventSerializer(serializers.Serializer):
+    """Renders a ``selectors.StoredEvent`` with ``event_representation``."""
+
+    def to_representation(self, instance: selectors.StoredEvent) -> dict[str, Any]:
+        return event_representation(
+            event=instance.event, sequence=instance.sequence, rewound=instance.rewound
+        )
+
+
+class SessionSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    app_name = serializers.CharField()
+    user_id = serializers.CharField(help_text="The owner's user id.")
+    state = serializers.DictField(
+        help_text="Merged state: session keys, then `app:` and `user:` keys with their prefix."
+    )
+    last_update_time = serializers.FloatField(help_text="Seconds since the epoch.")
+
+
+class SessionDetailSerializer(SessionSerializer):
+    events = StoredEventSerializer(
+        many=True, help_text="The latest events of the history, oldest first."
+    )
+
+
+class SessionPageSerializer(serializers.Serializer):
+    results = SessionSerializer(many=True, source="sessions", help_text="Newest first.")
+    next_page_token = serializers.CharField(
+        allow_null=True, help_text="Pass as `page_token` for the next page; null on the last."
+    )
+
+
+class EventsPageSerializer(serializers.Serializer):
+    results = StoredEventSerializer(many=True, source="events", help_text="In sequence order.")
+    next_after_sequence = serializers.IntegerField(
+        allow_null=True, help_text="Pass as `after_sequence` for the next page; null on the last."
+    )
+
+
+class SessionStateSerializer(serializers.Serializer):
+    """A session's state: each stored scope, keys written with their prefix, and merged."""
+
+    session = serializers.SerializerMethodField(help_text="Keys without a prefix.")
+    user = serializers.SerializerMethodField(
+        help_text="`user:` keys, shared by the user's sessions."
+    )
+    app = serializers.SerializerMethodField(help_text="`app:` keys, shared by the app's sessions.")
+    merged = serializers.SerializerMethodField(help_text="The three scopes together.")
+
+    def get_session(self, scoped: ScopedState) -> dict[str, Any]:
+        return dict(scoped.session)
+
+    def get_user(self, scoped: ScopedState) -> dict[str, Any]:
+        return {USER_PREFIX + key: value for key, value in scoped.user.items()}
+
+    def get_app(self, scoped: ScopedState) -> dict[str, Any]:
+        return {APP_PREFIX + key: value for key, value in scoped.app.items()}
+
+    def get_merged(self, scoped: ScopedState) -> dict[str, Any]:
+        return state_merge(session=scoped.session, user=scoped.user, app=scoped.app)
+
+
+def _event_schema(auto_schema) -> dict[str, Any]:
+    """The ``Event`` model's JSON schema (field names as sent, not the camelCase aliases),
+    with the models it refers to registered as components."""
+    schema = model_json_schema(
+        Event, by_alias=False, ref_template="#/components/schemas/{model}", mode="validation"
+    )
+    for name, sub_schema in schema.pop("$defs", {}).items():
+        auto_schema.registry.register_on_missing(
+            ResolvedComponent(
+                name=name, type=ResolvedComponent.SCHEMA, object=name, schema=sub_schema
+            )
+        )
+    return schema
+
+
+class EventCreateSerializerSchema(OpenApiSerializerExtension):
+    target_class = EventCreateSerializer
+
+    def get_name(self, auto_schema, direction) -> str:
+        return "Event"
+
+    def map_serializer(self, auto_schema, direction) -> dict[str, Any]:
+        schema = _event_schema(auto_schema)
+        schema["description"] = (
+            "An event to append (ADK's Event). `partial` events and "
+            "`actions.rewind_before_invocation_id` are refused."
+        )
+        return schema
+
+
+class StoredEventSerializerSchema(OpenApiSerializerExtension):
+    target_class = StoredEventSerializer
+
+    def get_name(self, auto_schema, direction) -> str:
+        return "StoredEvent"
+
+    def map_serializer(self, auto_schema, direction) -> dict[str, Any]:
+        schema = _event_schema(auto_schema)
+        schema["title"] = "StoredEvent"
+        schema["description"] = "A stored event: ADK's Event JSON without its null fields."
+        schema["properties"]["sequence"] = {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Position in the session, from 1, without gaps.",
+        }
+        del schema["properties"]["partial"]
+        schema["properties"]["rewound"] = {
+            "type": "boolean",
+            "description": "True when a rewind took the event out of the history.",
+        }
+        schema["required"] = [
+            "id",
+            "invocation_id",
+            "author",
+            "actions",
+            "timestamp",
+            "sequence",
+            "rewound",
+        ]
+        return schema
