@@ -8,7 +8,7 @@ PORT ?= 8000
 export PYTHONPATH := $(CURDIR)
 export DJANGO_SETTINGS_MODULE ?= chatapp.settings
 
-.PHONY: run test lint install system-deps migrate bench clean
+.PHONY: run test lint install build migrate bench clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is needed, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 
 build:
-	@mkdir -p build
+	@mkdir -p build/staticfiles
 
 migrate: install build
 	$(BIN)/python manage.py migrate --noinput
