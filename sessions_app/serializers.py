@@ -20,6 +20,7 @@ from rest_framework.settings import api_settings
 
 from sessions_app import selectors
 from sessions_app.events import Event
+from sessions_app.markdown import markdown_render_safe
 from sessions_app.models import EventRecord
 from sessions_app.services import IDENTIFIER_PATTERN
 from sessions_app.state import APP_PREFIX, USER_PREFIX, ScopedState, state_merge
@@ -36,10 +37,16 @@ IDENTIFIER_MESSAGE = (
 
 def event_representation(*, event: Event, sequence: int, rewound: bool) -> dict[str, Any]:
     """A stored event as clients see it: ADK's Event JSON (no null fields), its place
-    in the session (``sequence``) and whether a rewind hid it from the history."""
+    in the session (``sequence``), whether a rewind hid it from the history and, when
+    it has text (a message or a reply), ``html``: that text's Markdown rendered safely,
+    so no client has to render untrusted Markdown itself."""
     data = event.model_dump(mode="json", exclude_none=True)
     data["sequence"] = sequence
     data["rewound"] = rewound
+    parts = event.content.parts if event.content else None
+    text = "".join(part.text for part in parts or () if part.text and not part.thought)
+    if text:
+        data["html"] = markdown_render_safe(text)
     return data
 
 
@@ -270,6 +277,11 @@ class StoredEventSerializerSchema(OpenApiSerializerExtension):
         schema["properties"]["rewound"] = {
             "type": "boolean",
             "description": "True when a rewind took the event out of the history.",
+        }
+        schema["properties"]["html"] = {
+            "type": "string",
+            "description": "The event's text rendered from Markdown to safe HTML; "
+            "only on events with text.",
         }
         schema["required"] = [
             "id",

@@ -3,8 +3,11 @@
 from html.parser import HTMLParser
 
 import pytest
+from google.genai import types
 
+from sessions_app.events import Event
 from sessions_app.markdown import ALLOWED_TAGS, LINK_REL, markdown_render_safe
+from sessions_app.serializers import event_representation
 
 
 class _Elements(HTMLParser):
@@ -163,3 +166,27 @@ def test_plain_text_is_escaped_once():
 
 def test_empty_text_renders_nothing():
     assert markdown_render_safe("") == ""
+
+
+def test_a_stored_event_with_text_carries_its_safe_html():
+    reply = Event(
+        author="assistant",
+        content=types.Content(
+            role="model",
+            parts=[
+                types.Part(text="private reasoning", thought=True),
+                types.Part(text="**Hi** <script>alert(1)</script>"),
+            ],
+        ),
+    )
+    call = Event(
+        author="assistant",
+        content=types.Content(
+            role="model", parts=[types.Part(function_call=types.FunctionCall(name="f", args={}))]
+        ),
+    )
+
+    shown = event_representation(event=reply, sequence=2, rewound=False)
+
+    assert shown["html"] == "<p><strong>Hi</strong> &lt;script&gt;alert(1)&lt;/script&gt;</p>\n"
+    assert "html" not in event_representation(event=call, sequence=3, rewound=False)
