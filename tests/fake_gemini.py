@@ -1,0 +1,321 @@
+"""A local HTTP server that speaks Gemini's REST API, for testing the real google-genai client.
+
+It listens on 127.0.0.1 (a random port) in a background thread and answers
+the three calls ``GeminiModel`` makes, at the paths the client uses:
+
+- ``POST /{version}/models/{model}:streamGenerateContent?alt=sse``: server-sent
+  events, one ``data: {GenerateContentResponse}`` per chunk;
+- ``POST /{version}/models/{model}:generateContent``: one JSON response;
+- ``POST /{version}/models/{model}:batchEmbedContents``: ``{"embeddings": [...]}``
+
+(the version is the client's choice: ``v1`` for google-genai 3.x).
+
+Each test scripts the answers: every generation request takes the next
+``Reply``, ``HttpError``, ``FailMidStream`` or ``Stall`` queued with ``push``;
+one with nothing queued gets a 500 naming the problem, so a test that forgot
+to script a reply fails loudly. Embedding requests have their own queue
+(``push_embedding``, for errors and stalls) so they never take a generation
+reply; with nothing queued they get deterministic vectors (``embedding_for``).
+Every request is recorded in ``requests`` with its parsed JSON body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+EMBEDDING_DIMENSIONS = 8
+
+_PATH = re.compile(r"^/(?P<version>v1\w*)/models/(?P<model>[^/:]+):(?P<action>\w+)$")
+
+_STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def text_chunk(text: str, *, thought: bool = False) -> dict[str, Any]:
+    """A streamed response chunk carrying one text part (a thought summary when ``thought``)."""
+    part: dict[str, Any] = {"text": text}
+    if thought:
+        part["thought"] = True
+    return {"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]}
+
+
+def function_call_chunk(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A response chunk in which the model calls the function ``name`` with ``args``."""
+    part = {"functionCall": {"name": name, "args": args}}
+    return {"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]}
+
+
+def final_chunk(
+    *, prompt_tokens: int = 10, output_tokens: int = 5, finish_reason: str = "STOP"
+) -> dict[str, Any]:
+    """The closing chunk of a stream: the finish reason and the token usage."""
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": []}, "finishReason": finish_reason, "index": 0}
+        ],
+        "usageMetadata": {
+            "promptTokenCount": prompt_tokens,
+            "candidatesTokenCount": output_tokens,
+            "totalTokenCount": prompt_tokens + output_tokens,
+        },
+    }
+
+
+def error_body(status: int, message: str) -> dict[str, Any]:
+    """Gemini's error JSON for an HTTP ``status``."""
+    return {
+        "error": {
+            "code": status,
+            "message": message,
+            "status": _STATUS_NAMES.get(status, HTTPStatus(status).phrase.upper()),
+        }
+    }
+
+
+def embedding_for(text: str) -> list[float]:
+    """A deterministic unit-free vector for ``text``: equal texts get equal vectors."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return [round(byte / 255, 4) for byte in digest[:EMBEDDING_DIMENSIONS]]
+
+
+@dataclass
+class Reply:
+    """A successful answer: streamed chunk by chunk, or merged into one for generateContent."""
+
+    chunks: list[dict[str, Any]]
+
+    def merged(self) -> dict[str, Any]:
+        """The chunks as one GenerateContentResponse: all parts, the last finish and usage."""
+        parts: list[dict[str, Any]] = []
+        merged: dict[str, Any] = {"candidates": [{"content": {"role": "model", "parts": parts}}]}
+        for chunk in self.chunks:
+            for candidate in chunk.get("candidates", []):
+                parts.extend(candidate.get("content", {}).get("parts", []))
+                if "finishReason" in candidate:
+                    merged["candidates"][0]["finishReason"] = candidate["finishReason"]
+            if "usageMetadata" in chunk:
+                merged["usageMetadata"] = chunk["usageMetadata"]
+        return merged
+
+
+@dataclass
+class HttpError:
+    """An HTTP error status with Gemini's error JSON body, before any chunk."""
+
+    status: int
+    message: str = "scripted error"
+
+
+@dataclass
+class FailMidStream:
+    """Stream ``chunks``, then break: close the connection, or send an SSE error event.
+
+    With ``error_status`` None the connection is closed without ending the
+    chunked body, as a dropped connection looks to the client; otherwise the
+    stream carries ``data: {"error": ...}`` with that status, as Gemini does
+    when it fails after it started answering.
+    """
+
+    chunks: list[dict[str, Any]]
+    error_status: int | None = None
+
+
+@dataclass
+class Stall:
+    """Send nothing for ``seconds`` (or until the server stops), then close: a hung model."""
+
+    seconds: float
+
+
+Script = Reply | HttpError | FailMidStream | Stall
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the server received it."""
+
+    method: str
+    path: str
+    model: str
+    action: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: dict[str, Any] = field(default_factory=dict)
+
+    def system_text(self) -> str:
+        """The text of the system instruction the client sent (empty when none)."""
+        parts = self.body.get("systemInstruction", {}).get("parts", [])
+        return "".join(part.get("text", "") for part in parts)
+
+    def function_names(self) -> list[str]:
+        """The names of the function declarations offered to the model."""
+        return [
+            declaration["name"]
+            for tool in self.body.get("tools", [])
+            for declaration in tool.get("functionDeclarations", [])
+        ]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the recorded requests are what tests look at."""
+
+    def do_POST(self) -> None:
+        url = urlsplit(self.path)
+        match = _PATH.match(url.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        request = RecordedRequest(
+            method="POST",
+            path=url.path,
+            model=match["model"] if match else "",
+            action=match["action"] if match else "",
+            query=parse_qs(url.query),
+            headers={key.lower(): value for key, value in self.headers.items()},
+            body=json.loads(raw) if raw else {},
+        )
+        script = self.server.fake.record(request)
+        if match is None:
+            self._send_json(404, error_body(404, f"fake Gemini: unknown path {url.path}"))
+        elif isinstance(script, HttpError):
+            self._send_json(script.status, error_body(script.status, script.message))
+        elif isinstance(script, Stall):
+            self.server.fake.stopping.wait(script.seconds)
+            self.close_connection = True
+        elif request.action == "batchEmbedContents":
+            self._embed(request)
+        elif script is None:
+            message = f"fake Gemini: no reply scripted for {request.action}"
+            self._send_json(500, error_body(500, message))
+        elif request.action == "streamGenerateContent":
+            self._stream(script)
+        elif request.action == "generateContent" and isinstance(script, Reply):
+            self._send_json(200, script.merged())
+        else:
+            message = f"fake Gemini: {type(script).__name__} cannot answer {request.action}"
+            self._send_json(500, error_body(500, message))
+
+    def _send_json(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _embed(self, request: RecordedRequest) -> None:
+        texts = [
+            "".join(part.get("text", "") for part in item["content"].get("parts", []))
+            for item in request.body.get("requests", [])
+        ]
+        self._send_json(200, {"embeddings": [{"values": embedding_for(text)} for text in texts]})
+
+    def _stream(self, script: Reply | FailMidStream) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for chunk in script.chunks:
+            self._send_event(chunk)
+        if isinstance(script, FailMidStream):
+            if script.error_status is None:
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self._send_event(error_body(script.error_status, "scripted mid-stream error"))
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _send_event(self, body: dict[str, Any]) -> None:
+        data = f"data: {json.dumps(body)}\r\n\r\n".encode()
+        self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeGemini
+
+
+class FakeGemini:
+    """The scripted server; ``start`` it, ``push`` answers, read ``requests``, ``stop`` it."""
+
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.stopping = threading.Event()
+        self._script: deque[Script] = deque()
+        self._embedding_script: deque[HttpError | Stall] = deque()
+        self._lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL to give the client, e.g. ``http://127.0.0.1:54321``."""
+        assert self._server is not None, "the fake Gemini server is not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeGemini:
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.fake = self
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="fake-gemini",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, release stalled requests, and close the listening socket."""
+        self.stopping.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def push(self, *answers: Script) -> None:
+        """Queue answers for the next generation requests, in order."""
+        with self._lock:
+            self._script.extend(answers)
+
+    def push_embedding(self, *answers: HttpError | Stall) -> None:
+        """Queue failures for the next embedding requests, in order."""
+        with self._lock:
+            self._embedding_script.extend(answers)
+
+    def pending(self) -> int:
+        """How many scripted answers (of either queue) no request has taken yet."""
+        with self._lock:
+            return len(self._script) + len(self._embedding_script)
+
+    def record(self, request: RecordedRequest) -> Script | None:
+        """Store ``request`` and hand it the next answer of its queue (None when empty)."""
+        with self._lock:
+            self.requests.append(request)
+            queue = (
+                self._embedding_script if request.action == "batchEmbedContents" else self._script
+            )
+            return queue.popleft() if queue else None
