@@ -56,9 +56,16 @@ def text_chunk(text: str, *, thought: bool = False) -> dict[str, Any]:
     return {"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]}
 
 
-def function_call_chunk(name: str, args: dict[str, Any]) -> dict[str, Any]:
-    """A response chunk in which the model calls the function ``name`` with ``args``."""
-    part = {"functionCall": {"name": name, "args": args}}
+def function_call_chunk(
+    name: str, args: dict[str, Any], *, thought_signature: str | None = None
+) -> dict[str, Any]:
+    """A response chunk in which the model calls the function ``name`` with ``args``.
+
+    ``thought_signature`` (base64) rides on the part, as Gemini 3 models send it.
+    """
+    part: dict[str, Any] = {"functionCall": {"name": name, "args": args}}
+    if thought_signature:
+        part["thoughtSignature"] = thought_signature
     return {"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]}
 
 

@@ -230,7 +230,7 @@ class GeminiModel:
 def _chunk_from(candidate: types.Candidate) -> LlmChunk:
     """The visible text and the function calls of one streamed candidate (thoughts skipped)."""
     text_parts = []
-    calls = []
+    call_parts = []
     parts = candidate.content.parts if candidate.content else None
     for part in parts or ():
         if part.thought:
@@ -238,5 +238,9 @@ def _chunk_from(candidate: types.Candidate) -> LlmChunk:
         if part.text:
             text_parts.append(part.text)
         if part.function_call:
-            calls.append(part.function_call)
-    return LlmChunk(text="".join(text_parts), function_calls=calls)
+            call_parts.append(part)
+    return LlmChunk(
+        text="".join(text_parts),
+        function_calls=[part.function_call for part in call_parts],
+        function_call_parts=call_parts,
+    )

@@ -42,10 +42,16 @@ class LlmRequest:
 
 @dataclass
 class LlmChunk:
-    """One streamed piece of a model response: text, function calls, or the final usage."""
+    """One streamed piece of a model response: text, function calls, or the final usage.
+
+    ``function_call_parts`` are the model's own parts holding the calls, when it
+    has any: they carry what the model needs back on the next step (Gemini's
+    ``thought_signature``), so the runner stores and resends them as they came.
+    """
 
     text: str = ""
     function_calls: list[types.FunctionCall] = field(default_factory=list)
+    function_call_parts: list[types.Part] = field(default_factory=list)
     usage_metadata: types.GenerateContentResponseUsageMetadata | None = None
     finish_reason: str | None = None
 

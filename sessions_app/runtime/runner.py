@@ -263,14 +263,17 @@ class Runner:
                 return
             reply_id = new_event_id()
             text_parts: list[str] = []
-            calls: list[types.FunctionCall] = []
+            call_parts: list[types.Part] = []
             usage = None
             try:
                 async for chunk in generate_with_retries(self.model, request, self.retry_policy):
                     if chunk.text:
                         text_parts.append(chunk.text)
                         yield self._partial(reply_id, invocation_id, chunk)
-                    calls.extend(chunk.function_calls)
+                    call_parts.extend(
+                        chunk.function_call_parts
+                        or [types.Part(function_call=call) for call in chunk.function_calls]
+                    )
                     usage = chunk.usage_metadata or usage
             except ModelError as error:
                 logger.warning("model failed in %s: %s", invocation_id, error)
@@ -303,6 +306,7 @@ class Runner:
                 )
                 raise
             text = "".join(text_parts)
+            calls = [part.function_call for part in call_parts]
             if not calls:
                 yield await self._store(
                     session,
@@ -325,9 +329,7 @@ class Runner:
                 return
             for call in calls:
                 call.id = call.id or "call-" + new_event_id()
-            parts = ([types.Part(text=text)] if text else []) + [
-                types.Part(function_call=call) for call in calls
-            ]
+            parts = ([types.Part(text=text)] if text else []) + call_parts
             yield await self._store(
                 session,
                 Event(

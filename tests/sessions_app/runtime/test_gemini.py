@@ -374,6 +374,34 @@ def _runner(model: GeminiModel) -> Runner:
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_runner_sends_the_function_call_signature_back_on_the_next_step(
+    gemini, fake_gemini, owner
+):
+    session = await _session_for(owner)
+    signature = "c2lnbmF0dXJlLWJ5dGVz"
+    fake_gemini.push(
+        Reply(
+            [
+                function_call_chunk(
+                    "set_state", {"key": "k", "value": 1}, thought_signature=signature
+                )
+            ]
+        ),
+        Reply([text_chunk("Done."), final_chunk()]),
+    )
+    async for _event in _runner(gemini).run_async(
+        user_id=session.user_id, session_id=session.id, new_message=user_says("set k to 1")
+    ):
+        pass
+    _, second = fake_gemini.requests
+    call_part = second.body["contents"][-2]["parts"][-1]
+    assert call_part["functionCall"]["name"] == "set_state"
+    assert call_part["thoughtSignature"] == signature
+    stored = await _stored(session)
+    assert stored.events[1].content.parts[-1].thought_signature is not None
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_runner_turn_with_a_tool_call_then_a_reply(gemini, fake_gemini, owner):
     session = await _session_for(owner)
     fake_gemini.push(
