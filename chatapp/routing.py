@@ -1,3 +1,9 @@
 """WebSocket routes of every app, gathered in one list for the ASGI router."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from sessions_app.consumers import ChatConsumer
+
+websocket_urlpatterns = [
+    path("ws/chat/<str:session_id>/", ChatConsumer.as_asgi(), name="chat"),
+]

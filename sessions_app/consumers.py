@@ -1,0 +1,335 @@
+"""The chat WebSocket; the protocol is docs/websocket-protocol.md.
+
+One socket per open session of the signed-in owner. The consumer checks
+frames and moves events; the turn itself is the runtime's ``Runner``, run in a
+task of its own so the socket keeps reading while a reply streams (a
+``cancel`` or a ``ping`` is answered mid-turn). Stored events go out exactly
+as the REST API shows them. Bad frames get an ``error`` frame and the socket
+stays usable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from google.genai import types
+
+from sessions_app import selectors
+from sessions_app.errors import SessionNotFoundError
+from sessions_app.events import Event
+from sessions_app.models import SessionRecord
+from sessions_app.notices import user_group_name
+from sessions_app.rate_limits import chat_turn_rate_limit_exceeded
+from sessions_app.runtime.agents import agent_for_app
+from sessions_app.runtime.models import model_for_agent
+from sessions_app.runtime.runner import DuplicateTurnError, Runner, user_event_id_for
+from sessions_app.serializers import event_representation
+from sessions_app.services import IDENTIFIER_PATTERN
+
+logger = logging.getLogger(__name__)
+
+CLOSE_NOT_SIGNED_IN = 4401
+CLOSE_NOT_FOUND = 4404
+CLIENT_MESSAGE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON value.")
+
+
+@database_sync_to_async
+def _owned_session(*, user_pk: int, session_id: str) -> SessionRecord | None:
+    """The user's session with this id; None for anyone else's, an unknown or a malformed id."""
+    if not IDENTIFIER_PATTERN.match(session_id):
+        return None
+    return selectors.session_record_get(user_pk=user_pk, session_id=session_id)
+
+
+def _user_message_problem(text: Any, client_message_id: Any) -> tuple[str, str] | None:
+    """The error code and message a ``user_message`` frame is refused with, or None."""
+    if not isinstance(text, str) or not text.strip():
+        return "invalid_frame", "A user_message needs a non-empty text string."
+    if len(text) > settings.CHAT_MAX_MESSAGE_CHARS:
+        return (
+            "message_too_large",
+            f"The message has {len(text)} characters; at most "
+            f"{settings.CHAT_MAX_MESSAGE_CHARS} are accepted.",
+        )
+    if "\x00" in text or not _encodable(text):
+        return "invalid_frame", "The text must be valid Unicode without NUL characters."
+    if not isinstance(client_message_id, str) or not CLIENT_MESSAGE_ID.fullmatch(client_message_id):
+        return (
+            "invalid_frame",
+            "A user_message needs a client_message_id of 1-64 letters, digits, _ or -.",
+        )
+    return None
+
+
+def _encodable(text: str) -> bool:
+    """False for text with lone surrogates, which JSON can carry but no database can store."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+async def _cancel_into(events: AsyncGenerator[Event, None]) -> None:
+    """Hand a cancellation that hit the consumer's own code to the runner too.
+
+    The runner stores the reply so far as interrupted when the cancellation
+    reaches it; if it instead landed while the consumer was sending what the
+    runner had yielded, the generator would otherwise just be dropped.
+    """
+    if events.ag_frame is None:
+        return
+    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+        await events.athrow(asyncio.CancelledError())
+
+
+@dataclass
+class _Turn:
+    """What this socket has sent of one turn."""
+
+    client_message_id: str
+    invocation_id: str | None = None
+    seq: int = 0
+    sent_event_ids: set[str] = field(default_factory=set)
+    final: Event | None = None
+
+
+class ChatConsumer(AsyncJsonWebsocketConsumer):
+    """``ws/chat/<session_id>/``: chat in one session of the signed-in user."""
+
+    user: Any = None
+    session_id: str = ""
+    runner: Runner | None = None
+    turn_task: asyncio.Task | None = None
+    closing: bool = False
+
+    async def connect(self) -> None:
+        """Accept only the session's signed-in owner, and join the user's notice group.
+
+        Anyone else is closed before the handshake completes, with the same
+        code for another user's session as for one that does not exist.
+        """
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_NOT_SIGNED_IN)
+            return
+        session_id = self.scope["url_route"]["kwargs"]["session_id"]
+        record = await _owned_session(user_pk=user.pk, session_id=session_id)
+        if record is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.user = user
+        self.session_id = session_id
+        agent = agent_for_app(record.app_name)
+        self.runner = Runner(agent=agent, model=model_for_agent(agent))
+        group = user_group_name(user.pk)
+        await self.channel_layer.group_add(group, self.channel_name)
+        self.groups.append(group)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        """Cancel the running turn and wait until the runner has stored it as interrupted."""
+        self.closing = True
+        task = self.turn_task
+        if task is None or task.done():
+            return
+        if not task.cancelling():
+            task.cancel()
+        await asyncio.wait({task})
+
+    @classmethod
+    async def decode_json(cls, text_data: str) -> Any:
+        """Strict JSON: NaN and Infinity are refused like any other invalid JSON."""
+        return json.loads(text_data, parse_constant=_refuse_constant)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """Decode a frame; binary or invalid JSON gets an error frame instead of a crash."""
+        if text_data is None:
+            await self._error("invalid_frame", "Frames must be text: a JSON object with a type.")
+            return
+        try:
+            content = await self.decode_json(text_data)
+        except (ValueError, RecursionError):
+            await self._error("invalid_json", "The frame is not valid JSON.")
+            return
+        await self.receive_json(content)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not isinstance(content, dict):
+            await self._error("invalid_frame", "A frame must be a JSON object with a type.")
+            return
+        frame_type = content.get("type")
+        if not isinstance(frame_type, str):
+            await self._error("invalid_frame", "A frame needs a type string.")
+            return
+        if frame_type == "user_message":
+            await self._user_message(content)
+        elif frame_type == "cancel":
+            self._cancel()
+        elif frame_type == "ping":
+            await self.send_json({"type": "pong"})
+        else:
+            await self._error("unknown_type", f"Unknown frame type {frame_type[:64]!r}.")
+
+    async def notice(self, message: dict[str, Any]) -> None:
+        """Forward a notice sent to the user's group, only if it names this socket's user."""
+        if self.user is None or message.get("user_id") != self.user.pk:
+            return
+        await self.send_json({"type": "notice", "notice": message.get("notice")})
+
+    async def _user_message(self, content: dict[str, Any]) -> None:
+        text = content.get("text")
+        client_message_id = content.get("client_message_id")
+        problem = _user_message_problem(text, client_message_id)
+        if problem:
+            await self._error(*problem)
+            return
+        if self.turn_task is not None and not self.turn_task.done():
+            await self._error(
+                "turn_in_progress", "A turn is running; wait for turn_complete or cancel it."
+            )
+            return
+        if await sync_to_async(chat_turn_rate_limit_exceeded)(
+            user_pk=self.user.pk, limit=settings.CHAT_TURNS_PER_MINUTE
+        ):
+            await self._error(
+                "rate_limited",
+                f"At most {settings.CHAT_TURNS_PER_MINUTE} messages a minute; "
+                "wait a moment and send it again.",
+            )
+            return
+        self.turn_task = asyncio.create_task(self._turn_run(_Turn(client_message_id), text))
+        # Let the task start, so that a cancel read next always finds it inside the turn.
+        await asyncio.sleep(0)
+
+    def _cancel(self) -> None:
+        task = self.turn_task
+        if task is not None and not task.done() and not task.cancelling():
+            task.cancel()
+
+    async def _turn_run(self, turn: _Turn, text: str) -> None:
+        """Run one turn and stream it to the client.
+
+        Ends with ``turn_complete`` whatever happens once the turn was accepted
+        (a refused duplicate replays the stored turn instead of running it),
+        except when the socket itself went away.
+        """
+        events = self.runner.run_async(
+            user_id=str(self.user.pk),
+            session_id=self.session_id,
+            new_message=types.Content(role="user", parts=[types.Part(text=text)]),
+            client_message_id=turn.client_message_id,
+        )
+        try:
+            async for event in events:
+                await self._turn_forward(turn, event)
+        except DuplicateTurnError as duplicate:
+            await self._turn_send_stored(turn, user_event_id=duplicate.user_event_id)
+            await self._turn_complete(turn, duplicate=True)
+            return
+        except SessionNotFoundError:
+            await self._error("session_not_found", "This session no longer exists.")
+        except asyncio.CancelledError:
+            await _cancel_into(events)
+            if self.closing:
+                raise
+        except Exception:
+            logger.exception("chat turn failed in session %s", self.session_id)
+            await self._error("internal_error", "The turn failed on the server.")
+        if turn.final is None:
+            # Cut short: send whatever of the turn got stored (the interrupted reply).
+            await self._turn_send_stored(
+                turn, user_event_id=user_event_id_for(turn.client_message_id)
+            )
+        await self._turn_complete(turn, duplicate=False)
+
+    async def _turn_forward(self, turn: _Turn, event: Event) -> None:
+        """Send one event from the runner: a ``delta`` for streamed text, else the stored event."""
+        if event.partial:
+            text = "".join(part.text or "" for part in (event.content.parts or ()))
+            if text:
+                await self.send_json(
+                    {
+                        "type": "delta",
+                        "text": text,
+                        "seq": turn.seq,
+                        "message_id": event.id,
+                        "invocation_id": event.invocation_id,
+                    }
+                )
+                turn.seq += 1
+            return
+        if turn.invocation_id is None:
+            turn.invocation_id = event.invocation_id
+            await self.send_json(
+                {
+                    "type": "turn_started",
+                    "client_message_id": turn.client_message_id,
+                    "invocation_id": turn.invocation_id,
+                }
+            )
+        stored = await database_sync_to_async(selectors.stored_event_get)(
+            session_id=self.session_id, event_id=event.id
+        )
+        if stored is not None:
+            await self._send_stored_event(turn, stored)
+
+    async def _turn_send_stored(self, turn: _Turn, *, user_event_id: str) -> None:
+        """Send the turn's stored events this socket has not sent yet, in order."""
+        stored_events = await database_sync_to_async(selectors.stored_events_of_turn)(
+            session_id=self.session_id, user_event_id=user_event_id
+        )
+        for stored in stored_events:
+            turn.invocation_id = turn.invocation_id or stored.event.invocation_id
+            if stored.event.id not in turn.sent_event_ids:
+                await self._send_stored_event(turn, stored)
+
+    async def _send_stored_event(self, turn: _Turn, stored: selectors.StoredEvent) -> None:
+        """An ``event`` frame, then an ``error`` frame when the event reports a failure."""
+        event = stored.event
+        await self.send_json(
+            {
+                "type": "event",
+                "event": event_representation(
+                    event=event, sequence=stored.sequence, rewound=stored.rewound
+                ),
+            }
+        )
+        turn.sent_event_ids.add(event.id)
+        if event.turn_complete:
+            turn.final = event
+        if event.error_code:
+            await self._error(event.error_code, event.error_message or "The model failed.")
+
+    async def _turn_complete(self, turn: _Turn, *, duplicate: bool) -> None:
+        final = turn.final
+        context = (final.custom_metadata or {}).get("context") if final else None
+        await self.send_json(
+            {
+                "type": "turn_complete",
+                "client_message_id": turn.client_message_id,
+                "invocation_id": turn.invocation_id,
+                "message_id": final.id if final else None,
+                "interrupted": final is None or bool(final.interrupted),
+                "duplicate": duplicate,
+                "context": context,
+            }
+        )
+
+    async def _error(self, code: str, message: str) -> None:
+        await self.send_json({"type": "error", "code": code, "message": message})

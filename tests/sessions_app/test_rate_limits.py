@@ -1,0 +1,46 @@
+"""The per-user chat turn limit, counted in Django's cache."""
+
+import uuid
+
+import pytest
+
+from sessions_app import rate_limits
+from sessions_app.rate_limits import chat_turn_rate_limit_exceeded
+
+
+@pytest.fixture(autouse=True)
+def own_counters(settings, monkeypatch):
+    """Counters of this test only (even in a shared Redis), on a clock held mid-window."""
+    settings.CACHES = {
+        "default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}
+    }
+    clock = {"now": 1_000_020.0}
+    monkeypatch.setattr(rate_limits, "_clock", lambda: clock["now"])
+    return clock
+
+
+def test_turns_beyond_the_limit_are_refused():
+    results = [chat_turn_rate_limit_exceeded(user_pk=1, limit=3) for _ in range(5)]
+
+    assert results == [False, False, False, True, True]
+
+
+def test_users_are_counted_apart():
+    for _ in range(2):
+        chat_turn_rate_limit_exceeded(user_pk=1, limit=2)
+
+    assert chat_turn_rate_limit_exceeded(user_pk=1, limit=2) is True
+    assert chat_turn_rate_limit_exceeded(user_pk=2, limit=2) is False
+
+
+def test_the_next_minute_starts_a_new_count(own_counters):
+    for _ in range(3):
+        chat_turn_rate_limit_exceeded(user_pk=1, limit=2)
+
+    own_counters["now"] += rate_limits.TURN_WINDOW_SECONDS
+
+    assert chat_turn_rate_limit_exceeded(user_pk=1, limit=2) is False
+
+
+def test_a_limit_of_zero_means_no_limit():
+    assert not any(chat_turn_rate_limit_exceeded(user_pk=1, limit=0) for _ in range(50))
