@@ -1,8 +1,9 @@
 """System checks that refuse settings which cannot work together.
 
-They run with every management command (and so before the server starts), so a
-deployment mistake stops the process with a message instead of failing later
-at the first WebSocket push or background job.
+They run with management commands such as ``migrate`` (which ``make run`` and
+the compose ``migrate`` service run before the server starts) and when a
+Celery worker starts, so a deployment mistake stops with a message instead of
+failing later at the first WebSocket push or background job.
 """
 
 from django.conf import settings

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from google.genai import types
 
 from sessions_app import selectors
@@ -121,7 +122,9 @@ class Runner:
         self.model = model
         self.sessions = session_service or SessionService()
         self.memory = memory or memory_provider_get()
-        self.retry_policy = retry_policy or RetryPolicy()
+        self.retry_policy = retry_policy or RetryPolicy(
+            attempts=settings.LLM_RETRY_ATTEMPTS, base_delay=settings.LLM_RETRY_BASE_DELAY_SECONDS
+        )
 
     async def run_async(
         self,

@@ -311,6 +311,7 @@ async def test_old_invocations_are_compacted_in_the_background_and_summarised_in
 ):
     compaction = {"keep_last_invocations": 2, "summarize_after_invocations": 2, "token_budget": 0}
     settings.AGENTS = {APP: {"model": "offline", "compaction": compaction}}
+    settings.BACKGROUND_TASKS = "inprocess"
     session = await new_session(owner)
     model = RecordingModel()
     runner = make_runner(model, compaction=CompactionConfig(**compaction))
