@@ -97,7 +97,14 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+            "CONFIG": {
+                # channels-redis waits for messages with a 5 s blocking pop; redis-py 8
+                # also times reads out after 5 s by default, and the two race under load,
+                # killing the consumer. A longer read timeout lets the pop answer first.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                "capacity": 1500,
+                "expiry": 30,
+            },
         }
     }
     CACHES = {
