@@ -204,7 +204,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 "turn_in_progress", "A turn is running; wait for turn_complete or cancel it."
             )
             return
-        if await sync_to_async(chat_turn_rate_limit_exceeded)(
+        # Not thread-sensitive: a cache call need not queue behind the ORM work of
+        # every running turn on the one database thread.
+        if await sync_to_async(chat_turn_rate_limit_exceeded, thread_sensitive=False)(
             user_pk=self.user.pk, limit=settings.CHAT_TURNS_PER_MINUTE
         ):
             await self._error(

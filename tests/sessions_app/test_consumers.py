@@ -406,6 +406,7 @@ async def test_an_anonymous_socket_is_refused(chat_session):
     communicator = _communicator(chat_session.id)
 
     connected, code = await communicator.connect(timeout=WAIT)
+    await communicator.disconnect()
 
     assert (connected, code) == (False, 4401)
 
@@ -415,6 +416,7 @@ async def test_a_foreign_origin_is_refused(cookie, chat_session):
         communicator = _communicator(chat_session.id, cookie=cookie, origin=origin)
 
         connected, _ = await communicator.connect(timeout=WAIT)
+        await communicator.disconnect()
 
         assert connected is False
 
