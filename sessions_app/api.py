@@ -34,6 +34,7 @@ from sessions_app.serializers import (
     SessionDetailSerializer,
     SessionListQuerySerializer,
     SessionPageSerializer,
+    SessionRenameSerializer,
     SessionSerializer,
     SessionStateSerializer,
     StoredEventSerializer,
@@ -181,7 +182,18 @@ class SessionListView(SessionStoreAPIView):
             page_size=query["page_size"],
             page_token=query.get("page_token"),
         )
-        return Response(SessionPageSerializer(page).data)
+        titles = selectors.session_titles(
+            user_pk=request.user.pk, session_ids=[session.id for session in page.sessions]
+        )
+        sessions = [
+            {**session.model_dump(), "title": titles.get(session.id, "")}
+            for session in page.sessions
+        ]
+        return Response(
+            SessionPageSerializer(
+                {"sessions": sessions, "next_page_token": page.next_page_token}
+            ).data
+        )
 
     @extend_schema(
         operation_id="sessions_create",
@@ -221,8 +233,39 @@ class SessionDetailView(SessionStoreAPIView):
         events = selectors.stored_events_recent(
             session_id=session.id, limit=query["num_recent_events"]
         )
-        detail = {**session.model_dump(exclude={"events"}), "events": events}
+        detail = {**session.model_dump(exclude={"events"}), "title": record.title, "events": events}
         return Response(SessionDetailSerializer(detail).data)
+
+    @extend_schema(
+        operation_id="sessions_partial_update",
+        summary="Rename a session",
+        description="Only the title changes: renaming is not activity, so the session keeps "
+        "its place in the list.",
+        parameters=[SESSION_ID],
+        request=SessionRenameSerializer,
+        responses={
+            200: SessionSerializer,
+            400: BAD_REQUEST,
+            403: NOT_SIGNED_IN,
+            404: NOT_FOUND,
+            413: TOO_LARGE,
+            415: UNSUPPORTED,
+        },
+    )
+    def patch(self, request: Request, session_id: str) -> Response:
+        record = self.owned_session(session_id)
+        data = _validated(SessionRenameSerializer, request.data)
+        if not services.session_rename(
+            user_pk=request.user.pk, session_id=session_id, title=data["title"]
+        ):
+            raise NotFound()
+        record.refresh_from_db(fields=["title"])
+        session = self.session_load(record)
+        return Response(
+            SessionSerializer(
+                {**session.model_dump(exclude={"events"}), "title": record.title}
+            ).data
+        )
 
     @extend_schema(
         operation_id="sessions_destroy",

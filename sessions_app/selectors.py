@@ -195,6 +195,12 @@ def session_records_for_user(*, user_pk: int, app_name: str | None = None):
     return queryset
 
 
+def session_titles(*, user_pk: int, session_ids: Iterable[str]) -> dict[str, str]:
+    """The titles of the user's sessions among ``session_ids`` that have one, by session id."""
+    rows = SessionRecord.objects.filter(user_id=user_pk, pk__in=list(session_ids)).exclude(title="")
+    return dict(rows.values_list("id", "title"))
+
+
 class StoredEvent(NamedTuple):
     """An event as stored: its place in the session and whether a rewind hid it."""
 

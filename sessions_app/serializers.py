@@ -21,7 +21,7 @@ from rest_framework.settings import api_settings
 from sessions_app import selectors
 from sessions_app.events import Event
 from sessions_app.markdown import markdown_render_safe
-from sessions_app.models import EventRecord
+from sessions_app.models import EventRecord, SessionRecord
 from sessions_app.services import IDENTIFIER_PATTERN
 from sessions_app.state import APP_PREFIX, USER_PREFIX, ScopedState, state_merge
 
@@ -96,6 +96,14 @@ class SessionCreateSerializer(serializers.Serializer):
         required=False,
         help_text="Initial state; `user:` and `app:` keys go to the shared scopes, "
         "`temp:` keys are dropped.",
+    )
+
+
+class SessionRenameSerializer(serializers.Serializer):
+    title = serializers.CharField(
+        max_length=SessionRecord._meta.get_field("title").max_length,
+        allow_blank=True,
+        help_text="The new title; runs of spaces become one, and an empty title clears it.",
     )
 
 
@@ -177,6 +185,9 @@ class StoredEventSerializer(serializers.Serializer):
 
 class SessionSerializer(serializers.Serializer):
     id = serializers.CharField()
+    title = serializers.CharField(
+        default="", help_text="The title shown in the chat's session list; empty until named."
+    )
     app_name = serializers.CharField()
     user_id = serializers.CharField(help_text="The owner's user id.")
     state = serializers.DictField(

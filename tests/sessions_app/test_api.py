@@ -79,6 +79,7 @@ def test_list_shows_only_my_sessions_of_the_app_newest_first(api_client, user, o
     assert body["next_page_token"] is None
     assert body["results"][0] == {
         "id": newer.id,
+        "title": "",
         "app_name": APP,
         "user_id": str(user.pk),
         "state": {"topic": "newer", "user:name": "Ada"},

@@ -52,6 +52,7 @@ def test_schema_documents_every_sessions_operation(spec):
         ("get", "/api/sessions/"): "sessions_list",
         ("post", "/api/sessions/"): "sessions_create",
         ("get", "/api/sessions/{session_id}/"): "sessions_retrieve",
+        ("patch", "/api/sessions/{session_id}/"): "sessions_partial_update",
         ("delete", "/api/sessions/{session_id}/"): "sessions_destroy",
         ("get", "/api/sessions/{session_id}/events/"): "sessions_events_list",
         ("post", "/api/sessions/{session_id}/events/"): "sessions_events_create",
@@ -118,6 +119,12 @@ def test_responses_match_the_schema(spec, api_client):
             200,
         ),
         (api_client.get("/api/sessions/s-1/state/"), detail + "state/", "get", 200),
+        (
+            api_client.patch("/api/sessions/s-1/", {"title": "Trip"}, format="json"),
+            detail,
+            "patch",
+            200,
+        ),
         (api_client.get("/api/sessions/nope/"), detail, "get", 404),
         (api_client.get("/api/sessions/", {"page_token": "x"}), "/api/sessions/", "get", 400),
         (
