@@ -3,9 +3,11 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from chatapp import views
+from sessions_app import views as chat_views
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", chat_views.chat, name="home"),
+    path("chat/<str:session_id>/", chat_views.chat, name="chat-session"),
     path("accounts/signup/", views.SignupView.as_view(), name="signup"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),

@@ -1,15 +1,8 @@
 from django.contrib.auth import login
-from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.urls import reverse_lazy
 from django.views.generic import CreateView
-
-
-@login_required
-def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
 
 
 class SignupView(CreateView):

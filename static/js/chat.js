@@ -1,0 +1,525 @@
+// The chat page: wires the session list, the conversation, the socket and the side panel.
+
+import { SessionsApi } from "./api.js";
+import {
+  appendDelta,
+  eventEntry,
+  noteOn,
+  renderContext,
+  renderEmpty,
+  renderState,
+  streamingEntry,
+  userEntry,
+} from "./render.js";
+import { Sidebar } from "./sidebar.js";
+import { ChatSocket, newClientMessageId } from "./socket.js";
+
+const NARROW = window.matchMedia("(max-width: 800px)");
+const AUTO_TITLE_CHARS = 60;
+const STICK_TO_BOTTOM_PX = 80;
+const CONNECTION_TEXT = {
+  idle: "",
+  connecting: "Connecting…",
+  open: "Connected",
+  waiting: (seconds) => `Connection lost, retrying in ${seconds} s…`,
+};
+
+const config = JSON.parse(document.getElementById("chat-config").textContent);
+const api = new SessionsApi(config.sessions_url);
+const $ = (id) => document.getElementById(id);
+const layout = $("chat-layout");
+const conversation = $("conversation");
+const messages = $("messages");
+const input = $("composer-input");
+const sendButton = $("send");
+const stopButton = $("stop");
+const stateView = $("state-view");
+const contextView = $("context-view");
+
+let sessionId = null;
+let title = "";
+let socket = null;
+let turn = null;
+let creating = false;
+let openCount = 0;
+
+const urlFor = (id) =>
+  config.session_url_template.replace(config.session_id_placeholder, encodeURIComponent(id));
+
+function sessionIdFromPath(path) {
+  const [prefix, suffix] = config.session_url_template.split(config.session_id_placeholder);
+  if (path.startsWith(prefix) && path.endsWith(suffix) && path.length > prefix.length + suffix.length) {
+    return decodeURIComponent(path.slice(prefix.length, path.length - suffix.length));
+  }
+  return null;
+}
+
+// Alerts, status, title ------------------------------------------------------------------
+
+function showAlert(message) {
+  $("chat-alert-text").textContent = message;
+  $("chat-alert").hidden = false;
+}
+
+function hideAlert() {
+  $("chat-alert").hidden = true;
+}
+
+function setConnection(state, detail) {
+  const text = CONNECTION_TEXT[state];
+  const connection = $("connection");
+  connection.dataset.state = state;
+  connection.textContent = typeof text === "function" ? text(detail) : text;
+}
+
+function setTitle(newTitle) {
+  title = newTitle;
+  $("chat-title").textContent = title || (sessionId ? "Untitled chat" : "New chat");
+  document.title = `${title ? `${title} · ` : ""}Chat · Agent memory`;
+}
+
+// Conversation ---------------------------------------------------------------------------
+
+function updateEmpty() {
+  $("empty-chat").hidden = messages.children.length > 0;
+}
+
+/** Run a DOM change, keeping the view at the bottom if the reader was there. */
+function keepingBottom(change) {
+  const atBottom =
+    conversation.scrollHeight - conversation.scrollTop - conversation.clientHeight <
+    STICK_TO_BOTTOM_PX;
+  change();
+  updateEmpty();
+  if (atBottom) {
+    conversation.scrollTop = conversation.scrollHeight;
+  }
+}
+
+function entryById(id) {
+  return messages.querySelector(`[data-event-id="${CSS.escape(id)}"]`);
+}
+
+function pendingEntry(clientMessageId) {
+  return messages.querySelector(`[data-client-message-id="${CSS.escape(clientMessageId)}"]`);
+}
+
+function placeEntry(existing, entry) {
+  keepingBottom(() => {
+    if (existing && entry) {
+      existing.replaceWith(entry);
+    } else if (existing) {
+      existing.remove();
+    } else if (entry) {
+      messages.append(entry);
+    }
+  });
+}
+
+function showEvent(event) {
+  const clientMessageId = event.custom_metadata?.client_message_id;
+  const existing =
+    entryById(event.id) ?? (clientMessageId ? pendingEntry(clientMessageId) : null);
+  placeEntry(existing, eventEntry(event));
+  if (event.custom_metadata?.context) {
+    renderContext(contextView, event.custom_metadata.context);
+  }
+}
+
+function showDelta(frame) {
+  if (turn) {
+    if (frame.seq <= turn.lastSeq) {
+      return;
+    }
+    turn.lastSeq = frame.seq;
+  }
+  let entry = entryById(frame.message_id);
+  if (entry && !entry.classList.contains("streaming")) {
+    return;
+  }
+  keepingBottom(() => {
+    if (!entry) {
+      entry = streamingEntry(frame.message_id);
+      messages.append(entry);
+    }
+    appendDelta(entry, frame.text);
+  });
+}
+
+/** Streamed replies that got no final event stay as they are, marked as cut short. */
+function settleStreaming(interrupted) {
+  for (const entry of messages.querySelectorAll(".streaming")) {
+    entry.classList.remove("streaming");
+    entry.removeAttribute("aria-busy");
+    if (interrupted) {
+      noteOn(entry, "Stopped before the reply was finished.");
+    }
+  }
+}
+
+// Turns ----------------------------------------------------------------------------------
+
+function setBusy(busy) {
+  sendButton.hidden = busy;
+  stopButton.hidden = !busy;
+  stopButton.disabled = !(busy && turn?.started);
+  if (!busy && document.activeElement === stopButton) {
+    input.focus();
+  }
+}
+
+function endTurn() {
+  turn = null;
+  settleStreaming(false);
+  setBusy(false);
+}
+
+function autoTitle(text) {
+  if (!title && sessionId) {
+    const words = text.split(/\s+/).join(" ").trim();
+    const short =
+      words.length > AUTO_TITLE_CHARS ? `${words.slice(0, AUTO_TITLE_CHARS - 1)}…` : words;
+    sidebar.rename(sessionId, short);
+  }
+}
+
+function turnComplete(frame) {
+  settleStreaming(frame.interrupted);
+  if (frame.context) {
+    renderContext(contextView, frame.context);
+  }
+  pendingEntry(frame.client_message_id)?.classList.remove("pending");
+  if (turn && frame.client_message_id === turn.clientMessageId) {
+    const text = turn.text;
+    endTurn();
+    autoTitle(text);
+  }
+  sidebar.upsert({ id: sessionId, title, last_update_time: Date.now() / 1000 });
+  refreshState();
+}
+
+function serverError(frame) {
+  showAlert(`${frame.message} (${frame.code})`);
+  if (frame.code === "session_not_found") {
+    socket?.close();
+    setConnection("idle");
+    endTurn();
+  } else if (turn && !turn.started) {
+    // Refused before it started (too long, rate limited...): give the text back to edit.
+    socket.forget(turn.clientMessageId);
+    const entry = pendingEntry(turn.clientMessageId);
+    if (entry) {
+      keepingBottom(() => entry.remove());
+    }
+    if (!input.value) {
+      input.value = turn.text;
+      autosize();
+    }
+    endTurn();
+  }
+}
+
+function onFrame(frame) {
+  switch (frame.type) {
+    case "turn_started":
+      if (turn && frame.client_message_id === turn.clientMessageId) {
+        turn.started = true;
+        setBusy(true);
+      }
+      break;
+    case "event":
+      showEvent(frame.event);
+      break;
+    case "delta":
+      showDelta(frame);
+      break;
+    case "turn_complete":
+      turnComplete(frame);
+      break;
+    case "error":
+      serverError(frame);
+      break;
+    default:
+      break;
+  }
+}
+
+function connect(id) {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const path = config.socket_path_template.replace(
+    config.session_id_placeholder,
+    encodeURIComponent(id),
+  );
+  socket = new ChatSocket(`${scheme}//${location.host}${path}`, {
+    onFrame,
+    onStatus: setConnection,
+    checkFatal: async () => {
+      try {
+        await api.getSession(id);
+        return null;
+      } catch (error) {
+        if (error.status === 404) {
+          return "This chat no longer exists.";
+        }
+        if (error.status === 401 || error.status === 403) {
+          return "You are signed out. Sign in again to continue.";
+        }
+        return null;
+      }
+    },
+    onFatal: (message) => {
+      showAlert(message);
+      setConnection("idle");
+      endTurn();
+    },
+  });
+  socket.connect();
+}
+
+async function sendMessage() {
+  const text = input.value;
+  if (!text.trim() || turn || creating) {
+    return;
+  }
+  hideAlert();
+  if (!sessionId) {
+    creating = true;
+    try {
+      const session = await api.createSession();
+      sidebar.upsert(session);
+      await openSession(session.id, { push: true, fresh: true });
+    } catch (error) {
+      showAlert(`Could not start a chat: ${error.message}`);
+      return;
+    } finally {
+      creating = false;
+    }
+  }
+  const clientMessageId = newClientMessageId();
+  const entry = userEntry(text, { pending: true });
+  entry.dataset.clientMessageId = clientMessageId;
+  placeEntry(null, entry);
+  conversation.scrollTop = conversation.scrollHeight;
+  turn = { clientMessageId, text, started: false, lastSeq: -1 };
+  setBusy(true);
+  input.value = "";
+  autosize();
+  socket.sendMessage(clientMessageId, text);
+}
+
+// Opening chats --------------------------------------------------------------------------
+
+function leaveCurrent() {
+  openCount += 1;
+  socket?.close();
+  socket = null;
+  turn = null;
+  setBusy(false);
+  hideAlert();
+  setConnection("idle");
+  messages.replaceChildren();
+  renderEmpty(contextView, "No reply yet.");
+  closeDrawers();
+}
+
+async function refreshState() {
+  const id = sessionId;
+  if (!id) {
+    renderEmpty(stateView, "Open or start a chat to see its state.");
+    return;
+  }
+  try {
+    const state = await api.getState(id);
+    if (id === sessionId) {
+      renderState(stateView, state);
+    }
+  } catch (error) {
+    if (id === sessionId) {
+      renderEmpty(stateView, `Could not load the state: ${error.message}`);
+    }
+  }
+}
+
+/** Open a chat: its history (unless `fresh`, just created), its state and its socket. */
+async function openSession(id, { push = false, fresh = false } = {}) {
+  leaveCurrent();
+  const opening = openCount;
+  sessionId = id;
+  setTitle(sidebar.titleOf(id) || (id === config.session_id ? config.title : ""));
+  if (push) {
+    history.pushState({ sessionId: id }, "", urlFor(id));
+  }
+  sidebar.setActive(id);
+  if (!fresh) {
+    conversation.setAttribute("aria-busy", "true");
+    let events;
+    try {
+      events = await api.listEvents(id);
+    } catch (error) {
+      if (opening === openCount) {
+        conversation.removeAttribute("aria-busy");
+        showAlert(
+          error.status === 404
+            ? "This chat does not exist or was deleted."
+            : `Could not load the chat: ${error.message}`,
+        );
+      }
+      return;
+    }
+    if (opening !== openCount) {
+      return;
+    }
+    conversation.removeAttribute("aria-busy");
+    keepingBottom(() => {
+      for (const event of events) {
+        const entry = eventEntry(event);
+        if (entry) {
+          messages.append(entry);
+        }
+      }
+    });
+    conversation.scrollTop = conversation.scrollHeight;
+    const last = events.findLast((event) => event.custom_metadata?.context);
+    if (last) {
+      renderContext(contextView, last.custom_metadata.context);
+    }
+  }
+  updateEmpty();
+  refreshState();
+  connect(id);
+  input.focus();
+}
+
+function showDraft({ push = false } = {}) {
+  leaveCurrent();
+  sessionId = null;
+  setTitle("");
+  if (push) {
+    history.pushState({ sessionId: null }, "", config.chat_url);
+  }
+  sidebar.setActive(null);
+  updateEmpty();
+  refreshState();
+  input.focus();
+}
+
+const sidebar = new Sidebar({
+  api,
+  pageSize: config.sidebar_page_size,
+  urlFor,
+  onOpen: (id) => {
+    if (id !== sessionId) {
+      openSession(id, { push: true });
+    } else {
+      closeDrawers();
+    }
+  },
+  onDeleted: (id) => {
+    if (id === sessionId) {
+      showDraft({ push: true });
+    }
+  },
+  onRenamed: (id, newTitle) => {
+    if (id === sessionId) {
+      setTitle(newTitle);
+    }
+  },
+  onError: showAlert,
+});
+
+// Drawers: on narrow screens the session list and the side panel slide over the chat ------
+
+function setOpen(toggle, className, open) {
+  layout.classList.toggle(className, open);
+  $(toggle).setAttribute("aria-expanded", String(open));
+  $("drawer-backdrop").hidden = !(
+    NARROW.matches &&
+    (layout.classList.contains("sidebar-open") || layout.classList.contains("panel-open"))
+  );
+}
+
+function closeDrawers() {
+  if (NARROW.matches) {
+    setOpen("toggle-sidebar", "sidebar-open", false);
+    setOpen("toggle-panel", "panel-open", false);
+  }
+}
+
+function toggleDrawer(toggle, className, drawer) {
+  const open = !layout.classList.contains(className);
+  if (NARROW.matches) {
+    closeDrawers();
+  }
+  setOpen(toggle, className, open);
+  if (open && NARROW.matches) {
+    $(drawer).querySelector("a, button, input, [tabindex]")?.focus();
+  }
+}
+
+$("toggle-sidebar").addEventListener("click", () =>
+  toggleDrawer("toggle-sidebar", "sidebar-open", "chat-sidebar"),
+);
+$("toggle-panel").addEventListener("click", () =>
+  toggleDrawer("toggle-panel", "panel-open", "chat-panel"),
+);
+$("drawer-backdrop").addEventListener("click", closeDrawers);
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && NARROW.matches && !$("drawer-backdrop").hidden) {
+    const toggle = layout.classList.contains("sidebar-open") ? "toggle-sidebar" : "toggle-panel";
+    closeDrawers();
+    $(toggle).focus();
+  }
+});
+function fitLayout() {
+  setOpen("toggle-sidebar", "sidebar-open", false);
+  setOpen("toggle-panel", "panel-open", !NARROW.matches);
+}
+NARROW.addEventListener("change", fitLayout);
+
+// Composer -------------------------------------------------------------------------------
+
+function autosize() {
+  input.style.height = "auto";
+  input.style.height = `${input.scrollHeight + 2}px`;
+}
+
+input.addEventListener("input", autosize);
+input.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    sendMessage();
+  }
+});
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  sendMessage();
+});
+stopButton.addEventListener("click", () => {
+  socket?.cancel();
+  stopButton.disabled = true;
+  input.focus();
+});
+$("chat-alert-close").addEventListener("click", () => {
+  hideAlert();
+  input.focus();
+});
+$("new-chat").addEventListener("click", (event) => {
+  event.preventDefault();
+  showDraft({ push: sessionId !== null });
+});
+window.addEventListener("popstate", () => {
+  const id = sessionIdFromPath(location.pathname);
+  if (id) {
+    openSession(id);
+  } else {
+    showDraft();
+  }
+});
+
+fitLayout();
+sidebar.loadPage({ reset: true });
+if (config.session_id) {
+  openSession(config.session_id);
+} else {
+  showDraft();
+}
