@@ -21,5 +21,9 @@ class InvalidEventError(SessionStoreError):
     pass
 
 
+class DuplicateEventError(InvalidEventError):
+    """An event with this id is already stored in the session (a retried append)."""
+
+
 class InvocationNotFoundError(SessionStoreError):
     pass

@@ -24,6 +24,7 @@ from django.db import IntegrityError, connection, transaction
 
 from sessions_app import selectors
 from sessions_app.errors import (
+    DuplicateEventError,
     InvalidEventError,
     InvalidStateError,
     InvocationNotFoundError,
@@ -222,7 +223,7 @@ def event_append(*, session: Session, event: Event) -> Event:
             )
     except IntegrityError:
         event.actions.state_delta = original_delta
-        raise InvalidEventError(
+        raise DuplicateEventError(
             f"An event with id {event.id!r} is already stored in this session."
         ) from None
     except SessionStoreError:

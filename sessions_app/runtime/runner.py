@@ -20,7 +20,7 @@ from django.conf import settings
 from google.genai import types
 
 from sessions_app import selectors
-from sessions_app.errors import InvalidEventError, InvalidStateError, SessionNotFoundError
+from sessions_app.errors import DuplicateEventError, InvalidStateError, SessionNotFoundError
 from sessions_app.events import Event, EventActions, new_event_id, new_invocation_id
 from sessions_app.runtime.agents import AgentConfig
 from sessions_app.runtime.compaction import compaction_due, compaction_request
@@ -158,10 +158,8 @@ class Runner:
             user_event.custom_metadata = {"client_message_id": client_message_id}
         try:
             await self.sessions.append_event(session, user_event)
-        except InvalidEventError:
-            if client_message_id:
-                raise DuplicateTurnError(user_event.id) from None
-            raise
+        except DuplicateEventError:
+            raise DuplicateTurnError(user_event.id) from None
         yield user_event
 
         permissions = await self.memory.permissions(session=session)

@@ -6,6 +6,7 @@ from google.genai import types
 
 from chatapp.background import background_wait_idle
 from sessions_app import selectors, services
+from sessions_app.errors import InvalidEventError
 from sessions_app.models import EventRecord, SessionState
 from sessions_app.runtime.agents import AgentConfig, CompactionConfig
 from sessions_app.runtime.llm import LlmChunk, LlmRequest, MemorySnippet, ModelError, RetryPolicy
@@ -200,6 +201,14 @@ async def test_same_client_message_id_runs_one_turn(owner):
     with pytest.raises(DuplicateTurnError):
         await turn(runner, owner, session.id, "once", client_message_id="abc")
     assert await sync_to_async(EventRecord.objects.filter(author="user").count)() == 1
+
+
+async def test_an_oversized_message_is_an_invalid_event_not_a_duplicate(owner, settings):
+    settings.MAX_EVENT_BYTES = 200
+    session = await new_session(owner)
+    with pytest.raises(InvalidEventError, match="limited to 200 bytes"):
+        await turn(make_runner(), owner, session.id, "x" * 500, client_message_id="big")
+    assert not await sync_to_async(EventRecord.objects.exists)()
 
 
 async def test_transient_errors_are_retried_then_succeed(owner):
