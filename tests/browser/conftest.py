@@ -1,0 +1,67 @@
+"""Fixtures of the browser tests: a daphne server, Chromium, and a signed-in chat page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.browser.server import CHROMIUM, CHROMIUM_ARGS, Server, running_server, sign_in
+
+EXPECT_TIMEOUT_MS = 15_000
+WIDE = {"width": 1280, "height": 860}
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("daphne")) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"Chromium is not installed at {CHROMIUM}: `make test` installs it "
+            "(or run `apt-get install -y chromium`)."
+        )
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def usernames(server: Server) -> Iterator[str]:
+    """Each test signs in as a user of its own, so no test sees another test's chats."""
+    return iter(server.usernames)
+
+
+@pytest.fixture
+def new_page(browser: Browser, server: Server, usernames) -> Iterator:
+    """Make signed-in pages (``viewport`` as Playwright takes it); each fails its test on an
+    uncaught script error. The server's log is printed, and so shown, when a test fails."""
+    contexts = []
+    errors: list = []
+
+    def make(viewport: dict | None = None) -> Page:
+        context = browser.new_context(viewport=viewport or WIDE)
+        contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda error: errors.append(error))
+        sign_in(page, server, next(usernames))
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+    print(server.log_tail())
+    assert errors == [], "uncaught errors in the page's scripts"
+
+
+@pytest.fixture
+def chat_page(new_page) -> Page:
+    """A signed-in chat page on a wide screen."""
+    return new_page()
