@@ -19,8 +19,10 @@ def server(tmp_path_factory) -> Iterator[Server]:
         yield running
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """Chromium, for one test module at a time: Playwright's sync API holds a running event
+    loop while it is started, which the async tests that run later must not find."""
     if not CHROMIUM.exists():
         pytest.fail(
             f"Chromium is not installed at {CHROMIUM}: `make test` installs it "
