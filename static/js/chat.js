@@ -121,6 +121,11 @@ function showEvent(event) {
   const existing =
     entryById(event.id) ?? (clientMessageId ? pendingEntry(clientMessageId) : null);
   placeEntry(existing, eventEntry(event));
+  if (turn && clientMessageId === turn.clientMessageId && !turn.started) {
+    // Stored, so accepted: a replayed turn (after a reconnect) has no turn_started.
+    turn.started = true;
+    setBusy(true);
+  }
   if (event.custom_metadata?.context) {
     renderContext(contextView, event.custom_metadata.context);
   }
