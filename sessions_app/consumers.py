@@ -204,6 +204,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 "turn_in_progress", "A turn is running; wait for turn_complete or cancel it."
             )
             return
+        if await self._replay_if_stored(_Turn(client_message_id)):
+            return
         # Not thread-sensitive: a cache call need not queue behind the ORM work of
         # every running turn on the one database thread.
         if await sync_to_async(chat_turn_rate_limit_exceeded, thread_sensitive=False)(
@@ -218,6 +220,18 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.turn_task = asyncio.create_task(self._turn_run(_Turn(client_message_id), text))
         # Let the task start, so that a cancel read next always finds it inside the turn.
         await asyncio.sleep(0)
+
+    async def _replay_if_stored(self, turn: _Turn) -> bool:
+        """Replay a message that is already stored (a resend after a reconnect).
+
+        Checked before the rate limit, so a resent message never counts as a
+        new turn; True when the turn was replayed.
+        """
+        await self._turn_send_stored(turn, user_event_id=user_event_id_for(turn.client_message_id))
+        if not turn.sent_event_ids:
+            return False
+        await self._turn_complete(turn, duplicate=True)
+        return True
 
     def _cancel(self) -> None:
         task = self.turn_task

@@ -1,5 +1,5 @@
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from rest_framework.test import APIClient
 
 from tests.factories import UserFactory
@@ -14,13 +14,18 @@ def end_stray_connections(django_db_setup, django_db_blocker):
     database that still has sessions.
     """
     yield
+    if connection.vendor != "postgresql":
+        return
     with django_db_blocker.unblock():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
+        try:
+            cursor = connection.cursor()
+        except OperationalError:
+            return  # no test used the database, so it was never created
+        with cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
 
 
 @pytest.fixture(autouse=True)

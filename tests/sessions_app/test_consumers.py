@@ -312,6 +312,26 @@ async def test_turns_over_the_rate_limit_are_refused(settings, monkeypatch, cook
     await communicator.disconnect()
 
 
+async def test_a_resent_message_is_replayed_even_at_the_rate_limit(
+    settings, monkeypatch, cookie, chat_session
+):
+    settings.CHAT_TURNS_PER_MINUTE = 1
+    monkeypatch.setattr(rate_limits, "_clock", lambda: 1_000_020.0)
+    communicator = await _open(chat_session.id, cookie)
+    await _send_message(communicator, "only once", client_message_id="resent-1")
+    first = await _until(communicator, "turn_complete")
+    await _send_message(communicator, "only once", client_message_id="resent-1")
+    replay = await _until(communicator, "turn_complete")
+
+    assert [f["type"] for f in replay if f["type"] == "error"] == []
+    assert replay[-1]["duplicate"] is True
+    replayed = [f["event"]["id"] for f in replay if f["type"] == "event"]
+    assert replayed == [f["event"]["id"] for f in first if f["type"] == "event"]
+    stored = await _stored(chat_session.id)
+    assert [_stored_text(r) for r in stored if r.author == "user"] == ["only once"]
+    await communicator.disconnect()
+
+
 async def test_a_second_message_during_a_turn_is_refused(settings, cookie, chat_session):
     settings.OFFLINE_MODEL_CHUNK_DELAY_SECONDS = 0.05
     communicator = await _open(chat_session.id, cookie)
