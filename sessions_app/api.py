@@ -39,7 +39,7 @@ from sessions_app.serializers import (
     SessionStateSerializer,
     StoredEventSerializer,
 )
-from sessions_app.types import GetSessionConfig
+from sessions_app.types import GetSessionConfig, Session
 
 MAX_JSON_DEPTH = 64
 
@@ -154,7 +154,7 @@ class SessionStoreAPIView(APIView):
             raise NotFound()
         return record
 
-    def session_load(self, record: SessionRecord) -> Any:
+    def session_load(self, record: SessionRecord) -> Session:
         """The session with its merged state (no events), or 404 if it was just deleted."""
         session = selectors.session_get(
             app_name=record.app_name,

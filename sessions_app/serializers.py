@@ -153,6 +153,16 @@ class EventCreateSerializer(serializers.Serializer):
             event = Event.model_validate(data)
         except pydantic.ValidationError as error:
             raise serializers.ValidationError(_pydantic_error_details(error)) from None
+        except (AttributeError, TypeError):
+            # google-genai's enums fail this way, not as a ValidationError, on a non-string.
+            raise serializers.ValidationError(
+                {
+                    api_settings.NON_FIELD_ERRORS_KEY: [
+                        "A field that takes one of a fixed set of names got a value "
+                        "that is not a string."
+                    ]
+                }
+            ) from None
         problems: dict[str, list[str]] = {}
         if event.partial:
             problems["partial"] = [

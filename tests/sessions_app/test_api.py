@@ -472,6 +472,7 @@ def test_append_event_with_function_call_and_given_id(api_client, user):
         ({"author": "user", "branch": "b" * 600}, "branch"),
         ({"author": "user", "error_code": "c" * 200}, "error_code"),
         ([{"author": "user"}], "non_field_errors"),
+        ({"author": "user", "usage_metadata": {"traffic_type": {}}}, "non_field_errors"),
     ],
 )
 def test_append_event_refuses_invalid_events_field_by_field(api_client, user, body, field):
