@@ -1,4 +1,4 @@
-"""Okapi BM25 over one user's memories, updated in place."""
+"""Okapi BM25 over one user's memories, updated in place, scored with numpy."""
 
 from __future__ import annotations
 
@@ -6,74 +6,119 @@ import math
 from collections import Counter
 from collections.abc import Hashable, Sequence
 
+import numpy as np
+
 DocId = Hashable
 
 
 class BM25Index:
     """An Okapi BM25 index over one user's memories, updated in place as memories come and go.
 
-    Adding, replacing or removing a document costs time proportional to its length, not to the
-    index size; collection statistics (document frequencies, average length) are always those
-    of the documents currently held, so a removed memory leaves no trace in later scores.
-    IDF is Lucene's ``log(1 + (N - df + 0.5) / (df + 0.5))``: positive for every term, so a
-    term present in most memories still counts a little instead of going negative.
+    Documents live in dense slots 0..n-1 (``ids[slot]``); removing one moves the last document
+    into its slot, so a caller keeping arrays aligned with the slots (MemoryIndex's vectors)
+    does the same move. Adding, replacing or removing a document costs time proportional to its
+    length, not to the index size; collection statistics (document frequencies, average length)
+    are always those of the documents currently held, so a removed memory leaves no trace.
+    IDF is Lucene's ``log(1 + (N - df + 0.5) / (df + 0.5))``: positive for every term, so a term
+    present in most memories still counts a little instead of going negative.
     """
 
     def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
         self.k1 = k1
         self.b = b
-        self._postings: dict[str, dict[DocId, int]] = {}
-        self._lengths: dict[DocId, int] = {}
-        self._terms: dict[DocId, tuple[str, ...]] = {}
+        self.ids: list[DocId] = []
+        self._slots: dict[DocId, int] = {}
+        self._terms: list[dict[str, int]] = []  # per slot: term -> count
+        self._postings: dict[str, dict[int, int]] = {}  # term -> slot -> count
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # cached postings as arrays
+        self._lengths = np.zeros(16, dtype=np.float64)
         self._total_length = 0
 
     def __len__(self) -> int:
-        return len(self._lengths)
+        return len(self.ids)
 
     def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self._lengths
+        return doc_id in self._slots
 
-    def add(self, *, doc_id: DocId, tokens: Sequence[str]) -> None:
-        """Index ``tokens`` under ``doc_id``, replacing what that id held before."""
-        if doc_id in self._lengths:
+    def slot_of(self, doc_id: DocId) -> int | None:
+        """The slot ``doc_id`` occupies now (slots move on removal), or ``None``."""
+        return self._slots.get(doc_id)
+
+    def add(self, *, doc_id: DocId, tokens: Sequence[str]) -> int:
+        """Index ``tokens`` under ``doc_id`` (replacing what that id held); returns its slot."""
+        if doc_id in self._slots:
             self.remove(doc_id=doc_id)
-        counts = Counter(tokens)
+        slot = len(self.ids)
+        if slot == len(self._lengths):
+            self._lengths = np.concatenate([self._lengths, np.zeros(slot)])
+        counts = dict(Counter(tokens))
         for term, count in counts.items():
-            self._postings.setdefault(term, {})[doc_id] = count
-        self._terms[doc_id] = tuple(counts)
-        self._lengths[doc_id] = len(tokens)
+            self._postings.setdefault(term, {})[slot] = count
+            self._arrays.pop(term, None)
+        self.ids.append(doc_id)
+        self._slots[doc_id] = slot
+        self._terms.append(counts)
+        self._lengths[slot] = len(tokens)
         self._total_length += len(tokens)
+        return slot
 
     def remove(self, *, doc_id: DocId) -> bool:
-        """Forget ``doc_id``; returns whether it was indexed."""
-        length = self._lengths.pop(doc_id, None)
-        if length is None:
+        """Forget ``doc_id``, moving the last document into its slot; returns whether it was
+        indexed."""
+        slot = self._slots.pop(doc_id, None)
+        if slot is None:
             return False
-        self._total_length -= length
-        for term in self._terms.pop(doc_id):
+        self._total_length -= int(self._lengths[slot])
+        for term in self._terms[slot]:
             posting = self._postings[term]
-            del posting[doc_id]
+            del posting[slot]
+            self._arrays.pop(term, None)
             if not posting:
                 del self._postings[term]
+        last = len(self.ids) - 1
+        if slot != last:
+            moved = self.ids[last]
+            for term, count in self._terms[last].items():
+                posting = self._postings[term]
+                del posting[last]
+                posting[slot] = count
+                self._arrays.pop(term, None)
+            self.ids[slot] = moved
+            self._slots[moved] = slot
+            self._terms[slot] = self._terms[last]
+            self._lengths[slot] = self._lengths[last]
+        self.ids.pop()
+        self._terms.pop()
         return True
 
-    def scores(self, *, query_tokens: Sequence[str]) -> dict[DocId, float]:
-        """BM25 score of every document sharing at least one term with the query (others: 0).
+    def score_array(self, *, query_tokens: Sequence[str]) -> np.ndarray:
+        """BM25 score of every slot (0 where no query term occurs), one float64 per document.
 
         A term repeated in the query counts once per repeat, as Okapi BM25 defines.
         """
-        n = len(self._lengths)
+        n = len(self.ids)
+        scores = np.zeros(n)
         if not n:
-            return {}
-        average = self._total_length / n or 1.0
-        result: dict[DocId, float] = {}
+            return scores
+        norm = self.k1 * (
+            1.0 - self.b + self.b * self._lengths[:n] / (self._total_length / n or 1.0)
+        )
         for term, query_count in Counter(query_tokens).items():
             posting = self._postings.get(term)
             if not posting:
                 continue
-            idf = math.log(1.0 + (n - len(posting) + 0.5) / (len(posting) + 0.5)) * query_count
-            k1, b, lengths = self.k1, self.b, self._lengths
-            for doc_id, tf in posting.items():
-                norm = k1 * (1.0 - b + b * lengths[doc_id] / average)
-                result[doc_id] = result.get(doc_id, 0.0) + idf * tf * (k1 + 1.0) / (tf + norm)
-        return result
+            arrays = self._arrays.get(term)
+            if arrays is None:
+                arrays = self._arrays[term] = (
+                    np.fromiter(posting.keys(), dtype=np.int64, count=len(posting)),
+                    np.fromiter(posting.values(), dtype=np.float64, count=len(posting)),
+                )
+            slots, tf = arrays
+            idf = math.log(1.0 + (n - len(slots) + 0.5) / (len(slots) + 0.5)) * query_count
+            scores[slots] += idf * tf * (self.k1 + 1.0) / (tf + norm[slots])
+        return scores
+
+    def scores(self, *, query_tokens: Sequence[str]) -> dict[DocId, float]:
+        """BM25 score of each document sharing at least one term with the query, by id."""
+        array = self.score_array(query_tokens=query_tokens)
+        return {self.ids[i]: float(array[i]) for i in np.flatnonzero(array)}
