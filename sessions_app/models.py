@@ -24,6 +24,10 @@ class SessionRecord(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions"
     )
     title = models.CharField(max_length=200, blank=True)
+    temporary = models.BooleanField(
+        default=False,
+        help_text="A temporary chat neither reads nor writes long-term memory.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_update_time = models.FloatField()
     last_sequence = models.PositiveBigIntegerField(default=0)

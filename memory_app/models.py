@@ -1,0 +1,271 @@
+"""Long-term memory: facts about a user (or an app, or one session) with provenance.
+
+Every memory knows where it came from (``MemorySource``: the events it was
+derived from, with the quoted excerpt), how it changed (``MemoryRevision``:
+before, after, why, by which job or person) and which job made it
+(``GenerationJob``). Rows are written only through ``memory_app.services``.
+"""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from sessions_app.models import EventRecord, SessionRecord
+
+
+class SourceType(models.TextChoices):
+    """Where a fact came from; the order is the trust order used to settle conflicts."""
+
+    BOOTSTRAPPED = "bootstrapped", "Bootstrapped"
+    EXPLICIT = "explicit", "Explicit user statement"
+    IMPLICIT = "implicit", "Implicit from conversation"
+    TOOL = "tool", "Tool output"
+
+
+TRUST = {
+    SourceType.BOOTSTRAPPED: 4,
+    SourceType.EXPLICIT: 3,
+    SourceType.IMPLICIT: 2,
+    SourceType.TOOL: 1,
+}
+
+
+class MemoryScope(models.TextChoices):
+    USER = "user", "User"
+    SESSION = "session", "Session"
+    APP = "app", "App"
+
+
+class MemoryStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    QUARANTINED = "quarantined", "Quarantined for review"
+    INVALIDATED = "invalidated", "Invalidated"
+    REJECTED = "rejected", "Rejected in review"
+
+
+class MemoryTopic(models.Model):
+    """A kind of fact an app wants remembered; guides extraction.
+
+    Managed topics exist for every app; custom ones are an app's own, with a
+    description and few-shot examples (``[{"text": ..., "memory": ...}]``).
+    """
+
+    app_name = models.CharField(max_length=128)
+    key = models.SlugField(max_length=64)
+    label = models.CharField(max_length=128)
+    description = models.TextField()
+    few_shot_examples = models.JSONField(default=list, blank=True)
+    managed = models.BooleanField(default=False)
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["app_name", "key"], name="memory_topic_app_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app_name}: {self.label}"
+
+
+class MemorySettings(models.Model):
+    """A user's choices: whether chats create memories, and whether replies use them."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_settings"
+    )
+    create_enabled = models.BooleanField(default=True)
+    use_enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"memory settings of {self.user_id}"
+
+
+class GenerationJob(models.Model):
+    """One run of the extract-consolidate-store pipeline over a range of a session's events."""
+
+    class Trigger(models.TextChoices):
+        SESSION_END = "session_end", "Session ended"
+        SESSION_IDLE = "session_idle", "Session idle"
+        EVERY_N_TURNS = "every_n_turns", "Every N turns"
+        EVERY_TURN = "every_turn", "Every turn"
+        EXPLICIT = "explicit", "Explicit 'remember'"
+        TOOL = "tool", "create_memory tool"
+        MANUAL = "manual", "Re-run by staff"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        SKIPPED = "skipped", "Skipped"
+        FAILED = "failed", "Failed"
+        DEAD = "dead", "Dead"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_jobs"
+    )
+    app_name = models.CharField(max_length=128)
+    session = models.ForeignKey(
+        SessionRecord, on_delete=models.SET_NULL, null=True, blank=True, related_name="memory_jobs"
+    )
+    trigger = models.CharField(max_length=32, choices=Trigger.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    attempts = models.PositiveIntegerField(default=0)
+    first_sequence = models.PositiveBigIntegerField(null=True, blank=True)
+    last_sequence = models.PositiveBigIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="memory_job_status"),
+            models.Index(fields=["user", "status"], name="memory_job_user_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trigger} job {self.id} ({self.status})"
+
+
+class MemoryWatermark(models.Model):
+    """The last event sequence of a session already processed into memories."""
+
+    session = models.OneToOneField(
+        SessionRecord, on_delete=models.CASCADE, primary_key=True, related_name="memory_watermark"
+    )
+    last_sequence = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.session_id} up to #{self.last_sequence}"
+
+
+class Memory(models.Model):
+    """One atomic fact. ``user`` owns user- and session-scope memories; app-scope ones have none."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    app_name = models.CharField(max_length=128)
+    scope = models.CharField(max_length=16, choices=MemoryScope.choices, default=MemoryScope.USER)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="memories",
+    )
+    session = models.ForeignKey(
+        SessionRecord,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="session_memories",
+        help_text="Set for session-scope memories only.",
+    )
+    topic = models.CharField(max_length=64, blank=True)
+    text = models.TextField()
+    structured = models.JSONField(null=True, blank=True)
+    source_type = models.CharField(max_length=16, choices=SourceType.choices)
+    confidence = models.FloatField(default=0.7)
+    importance = models.FloatField(default=0.5)
+    status = models.CharField(
+        max_length=16, choices=MemoryStatus.choices, default=MemoryStatus.ACTIVE
+    )
+    review_reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    embedding = models.BinaryField(null=True, blank=True, editable=False)
+    embedding_model = models.CharField(max_length=128, blank=True)
+    job = models.ForeignKey(
+        GenerationJob,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="memories",
+    )
+
+    class Meta:
+        verbose_name_plural = "memories"
+        indexes = [
+            models.Index(fields=["user", "app_name", "status"], name="memory_owner_status"),
+            models.Index(fields=["app_name", "scope", "status"], name="memory_app_scope"),
+            models.Index(fields=["expires_at"], name="memory_expiry"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(confidence__gte=0, confidence__lte=1),
+                name="memory_confidence_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(importance__gte=0, importance__lte=1),
+                name="memory_importance_range",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(scope="session") | models.Q(session__isnull=False),
+                name="memory_session_scope_has_session",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(scope="app") | models.Q(user__isnull=False),
+                name="memory_private_scope_has_owner",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.text[:80]
+
+
+class MemorySource(models.Model):
+    """An event a memory was derived from, with the words that support it."""
+
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="sources")
+    event = models.ForeignKey(EventRecord, on_delete=models.CASCADE, related_name="memory_sources")
+    excerpt = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["memory", "event"], name="memory_source_event"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} <- {self.event_id}"
+
+
+class MemoryRevision(models.Model):
+    """One change of a memory: before, after, why, and who (a job or a person)."""
+
+    class Action(models.TextChoices):
+        CREATED = "created", "Created"
+        UPDATED = "updated", "Updated"
+        INVALIDATED = "invalidated", "Invalidated"
+        DELETED = "deleted", "Deleted"
+        RESTORED = "restored", "Restored"
+        QUARANTINED = "quarantined", "Quarantined"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        SOURCES_CHANGED = "sources_changed", "Sources changed"
+
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="revisions")
+    action = models.CharField(max_length=32, choices=Action.choices)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    actor_job = models.ForeignKey(
+        GenerationJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="revisions"
+    )
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="memory_revisions_made",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.memory_id}"
