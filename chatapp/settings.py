@@ -169,6 +169,13 @@ CHAT_MAX_MESSAGE_CHARS = env.int("CHAT_MAX_MESSAGE_CHARS", default=8000)
 # Turns a user may start per minute over all their sockets; 0 turns the limit off.
 CHAT_TURNS_PER_MINUTE = env.int("CHAT_TURNS_PER_MINUTE", default=20)
 
+# --- Long-term memory -------------------------------------------------------------------
+# "auto": local MiniLM if installed, else Gemini embeddings if a key is set, else none.
+MEMORY_EMBEDDER = env.str("MEMORY_EMBEDDER", default="auto")
+MEMORY_GEMINI_EMBEDDING_MODEL = env.str(
+    "MEMORY_GEMINI_EMBEDDING_MODEL", default="gemini-embedding-001"
+)
+
 # --- REST API -------------------------------------------------------------------
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=1024 * 1024)
 REST_FRAMEWORK = {
