@@ -1,0 +1,709 @@
+"""Extraction: the facts worth remembering in a range of a session's events.
+
+With Gemini configured, the model extracts them with structured output (:func:`fact_schema`),
+guided by the app's topics and their few-shot examples; every event is shown with its id and
+each fact cites the ids that support it. Without Gemini, the offline rules below extract them.
+Either way, every ``create_memory`` call the agent made yields a ``tool`` fact with the call's
+``text`` (the agent asked for it explicitly), and no other tool output yields anything.
+
+Facts are written in the third person, "The user ..." (the memory is read later by an agent
+talking to the user, and "I" would be ambiguous there). A fact has a ``kind``: a plain
+``statement``; a ``correction``, which replaces what a similar memory says; or a
+``retraction``, a negated statement that invalidates the memory it contradicts.
+
+Offline rules, applied to the text of user-authored events only, sentence by sentence (a
+sentence ends at ``.``, ``!``, ``?``, ``;`` or a line break; a leading "oh", "well", "so",
+"also", "btw", "by the way", "ok" is skipped):
+
+1. "remember (that) X", "please remember X", "don't forget (that) X", "keep in mind (that) X"
+   (not "remember to/when/how/me/this/it ..."): X in the third person, topic
+   ``explicit_instructions``, source ``explicit``, confidence 0.95, importance 0.8.
+2. A correction marker opening the sentence ("actually", "correction", "sorry", "wait", "no,"
+   before "I" or "my"; "I meant") or "is not X but Y" / "not in X but in Y" (the sentence is
+   read with Y in place of X): the rest must be a first-person statement (rule 3); kind
+   ``correction``, source ``explicit``, confidence 0.9.
+3. First-person statements, "I" becoming "The user" and the verb agreeing ("I live" -> "The
+   user lives", "I don't" -> "The user does not", later "my/me/I" -> "their/them/they"):
+   - "my X is/are/was Y" or "my X's Y" (not "my question/point/problem/guess/bad ..."):
+     "The user's X is Y", topic ``preferences`` when X names a favourite, else ``personal_info``;
+   - "I am / I'm Y" (Y not an "-ing" word, except "living/working/studying", which read as
+     "lives/works/studies"; not a passing state: sorry, sure, fine, tired, ready, back, ...):
+     "The user is Y", ``personal_info``;
+   - "I (adverb) like/love/prefer/hate/dislike/enjoy/adore X" (X not it/that/this/you/how/
+     what ...): ``preferences``;
+   - "I (adverb) live/work/study/teach/own/have/speak/use/play/drive/eat/drink/cook X", "I
+     moved/grew up/was born X" ("have" not followed by to/a question/no idea/been/got):
+     ``personal_info``.
+   Plain statements are source ``implicit``, confidence 0.8. A negated one ("I don't ...", "I
+   never ...", "I am not ...", "my X is not ...") is kind ``retraction``; when the change is
+   stated as lasting ("no longer", "anymore") it is also source ``explicit``, confidence 0.9.
+4. Anything else yields nothing. A fact whose topic the app turned off is dropped.
+
+Importance: 0.8 for explicit instructions, 0.7 for personal information, 0.5 otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+
+from memory_app.models import SourceType
+from memory_app.topics import (
+    EXPLICIT_INSTRUCTIONS,
+    PERSONAL_INFO,
+    PREFERENCES,
+    TopicSpec,
+)
+from sessions_app.events import Event
+from sessions_app.runtime.llm import ModelError
+from sessions_app.runtime.models import gemini_configured
+
+CREATE_MEMORY_TOOL = "create_memory"
+USER_AUTHOR = "user"
+EXCERPT_CHARS = 500
+
+
+class FactKind(StrEnum):
+    STATEMENT = "statement"
+    CORRECTION = "correction"
+    RETRACTION = "retraction"
+
+
+@dataclass(frozen=True)
+class ExtractedFact:
+    """One fact found in the events, with the ids of the events that support it."""
+
+    text: str
+    topic: str
+    source_type: str
+    confidence: float
+    importance: float
+    event_ids: list[str] = field(default_factory=list)
+    excerpt: str = ""
+    kind: str = FactKind.STATEMENT
+
+
+IMPORTANCE = {EXPLICIT_INSTRUCTIONS: 0.8, PERSONAL_INFO: 0.7}
+DEFAULT_IMPORTANCE = 0.5
+
+# --- offline rules -------------------------------------------------------------------------
+
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+")
+_FILLER = re.compile(
+    r"^(?:(?:oh|well|so|also|and|btw|by\s+the\s+way|ok|okay|hey|hi|hello|fyi)\b[,!:]?\s*)+", re.I
+)
+_REMEMBER = re.compile(
+    r"^(?:(?:can|could|would)\s+you\s+)?(?:please\s+)?"
+    r"(?:remember|don't\s+forget|do\s+not\s+forget|keep\s+in\s+mind)(?:\s+that\b|\s*:)?\s+"
+    r"(?!(?:to|when|how|what|why|where|who|if|me|this|it|that)\b)(?P<fact>.+)$",
+    re.I,
+)
+_CORRECTION = re.compile(
+    r"^(?:(?:actually|correction|sorry|oops|wait)\b[,:!]?\s+(?:i\s+meant,?\s+)?"
+    r"|no[,!.]\s+(?=(?:i|my)\b)|i\s+meant,?\s+)",
+    re.I,
+)
+_NOT_BUT_COPULA = re.compile(
+    r"\b(?P<verb>is|am|are|was)\s+not\s+(?P<old>[^,;]+?)\s*,?\s+but\s+(?P<new>[^,;]+)$", re.I
+)
+_NOT_BUT_PREPOSITION = re.compile(
+    r"\bnot\s+(?P<prep>in|at|as|to|from|for|with|on)\s+(?P<old>[^,;]+?)\s*,?\s+but\s+"
+    r"(?:(?P=prep)\s+)?(?P<new>[^,;]+)$",
+    re.I,
+)
+_CONTRACTIONS = (
+    (re.compile(r"\bI'm\b", re.I), "I am"),
+    (re.compile(r"\bI've\b", re.I), "I have"),
+    (re.compile(r"\bdon't\b", re.I), "do not"),
+    (re.compile(r"\bisn't\b", re.I), "is not"),
+    (re.compile(r"\baren't\b", re.I), "are not"),
+    (re.compile(r"\bwasn't\b", re.I), "was not"),
+)
+_MY = re.compile(
+    r"^my\s+(?P<thing>[a-z][\w' -]{0,40}?)\s+(?P<verb>is|are|was|were)"
+    r"(?P<neg>\s+not|\s+no\s+longer)?\s+(?P<value>.+)$",
+    re.I,
+)
+_MY_CONTRACTED = re.compile(
+    r"^my\s+(?P<thing>[a-z][\w -]{0,40}?)'s(?P<neg>\s+not|\s+no\s+longer)?\s+(?P<value>.+)$",
+    re.I,
+)
+_MY_NOT_FACTS = frozenset(
+    [
+        "question",
+        "point",
+        "problem",
+        "issue",
+        "guess",
+        "bad",
+        "turn",
+        "pleasure",
+        "mistake",
+        "concern",
+        "request",
+        "answer",
+        "apologies",
+        "bet",
+        "hope",
+        "idea",
+        "worry",
+    ]
+)
+_I_AM = re.compile(r"^i\s+am\s+(?P<neg>not\s+|no\s+longer\s+)?(?P<rest>.+)$", re.I)
+_I_AM_VERBS = {"living": "lives", "working": "works", "studying": "studies"}
+_PASSING_STATES = frozenset(
+    [
+        "sorry",
+        "sure",
+        "fine",
+        "good",
+        "ok",
+        "okay",
+        "tired",
+        "ready",
+        "back",
+        "done",
+        "confused",
+        "curious",
+        "wondering",
+        "afraid",
+        "just",
+        "still",
+        "here",
+        "glad",
+        "happy",
+        "sad",
+        "bored",
+        "busy",
+        "hungry",
+        "thirsty",
+        "late",
+        "new",
+        "unsure",
+        "not",
+        "able",
+        "going",
+        "trying",
+        "looking",
+        "thinking",
+        "asking",
+    ]
+)
+_I_VERB = re.compile(
+    r"^i\s+(?P<adverbs>(?:(?:also|still|currently|now|really|actually|usually|mostly|"
+    r"absolutely|totally|just|generally)\s+)*)"
+    r"(?P<neg>(?:do\s+not|no\s+longer|never)\s+(?:really\s+)?)?"
+    r"(?P<verb>[a-z]+)\b(?P<rest>.*)$",
+    re.I,
+)
+_PREFERENCE_VERBS = frozenset(["like", "love", "prefer", "hate", "dislike", "enjoy", "adore"])
+_PERSONAL_VERBS = frozenset(
+    [
+        "live",
+        "work",
+        "study",
+        "teach",
+        "own",
+        "have",
+        "speak",
+        "use",
+        "play",
+        "drive",
+        "eat",
+        "drink",
+        "cook",
+        "moved",
+        "grew",
+        "was",
+    ]
+)
+_PREFERENCE_NOT_OBJECTS = re.compile(
+    r"^\s*(?:it|that|this|them|those|these|you|your|how|what|when)\b", re.I
+)
+_HAVE_NOT_FACTS = re.compile(
+    r"^\s*(?:to|a\s+question|a\s+quick\s+question|no\s+idea|been|got|a\s+problem|an\s+idea)\b",
+    re.I,
+)
+_PAST_PHRASES = {"moved": r"^\s+to\b", "grew": r"^\s+up\b", "was": r"^\s+born\b"}
+_LASTING = re.compile(r"\b(?:no\s+longer|anymore|any\s+more)\b", re.I)
+_PRONOUNS = (
+    (re.compile(r"\bI\s+am\b"), "they are"),
+    (re.compile(r"\bI\s+was\b"), "they were"),
+    (re.compile(r"\bmyself\b", re.I), "themselves"),
+    (re.compile(r"\bmine\b", re.I), "theirs"),
+    (re.compile(r"\bmy\b", re.I), "their"),
+    (re.compile(r"\bme\b", re.I), "them"),
+    (re.compile(r"\bI\b"), "they"),
+)
+
+
+@dataclass(frozen=True)
+class _Statement:
+    text: str
+    topic: str
+    negated: bool
+    lasting: bool
+
+
+def _third_person_verb(verb: str) -> str:
+    """'live' -> 'lives', 'study' -> 'studies', 'teach' -> 'teaches', 'have' -> 'has'."""
+    lower = verb.lower()
+    if lower == "have":
+        return "has"
+    if lower in {"moved", "grew", "was"}:
+        return lower
+    if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return lower + "es"
+    if lower.endswith("y") and lower[-2:-1] not in set("aeiou"):
+        return lower[:-1] + "ies"
+    return lower + "s"
+
+
+def _pronouns_third_person(text: str) -> str:
+    for pattern, replacement in _PRONOUNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _sentence_clean(sentence: str) -> str:
+    sentence = sentence.replace("\u2019", "'").strip()
+    sentence = _FILLER.sub("", sentence)
+    return sentence.strip().rstrip(".!?;").strip()
+
+
+def _contractions_expand(text: str) -> str:
+    for pattern, replacement in _CONTRACTIONS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _statement_my(text: str) -> _Statement | None:
+    match = _MY.match(text) or _MY_CONTRACTED.match(text)
+    if match is None:
+        return None
+    thing = match["thing"].strip()
+    if thing.split()[0].lower() in _MY_NOT_FACTS:
+        return None
+    neg = " ".join((match["neg"] or "").split())
+    verb = (match.groupdict().get("verb") or "is").lower()
+    value = _pronouns_third_person(match["value"].strip())
+    negated = bool(neg)
+    topic = PREFERENCES if re.search(r"\bfavou?rite|\bpreferred", thing, re.I) else PERSONAL_INFO
+    words = ["The user's", _pronouns_third_person(thing), verb, *([neg] if neg else []), value]
+    return _Statement(
+        text=" ".join(words), topic=topic, negated=negated, lasting=bool(_LASTING.search(text))
+    )
+
+
+def _statement_i_am(text: str) -> _Statement | None:
+    match = _I_AM.match(text)
+    if match is None:
+        return None
+    rest = match["rest"].strip()
+    first = rest.split()[0].lower()
+    neg = " ".join((match["neg"] or "").split())
+    if first in _I_AM_VERBS and not neg:
+        words = [_I_AM_VERBS[first], rest[len(first) :].strip()]
+    elif first.endswith("ing") or first in _PASSING_STATES:
+        return None
+    else:
+        words = ["is", *([neg] if neg else []), rest]
+    return _Statement(
+        text="The user " + " ".join(_pronouns_third_person(w) for w in words if w),
+        topic=PERSONAL_INFO,
+        negated=bool(neg),
+        lasting=bool(_LASTING.search(text)),
+    )
+
+
+def _statement_i_verb(text: str) -> _Statement | None:
+    match = _I_VERB.match(text)
+    if match is None:
+        return None
+    verb = match["verb"].lower()
+    rest = match["rest"]
+    if verb in _PREFERENCE_VERBS:
+        if _PREFERENCE_NOT_OBJECTS.match(rest) or not rest.strip():
+            return None
+        topic = PREFERENCES
+    elif verb in _PERSONAL_VERBS:
+        if not rest.strip() or (verb == "have" and _HAVE_NOT_FACTS.match(rest)):
+            return None
+        if verb in _PAST_PHRASES and not re.match(_PAST_PHRASES[verb], rest, re.I):
+            return None
+        topic = PERSONAL_INFO
+    else:
+        return None
+    neg = " ".join((match["neg"] or "").split()).lower()
+    if neg.startswith("do not"):
+        verb_phrase = ["does not", *neg.split()[2:], verb]
+    elif neg:
+        verb_phrase = [neg, _third_person_verb(verb)]
+    else:
+        verb_phrase = [_third_person_verb(verb)]
+    adverbs = match["adverbs"].split()
+    words = ["The user", *adverbs, *verb_phrase]
+    sentence = " ".join(w.lower() if i else w for i, w in enumerate(words))
+    return _Statement(
+        text=sentence + _pronouns_third_person(rest).rstrip(),
+        topic=topic,
+        negated=bool(neg),
+        lasting=bool(_LASTING.search(text)),
+    )
+
+
+def _statement_parse(text: str) -> _Statement | None:
+    """The first-person statement ``text`` makes, in the third person (rule 3), or None."""
+    text = _contractions_expand(text)
+    for parse in (_statement_my, _statement_i_am, _statement_i_verb):
+        statement = parse(text)
+        if statement is not None:
+            return statement
+    return None
+
+
+def _not_but_resolve(text: str) -> str:
+    """'X is not A but B' -> 'X is B'; 'live not in A but in B' -> 'live in B'."""
+    text = _NOT_BUT_COPULA.sub(lambda m: f"{m['verb']} {m['new']}", text)
+    return _NOT_BUT_PREPOSITION.sub(lambda m: f"{m['prep']} {m['new']}", text)
+
+
+def _sentence_fact(*, sentence: str, event_id: str) -> ExtractedFact | None:
+    """The fact one sentence states under the offline rules, or None."""
+    clean = _sentence_clean(sentence)
+    if not clean:
+        return None
+    remember = _REMEMBER.match(clean)
+    if remember:
+        clause = remember["fact"].strip()
+        statement = _statement_parse(clause)
+        text = statement.text if statement else _pronouns_remembered(clause)
+        return ExtractedFact(
+            text=text + ".",
+            topic=EXPLICIT_INSTRUCTIONS,
+            source_type=SourceType.EXPLICIT,
+            confidence=0.95,
+            importance=IMPORTANCE[EXPLICIT_INSTRUCTIONS],
+            event_ids=[event_id],
+            excerpt=sentence.strip(),
+            kind=FactKind.RETRACTION if statement and statement.negated else FactKind.STATEMENT,
+        )
+    marker = _CORRECTION.match(clean)
+    body = _contractions_expand(clean[marker.end() :] if marker else clean)
+    resolved = _not_but_resolve(body)
+    corrected = bool(marker) or resolved != body
+    statement = _statement_parse(resolved)
+    if statement is None:
+        return None
+    if statement.negated:
+        kind = FactKind.RETRACTION
+    else:
+        kind = FactKind.CORRECTION if corrected else FactKind.STATEMENT
+    deliberate = corrected or statement.lasting
+    return ExtractedFact(
+        text=statement.text + ".",
+        topic=statement.topic,
+        source_type=SourceType.EXPLICIT if deliberate else SourceType.IMPLICIT,
+        confidence=0.9 if deliberate else 0.8,
+        importance=IMPORTANCE.get(statement.topic, DEFAULT_IMPORTANCE),
+        event_ids=[event_id],
+        excerpt=sentence.strip(),
+        kind=kind,
+    )
+
+
+def _pronouns_remembered(clause: str) -> str:
+    """A remembered clause that is not a first-person statement, with 'my/me/I' made 'the
+    user's/the user' and a capital first letter: 'the meeting with my boss is on Friday' ->
+    'The meeting with the user's boss is on Friday'."""
+    clause = _contractions_expand(clause)
+    clause = re.sub(r"\bmy\b", "the user's", clause, flags=re.I)
+    clause = re.sub(r"\bI\s+am\b", "the user is", clause)
+    clause = re.sub(r"\bI\s+have\b", "the user has", clause)
+    clause = re.sub(r"\b(?:me|I)\b", "the user", clause)
+    return clause[:1].upper() + clause[1:]
+
+
+def _facts_offline(*, events: list[Event]) -> list[ExtractedFact]:
+    facts = []
+    for event in events:
+        if event.author != USER_AUTHOR:
+            continue
+        for sentence in _SENTENCE_SPLIT.split(event.text()):
+            fact = _sentence_fact(sentence=sentence, event_id=event.id)
+            if fact is not None:
+                facts.append(fact)
+    return facts
+
+
+def _facts_from_tool_calls(*, events: list[Event]) -> list[ExtractedFact]:
+    """A ``tool`` fact for each ``create_memory`` call with a non-empty ``text`` argument."""
+    facts = []
+    for event in events:
+        for call in event.get_function_calls():
+            text = (call.args or {}).get("text")
+            if call.name != CREATE_MEMORY_TOOL or not isinstance(text, str) or not text.strip():
+                continue
+            facts.append(
+                ExtractedFact(
+                    text=fact_text_normalise(text=text),
+                    topic=EXPLICIT_INSTRUCTIONS,
+                    source_type=SourceType.TOOL,
+                    confidence=0.8,
+                    importance=IMPORTANCE[EXPLICIT_INSTRUCTIONS],
+                    event_ids=[event.id],
+                    excerpt=text.strip()[:EXCERPT_CHARS],
+                    kind=FactKind.STATEMENT,
+                )
+            )
+    return facts
+
+
+# --- subject and polarity, shared with consolidation -----------------------------------------
+
+_SUBJECT = re.compile(
+    r"^the\s+user(?:'s\s+(?P<thing>[^.]{1,60}?)\s+(?:is|are)\b"
+    r"|\s+(?:(?:also|currently|now|still|really)\s+)*(?P<predicate>lives\s+in|lives\s+at|"
+    r"works\s+at|works\s+for|works\s+as|studies\s+at|is\s+from|comes\s+from|was\s+born\s+in|"
+    r"was\s+born\s+on|is\s+called|is\s+named|is\s+married\s+to)\b)",
+    re.I,
+)
+_NEGATION = re.compile(r"\b(?:not|no\s+longer|never|anymore)\b|n't\b", re.I)
+
+
+def fact_subject(*, text: str) -> str:
+    """What a third-person fact is about when it can hold one value at a time, else "".
+
+    "The user lives in Lisbon" -> "the user lives in"; "The user's favourite colour is blue"
+    -> "the user's favourite colour is". Two facts with the same subject and different values
+    conflict: the newer (or more trusted) one replaces the other. Facts that may hold many
+    values ("The user likes tea") have no subject. Negated facts have none either.
+    """
+    if _NEGATION.search(text):
+        return ""
+    match = _SUBJECT.match(" ".join(text.split()))
+    if match is None:
+        return ""
+    if match["thing"]:
+        return f"the user's {match['thing'].casefold()} is"
+    return "the user " + " ".join(match["predicate"].casefold().split())
+
+
+def fact_text_normalise(*, text: str) -> str:
+    """A fact's text as memories keep it: one line, the third person, a capital, a full stop.
+
+    Facts stored directly (the ``create_memory`` tool, ``add_memory``) may be written in the
+    first person ("my sister lives in Lisbon"); normalised, they read like extracted ones
+    ("The user's sister lives in Lisbon."), so the same fact from both paths is one memory.
+    """
+    clean = " ".join(text.split())
+    if re.match(r"(?:i|my)\b", clean, re.I):
+        statement = _statement_parse(_sentence_clean(clean))
+        clean = statement.text if statement else _pronouns_remembered(_sentence_clean(clean))
+    clean = clean[:1].upper() + clean[1:]
+    return clean if clean.endswith((".", "!", "?")) else clean + "."
+
+
+def fact_negated(*, text: str) -> bool:
+    """Whether a fact denies something ("does not", "no longer", "never", "not")."""
+    return bool(_NEGATION.search(text))
+
+
+# --- Gemini ------------------------------------------------------------------------------------
+
+_SOURCE_TYPES = (SourceType.EXPLICIT.value, SourceType.IMPLICIT.value, SourceType.TOOL.value)
+
+
+def fact_schema(*, topic_keys: list[str]) -> dict[str, Any]:
+    """The JSON Schema of the model's answer: ``{"facts": [...]}``, each fact fully described."""
+    return {
+        "type": "object",
+        "properties": {
+            "facts": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "text": {"type": "string", "description": "The fact: 'The user ...'."},
+                        "topic": {"type": "string", "enum": list(topic_keys)},
+                        "source_type": {"type": "string", "enum": list(_SOURCE_TYPES)},
+                        "kind": {"type": "string", "enum": [kind.value for kind in FactKind]},
+                        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                        "importance": {"type": "number", "minimum": 0, "maximum": 1},
+                        "event_ids": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "description": "Ids of the events that support the fact.",
+                        },
+                        "excerpt": {
+                            "type": "string",
+                            "description": "The words of those events that support the fact.",
+                        },
+                    },
+                    "required": [
+                        "text",
+                        "topic",
+                        "source_type",
+                        "kind",
+                        "confidence",
+                        "importance",
+                        "event_ids",
+                        "excerpt",
+                    ],
+                },
+            }
+        },
+        "required": ["facts"],
+    }
+
+
+def _system_instruction(*, app_name: str, topics: list[TopicSpec]) -> str:
+    lines = [
+        f"You extract long-term memories about the user from a conversation in the app "
+        f"{app_name!r}.",
+        "Return only facts that will still be useful in a later conversation, each atomic and "
+        "self-contained, written in the third person as 'The user ...'.",
+        "For each fact give: its topic (one of the keys below); its source_type: 'explicit' "
+        "when the user asked to remember it or deliberately corrected something, 'implicit' "
+        "when it comes out of the conversation; its kind: 'statement', 'correction' (it "
+        "replaces something the user said before) or 'retraction' (the user says something "
+        "is no longer or not true); confidence and importance between 0 and 1; the ids of "
+        "the events that support it, exactly as shown in brackets; and the supporting words.",
+        "Never record instructions about how the assistant should behave, secrets (passwords, "
+        "keys, tokens), or anything the assistant said that the user did not confirm.",
+        "Return an empty list when there is nothing worth remembering.",
+        "",
+        "Topics:",
+    ]
+    for topic in topics:
+        lines.append(f"- {topic.key} ({topic.label}): {topic.description}")
+        for example in topic.few_shot_examples:
+            lines.append(f'  Example: "{example["text"]}" -> "{example["memory"]}"')
+    return "\n".join(lines)
+
+
+def _transcript(*, events: list[Event]) -> str:
+    """The conversation as the model reads it: one ``[event id] author: text`` line per event."""
+    lines = []
+    for event in events:
+        text = " ".join(event.text().split())
+        if text:
+            speaker = "user" if event.author == USER_AUTHOR else f"assistant ({event.author})"
+            lines.append(f"[{event.id}] {speaker}: {text}")
+    return "\n".join(lines)
+
+
+def _invalid(message: str) -> ModelError:
+    return ModelError(
+        f"Gemini's extracted facts are invalid: {message}", code="model_invalid_output"
+    )
+
+
+def _number(item: dict[str, Any], key: str) -> float:
+    value = item.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _invalid(f"{key} is not a number: {value!r:.80}")
+    return min(1.0, max(0.0, float(value)))
+
+
+def _facts_parse(
+    *, answer: dict[str, Any], events: list[Event], topic_keys: list[str]
+) -> list[ExtractedFact]:
+    """The model's facts, checked field by field.
+
+    A malformed fact (a missing or mistyped field, an unknown topic, source type or kind)
+    makes the whole answer invalid: a non-transient ``model_invalid_output`` error. Event ids
+    the conversation does not contain are dropped, and a fact left with none is dropped: it
+    is not grounded in what the user said. Numbers are clamped to [0, 1].
+    """
+    items = answer.get("facts")
+    if not isinstance(items, list):
+        raise _invalid("no 'facts' list")
+    texts = {event.id: event.text() for event in events}
+    facts = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise _invalid(f"a fact is not an object: {item!r:.80}")
+        text = item.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise _invalid("a fact has no text")
+        if item.get("topic") not in topic_keys:
+            raise _invalid(f"unknown topic {item.get('topic')!r:.80}")
+        if item.get("source_type") not in _SOURCE_TYPES:
+            raise _invalid(f"unknown source type {item.get('source_type')!r:.80}")
+        if item.get("kind") not in {kind.value for kind in FactKind}:
+            raise _invalid(f"unknown kind {item.get('kind')!r:.80}")
+        event_ids = item.get("event_ids")
+        if not isinstance(event_ids, list) or not all(isinstance(i, str) for i in event_ids):
+            raise _invalid("event_ids is not a list of strings")
+        excerpt = item.get("excerpt", "")
+        if not isinstance(excerpt, str):
+            raise _invalid("excerpt is not a string")
+        confidence = _number(item, "confidence")
+        importance = _number(item, "importance")
+        known = list(dict.fromkeys(i for i in event_ids if i in texts))
+        if not known:
+            continue
+        facts.append(
+            ExtractedFact(
+                text=" ".join(text.split()),
+                topic=item["topic"],
+                source_type=item["source_type"],
+                confidence=confidence,
+                importance=importance,
+                event_ids=known,
+                excerpt=(excerpt.strip() or texts[known[0]])[:EXCERPT_CHARS],
+                kind=item["kind"],
+            )
+        )
+    return facts
+
+
+def _facts_gemini(
+    *, app_name: str, events: list[Event], topics: list[TopicSpec]
+) -> list[ExtractedFact]:
+    from sessions_app.runtime.gemini import GeminiModel
+
+    transcript = _transcript(events=events)
+    if not transcript:
+        return []
+    topic_keys = [topic.key for topic in topics]
+
+    async def generate() -> dict[str, Any]:
+        model = GeminiModel(getattr(settings, "MEMORY_EXTRACTION_MODEL", settings.LLM_MODEL))
+        try:
+            return await model.generate_json(
+                system_instruction=_system_instruction(app_name=app_name, topics=topics),
+                contents=transcript,
+                response_schema=fact_schema(topic_keys=topic_keys),
+            )
+        finally:
+            await model.aclose()
+
+    answer = async_to_sync(generate)()
+    return _facts_parse(answer=answer, events=events, topic_keys=topic_keys)
+
+
+def facts_extract(
+    *, app_name: str, events: list[Event], topics: list[TopicSpec]
+) -> list[ExtractedFact]:
+    """The facts in ``events`` worth remembering for ``app_name``, in event order.
+
+    Gemini when it is configured, the offline rules otherwise, plus one ``tool`` fact per
+    ``create_memory`` call. Only facts of the given (enabled) topics are returned. Model
+    errors propagate as ``ModelError``: transient ones are for the job layer to retry.
+    """
+    topic_keys = {topic.key for topic in topics}
+    if gemini_configured():
+        facts = _facts_gemini(app_name=app_name, events=events, topics=topics)
+    else:
+        facts = _facts_offline(events=events)
+    facts += _facts_from_tool_calls(events=events)
+    position = {event.id: index for index, event in enumerate(events)}
+    facts.sort(key=lambda fact: position[fact.event_ids[0]])
+    return [fact for fact in facts if fact.topic in topic_keys]

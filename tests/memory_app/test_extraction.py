@@ -1,0 +1,389 @@
+"""Extraction as callers see it: the offline rules one by one, and Gemini structured output."""
+
+import json
+
+import pytest
+
+from memory_app.extraction import ExtractedFact, FactKind, fact_text_normalise, facts_extract
+from memory_app.topics import MANAGED_TOPICS, TopicSpec
+from sessions_app.events import Event
+from sessions_app.runtime.llm import ModelError
+from tests.fake_gemini import HttpError, Reply, final_chunk, text_chunk
+
+APP = "chat"
+
+
+def user_says(text, *, event_id=None):
+    event = Event(author="user", content={"role": "user", "parts": [{"text": text}]})
+    if event_id:
+        event.id = event_id
+    return event
+
+
+def agent_says(text):
+    return Event(author="assistant", content={"role": "model", "parts": [{"text": text}]})
+
+
+def agent_calls(name, args):
+    return Event(
+        author="assistant",
+        content={"role": "model", "parts": [{"function_call": {"name": name, "args": args}}]},
+    )
+
+
+@pytest.fixture
+def offline(settings):
+    settings.GEMINI_API_KEY = ""
+    settings.GOOGLE_GENAI_USE_VERTEXAI = False
+
+
+def extract(*events, topics=MANAGED_TOPICS):
+    return facts_extract(app_name=APP, events=list(events), topics=list(topics))
+
+
+def extracted(text):
+    """(text, kind, source type, topic) of each fact one user message yields offline."""
+    return [
+        (fact.text, fact.kind, fact.source_type, fact.topic) for fact in extract(user_says(text))
+    ]
+
+
+@pytest.mark.usefixtures("offline")
+class TestOfflineRules:
+    @pytest.mark.parametrize(
+        ("said", "memory"),
+        [
+            ("I live in Lisbon.", "The user lives in Lisbon."),
+            ("I'm a nurse", "The user is a nurse."),
+            ("I am allergic to peanuts!", "The user is allergic to peanuts."),
+            ("I'm living in Berlin", "The user lives in Berlin."),
+            ("I work at Acme as a designer", "The user works at Acme as a designer."),
+            ("Oh, I also study at MIT", "The user also studies at MIT."),
+            ("I have a dog named Rex", "The user has a dog named Rex."),
+            ("I moved to Berlin in May", "The user moved to Berlin in May."),
+            ("My name's Ana", "The user's name is Ana."),
+            ("My daughter's school is Escola Azul", "The user's daughter's school is Escola Azul."),
+        ],
+    )
+    def test_first_person_facts_become_implicit_personal_info(self, said, memory):
+        assert extracted(said) == [(memory, FactKind.STATEMENT, "implicit", "personal_info")]
+
+    @pytest.mark.parametrize(
+        ("said", "memory"),
+        [
+            ("I love hiking with my dog", "The user loves hiking with their dog."),
+            ("I prefer tea.", "The user prefers tea."),
+            ("I really hate cilantro", "The user really hates cilantro."),
+            ("My favourite colour is blue", "The user's favourite colour is blue."),
+        ],
+    )
+    def test_likes_and_favourites_are_preferences(self, said, memory):
+        assert extracted(said) == [(memory, FactKind.STATEMENT, "implicit", "preferences")]
+
+    @pytest.mark.parametrize(
+        ("said", "memory"),
+        [
+            (
+                "Remember that my passport expires in March.",
+                "The user's passport expires in March.",
+            ),
+            ("please remember I'm allergic to peanuts", "The user is allergic to peanuts."),
+            ("Don't forget that the dentist is on Monday", "The dentist is on Monday."),
+            ("Keep in mind: I work nights", "The user works nights."),
+        ],
+    )
+    def test_remember_requests_are_explicit_and_confident(self, said, memory):
+        [fact] = extract(user_says(said))
+
+        assert (fact.text, fact.source_type, fact.topic) == (
+            memory,
+            "explicit",
+            "explicit_instructions",
+        )
+        assert fact.confidence == 0.95
+        assert fact.importance == 0.8
+
+    @pytest.mark.parametrize(
+        ("said", "memory"),
+        [
+            ("Actually, I live in Porto", "The user lives in Porto."),
+            ("No, my name is Rita.", "The user's name is Rita."),
+            ("I live not in Lisbon but in Porto", "The user lives in Porto."),
+            ("My favourite colour is not blue but green", "The user's favourite colour is green."),
+            ("I'm not a doctor but a nurse", "The user is a nurse."),
+        ],
+    )
+    def test_corrections_are_marked_and_keep_only_the_new_value(self, said, memory):
+        [(text, kind, source_type, _topic)] = extracted(said)
+
+        assert (text, kind, source_type) == (memory, FactKind.CORRECTION, "explicit")
+
+    @pytest.mark.parametrize(
+        ("said", "memory", "source_type"),
+        [
+            ("I no longer live in Lisbon", "The user no longer lives in Lisbon.", "explicit"),
+            (
+                "I don't work at Acme anymore",
+                "The user does not work at Acme anymore.",
+                "explicit",
+            ),
+            ("I don't like coffee", "The user does not like coffee.", "implicit"),
+            ("I never eat meat", "The user never eats meat.", "implicit"),
+        ],
+    )
+    def test_negated_statements_are_retractions(self, said, memory, source_type):
+        [(text, kind, fact_source, _topic)] = extracted(said)
+
+        assert (text, kind, fact_source) == (memory, FactKind.RETRACTION, source_type)
+
+    @pytest.mark.parametrize(
+        "said",
+        [
+            "I'm tired",
+            "I'm not sure",
+            "I'm trying to write a poem",
+            "I love it!",
+            "I'd like a summary",
+            "I have to go",
+            "I have a question",
+            "My question is simple",
+            "Remember to buy milk",
+            "What is the capital of France?",
+            "Paris is lovely in spring.",
+        ],
+    )
+    def test_chatter_questions_and_passing_states_yield_nothing(self, said):
+        assert extracted(said) == []
+
+    def test_each_sentence_is_read_and_cites_its_event_with_the_sentence_as_excerpt(self):
+        event = user_says("Hi! I live in Lisbon. And I love surfing; what should I pack?")
+
+        facts = extract(event)
+
+        assert [fact.text for fact in facts] == [
+            "The user lives in Lisbon.",
+            "The user loves surfing.",
+        ]
+        assert all(fact.event_ids == [event.id] for fact in facts)
+        assert [fact.excerpt for fact in facts] == ["I live in Lisbon.", "And I love surfing;"]
+
+    def test_only_user_text_is_read_and_tools_yield_only_create_memory_calls(self):
+        call = agent_calls("create_memory", {"text": "my sister lives in Porto"})
+        facts = extract(
+            agent_says("I live in the cloud and I love helping."),
+            agent_calls("set_state", {"key": "user:city", "value": "Lisbon"}),
+            call,
+            agent_calls("create_memory", {"text": "  "}),
+        )
+
+        assert facts == [
+            ExtractedFact(
+                text="The user's sister lives in Porto.",
+                topic="explicit_instructions",
+                source_type="tool",
+                confidence=0.8,
+                importance=0.8,
+                event_ids=[call.id],
+                excerpt="my sister lives in Porto",
+            )
+        ]
+
+    def test_facts_of_a_topic_the_app_turned_off_are_dropped(self):
+        topics = [topic for topic in MANAGED_TOPICS if topic.key != "preferences"]
+
+        facts = extract(
+            user_says("I live in Lisbon and I love surfing. I prefer tea."), topics=topics
+        )
+
+        assert [fact.text for fact in facts] == ["The user lives in Lisbon and they love surfing."]
+
+
+@pytest.mark.parametrize(
+    ("text", "normalised"),
+    [
+        ("my sister lives in Lisbon", "The user's sister lives in Lisbon."),
+        ("I'm going to Rome in May", "The user is going to Rome in May."),
+        ("I love  jazz", "The user loves jazz."),
+        ("the dentist is on Monday", "The dentist is on Monday."),
+        ("The user likes tea.", "The user likes tea."),
+    ],
+)
+def test_fact_text_normalise_writes_facts_in_the_third_person(text, normalised):
+    assert fact_text_normalise(text=text) == normalised
+
+
+TRAVEL = TopicSpec(
+    key="travel",
+    label="Travel",
+    description="Trips the user plans or takes.",
+    few_shot_examples=({"text": "Flying to Rome on the 3rd", "memory": "The user flies to Rome."},),
+)
+
+
+def gemini_answers(fake_gemini, answer):
+    fake_gemini.push(Reply([text_chunk(json.dumps(answer)), final_chunk()]))
+
+
+class TestGemini:
+    def test_the_request_carries_topics_examples_schema_and_event_ids(self, fake_gemini):
+        first = user_says("I'm flying to Rome next week")
+        second = agent_says("Nice! Window seat?")
+        gemini_answers(fake_gemini, {"facts": []})
+
+        assert extract(first, second, topics=[*MANAGED_TOPICS, TRAVEL]) == []
+
+        [request] = fake_gemini.requests
+        assert request.action == "generateContent"
+        system = request.system_text()
+        assert "travel (Travel): Trips the user plans or takes." in system
+        assert '"Flying to Rome on the 3rd" -> "The user flies to Rome."' in system
+        assert "personal_info (Personal information)" in system
+        config = request.body["generationConfig"]
+        assert config["responseMimeType"] == "application/json"
+        item = config["responseJsonSchema"]["properties"]["facts"]["items"]
+        assert item["properties"]["topic"]["enum"] == [
+            "personal_info",
+            "preferences",
+            "key_conversation_details",
+            "explicit_instructions",
+            "travel",
+        ]
+        assert set(item["required"]) >= {"topic", "source_type", "confidence", "event_ids"}
+        conversation = json.dumps(request.body["contents"])
+        assert f"[{first.id}] user: I'm flying to Rome next week" in conversation
+        assert f"[{second.id}] assistant (assistant): Nice! Window seat?" in conversation
+
+    def test_the_parsed_facts_come_back_grounded_in_known_events(self, fake_gemini):
+        event = user_says("I'm flying to Rome next week, remember I hate middle seats")
+        gemini_answers(
+            fake_gemini,
+            {
+                "facts": [
+                    {
+                        "text": "The user is flying to Rome next week.",
+                        "topic": "travel",
+                        "source_type": "implicit",
+                        "kind": "statement",
+                        "confidence": 0.85,
+                        "importance": 1.4,
+                        "event_ids": [event.id, "invented-id"],
+                        "excerpt": "I'm flying to Rome next week",
+                    },
+                    {
+                        "text": "The user hates middle seats.",
+                        "topic": "preferences",
+                        "source_type": "explicit",
+                        "kind": "statement",
+                        "confidence": 0.95,
+                        "importance": 0.6,
+                        "event_ids": [event.id],
+                        "excerpt": "",
+                    },
+                    {
+                        "text": "The user owns a plane.",
+                        "topic": "personal_info",
+                        "source_type": "implicit",
+                        "kind": "statement",
+                        "confidence": 0.3,
+                        "importance": 0.3,
+                        "event_ids": ["invented-id"],
+                        "excerpt": "",
+                    },
+                ]
+            },
+        )
+
+        facts = extract(event, topics=[*MANAGED_TOPICS, TRAVEL])
+
+        assert facts == [
+            ExtractedFact(
+                text="The user is flying to Rome next week.",
+                topic="travel",
+                source_type="implicit",
+                confidence=0.85,
+                importance=1.0,
+                event_ids=[event.id],
+                excerpt="I'm flying to Rome next week",
+            ),
+            ExtractedFact(
+                text="The user hates middle seats.",
+                topic="preferences",
+                source_type="explicit",
+                confidence=0.95,
+                importance=0.6,
+                event_ids=[event.id],
+                excerpt=event.text(),
+            ),
+        ]
+
+    def test_create_memory_calls_are_tool_facts_with_gemini_too(self, fake_gemini):
+        call = agent_calls("create_memory", {"text": "The user's cat is Miso"})
+        gemini_answers(fake_gemini, {"facts": []})
+
+        facts = extract(user_says("Remember my cat is Miso"), call)
+
+        assert [(f.text, f.source_type, f.event_ids) for f in facts] == [
+            ("The user's cat is Miso.", "tool", [call.id])
+        ]
+
+    def test_no_conversation_text_means_no_model_call(self, fake_gemini):
+        assert extract(agent_calls("set_state", {"key": "k", "value": 1})) == []
+        assert fake_gemini.requests == []
+
+    @pytest.mark.parametrize(
+        "answer",
+        [
+            "this is not JSON",
+            json.dumps(["a list"]),
+            json.dumps({"memories": []}),
+            json.dumps({"facts": [{"text": "The user is 30.", "topic": "age"}]}),
+            json.dumps(
+                {
+                    "facts": [
+                        {
+                            "text": "The user is 30.",
+                            "topic": "personal_info",
+                            "source_type": "bootstrapped",
+                            "kind": "statement",
+                            "confidence": 0.9,
+                            "importance": 0.5,
+                            "event_ids": [],
+                            "excerpt": "",
+                        }
+                    ]
+                }
+            ),
+            json.dumps(
+                {
+                    "facts": [
+                        {
+                            "text": "The user is 30.",
+                            "topic": "personal_info",
+                            "source_type": "implicit",
+                            "kind": "statement",
+                            "confidence": "high",
+                            "importance": 0.5,
+                            "event_ids": [],
+                            "excerpt": "",
+                        }
+                    ]
+                }
+            ),
+        ],
+    )
+    def test_invalid_output_is_a_non_transient_model_error(self, fake_gemini, answer):
+        fake_gemini.push(Reply([text_chunk(answer), final_chunk()]))
+
+        with pytest.raises(ModelError) as raised:
+            extract(user_says("I am 30"))
+
+        assert raised.value.code == "model_invalid_output"
+        assert not raised.value.transient
+
+    def test_transient_errors_propagate_for_the_job_layer_to_retry(self, fake_gemini):
+        fake_gemini.push(HttpError(503, "overloaded"))
+
+        with pytest.raises(ModelError) as raised:
+            extract(user_says("I am 30"))
+
+        assert raised.value.transient
