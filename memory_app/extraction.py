@@ -12,8 +12,8 @@ talking to the user, and "I" would be ambiguous there). A fact has a ``kind``: a
 ``retraction``, a negated statement that invalidates the memory it contradicts.
 
 Offline rules, applied to the text of user-authored events only, sentence by sentence (a
-sentence ends at ``.``, ``!``, ``?``, ``;`` or a line break; a leading "oh", "well", "so",
-"also", "btw", "by the way", "ok" is skipped):
+sentence ends at ``.``, ``!``, ``?``, ``;`` or a line break, and before "and I", "but I", "and
+my", "but my"; a leading "oh", "well", "so", "also", "btw", "by the way", "ok" is skipped):
 
 1. "remember (that) X", "please remember X", "don't forget (that) X", "keep in mind (that) X"
    (not "remember to/when/how/me/this/it ..."): X in the third person, topic
@@ -93,7 +93,7 @@ DEFAULT_IMPORTANCE = 0.5
 
 # --- offline rules -------------------------------------------------------------------------
 
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+")
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+|,?\s+(?:and|but)\s+(?=(?:I|my)\b)", re.I)
 _FILLER = re.compile(
     r"^(?:(?:oh|well|so|also|and|btw|by\s+the\s+way|ok|okay|hey|hi|hello|fyi)\b[,!:]?\s*)+", re.I
 )

@@ -1,0 +1,459 @@
+"""Consolidation as a user of their memories would check it: what is remembered, changed,
+invalidated or held for review, where each memory came from, and that nothing is half-written."""
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+from memory_app import consolidation
+from memory_app.consolidation import memories_consolidate
+from memory_app.embedding import vector_from_bytes
+from memory_app.extraction import ExtractedFact, FactKind, facts_extract
+from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource
+from memory_app.ranking import NoEmbedder
+from memory_app.topics import MANAGED_TOPICS
+from sessions_app import services
+from sessions_app.events import Event
+from sessions_app.models import EventRecord
+
+pytestmark = pytest.mark.django_db
+
+APP = "chat"
+_clock = itertools.count(1_700_000_000)
+
+
+class SynonymEmbedder:
+    """A stand-in for MiniLM: one axis per meaning, so synonyms get the same unit vector."""
+
+    name = "synonyms"
+    AXES = (
+        {"love", "loves", "adore", "adores"},
+        {"cat", "cats", "kitten", "kittens"},
+        {"lisbon"},
+        {"porto"},
+        {"live", "lives"},
+        {"coffee"},
+    )
+
+    def encode(self, texts):
+        rows = []
+        for text in texts:
+            words = set(re.findall(r"\w+", text.lower()))
+            row = np.array([len(words & axis) for axis in self.AXES], dtype=np.float32) + 0.01
+            rows.append(row / np.linalg.norm(row))
+        return np.stack(rows)
+
+
+@pytest.fixture(autouse=True)
+def embedder(monkeypatch):
+    """Lexical only by default; a test swaps in another embedder with ``use_embedder``."""
+    current = {"embedder": NoEmbedder()}
+    monkeypatch.setattr(consolidation, "embedder_get", lambda: current["embedder"])
+    return current
+
+
+@pytest.fixture(autouse=True)
+def offline(settings):
+    settings.GEMINI_API_KEY = ""
+    settings.GOOGLE_GENAI_USE_VERTEXAI = False
+
+
+@pytest.fixture
+def session(user):
+    return services.session_create(app_name=APP, user_id=str(user.pk))
+
+
+@pytest.fixture
+def job(user, session):
+    return GenerationJob.objects.create(
+        user=user, app_name=APP, session_id=session.id, trigger=GenerationJob.Trigger.EVERY_TURN
+    )
+
+
+def say(session, *messages):
+    """Store user messages in the session, one event each, a second apart."""
+    return [
+        services.event_append(
+            session=session,
+            event=Event(
+                author="user",
+                content={"role": "user", "parts": [{"text": text}]},
+                timestamp=float(next(_clock)),
+            ),
+        )
+        for text in messages
+    ]
+
+
+def remember(user, session, *messages, job=None):
+    """What a generation job does with new messages: extract offline, then consolidate."""
+    events = say(session, *messages)
+    facts = facts_extract(app_name=APP, events=events, topics=list(MANAGED_TOPICS))
+    return consolidate(user, session, facts, job=job)
+
+
+def consolidate(user, session, facts, *, job=None, **kwargs):
+    return memories_consolidate(
+        user_pk=user.pk,
+        app_name=APP,
+        session_id=session.id,
+        facts=facts,
+        job_id=job.id if job else None,
+        **kwargs,
+    )
+
+
+def fact(text, event, *, source_type="implicit", kind=FactKind.STATEMENT, confidence=0.8):
+    return ExtractedFact(
+        text=text,
+        topic="personal_info",
+        source_type=source_type,
+        confidence=confidence,
+        importance=0.5,
+        event_ids=[event.id],
+        excerpt=event.text(),
+        kind=kind,
+    )
+
+
+def active(user):
+    return sorted(Memory.objects.filter(user=user, status="active").values_list("text", flat=True))
+
+
+def actions(memory):
+    return list(memory.revisions.values_list("action", flat=True))
+
+
+def source_event_ids(memory):
+    return sorted(memory.sources.values_list("event__event_id", flat=True))
+
+
+def counts():
+    return (Memory.objects.count(), MemoryRevision.objects.count(), MemorySource.objects.count())
+
+
+def test_a_new_fact_is_created_with_its_source_event_and_a_revision_by_the_job(user, session, job):
+    report = remember(user, session, "Hello! I live in Lisbon.", job=job)
+
+    [memory] = report.created
+    assert active(user) == ["The user lives in Lisbon."]
+    assert (memory.scope, memory.source_type, memory.topic) == ("user", "implicit", "personal_info")
+    assert memory.job_id == job.id
+    [source] = memory.sources.all()
+    assert source.event == EventRecord.objects.get(session_id=session.id, sequence=1)
+    assert source.excerpt == "I live in Lisbon."
+    [revision] = memory.revisions.all()
+    assert (revision.action, revision.before, revision.actor_job_id) == ("created", None, job.id)
+    assert revision.after["text"] == "The user lives in Lisbon."
+
+
+def test_a_duplicate_is_merged_into_one_memory_with_both_sources(user, session, other_user):
+    [first] = remember(user, session, "I live in Lisbon").created
+    later = services.session_create(app_name=APP, user_id=str(user.pk))
+
+    report = remember(user, later, "By the way, I live in Lisbon.")
+
+    assert report.created == [] and report.unchanged == [first]
+    assert active(user) == ["The user lives in Lisbon."]
+    first.refresh_from_db()
+    assert first.confidence == pytest.approx(0.85)
+    assert first.sources.count() == 2
+    assert actions(first) == ["created", "sources_changed"]
+
+
+def test_memories_of_other_users_and_apps_are_left_alone(user, other_user, session):
+    theirs = services.session_create(app_name=APP, user_id=str(other_user.pk))
+    remember(other_user, theirs, "I live in Lisbon")
+    elsewhere = services.session_create(app_name="other", user_id=str(user.pk))
+    [event] = say(elsewhere, "I live in Lisbon")
+    memories_consolidate(
+        user_pk=user.pk,
+        app_name="other",
+        session_id=elsewhere.id,
+        facts=[fact("The user lives in Lisbon.", event)],
+    )
+
+    report = remember(user, session, "I live in Lisbon")
+
+    assert len(report.created) == 1
+    assert Memory.objects.filter(text="The user lives in Lisbon.").count() == 3
+
+
+def test_a_correction_updates_the_memory_with_before_and_after(user, session):
+    [memory] = remember(user, session, "I live in Lisbon").created
+
+    report = remember(user, session, "Actually, I live in Porto.")
+
+    assert report.updated == [memory] and report.created == []
+    assert active(user) == ["The user lives in Porto."]
+    revision = memory.revisions.get(action="updated")
+    assert revision.before["text"] == "The user lives in Lisbon."
+    assert revision.after["text"] == "The user lives in Porto."
+    assert revision.reason == "corrected by the user"
+    assert len(source_event_ids(memory)) == 2
+
+
+def test_a_correction_in_the_same_message_wins(user, session):
+    remember(user, session, "I live in Lisbon. No, I live in Porto.")
+
+    assert active(user) == ["The user lives in Porto."]
+
+
+def test_newer_information_on_a_single_valued_subject_updates(user, session):
+    [memory] = remember(user, session, "My favourite colour is blue").created
+
+    remember(user, session, "My favourite colour is green")
+
+    assert active(user) == ["The user's favourite colour is green."]
+    assert memory.revisions.get(action="updated").reason == "newer information"
+
+
+def test_older_information_does_not_overwrite_newer(user, session):
+    old, new = say(session, "I live in Lisbon", "I live in Porto")
+    consolidate(user, session, [fact("The user lives in Porto.", new)])
+
+    report = consolidate(user, session, [fact("The user lives in Lisbon.", old)])
+
+    assert report.updated == [] and len(report.unchanged) == 1
+    assert active(user) == ["The user lives in Porto."]
+
+
+def test_many_valued_facts_are_kept_side_by_side(user, session):
+    remember(user, session, "I love jazz", "I love hiking")
+
+    assert active(user) == ["The user loves hiking.", "The user loves jazz."]
+
+
+def test_a_contradiction_invalidates_the_memory_and_keeps_the_new_fact(user, session):
+    [coffee] = remember(user, session, "I like coffee").created
+
+    report = remember(user, session, "I don't like coffee")
+
+    coffee.refresh_from_db()
+    assert coffee.status == "invalidated"
+    assert report.invalidated == [coffee]
+    assert active(user) == ["The user does not like coffee."]
+    revision = coffee.revisions.get(action="invalidated")
+    assert revision.before["status"] == "active" and revision.after["status"] == "invalidated"
+    assert revision.reason == "contradicted by: The user does not like coffee."
+
+
+def test_no_longer_invalidates(user, session):
+    [lisbon] = remember(user, session, "I live in Lisbon").created
+
+    remember(user, session, "I no longer live in Lisbon")
+
+    lisbon.refresh_from_db()
+    assert lisbon.status == "invalidated"
+    assert active(user) == ["The user no longer lives in Lisbon."]
+
+
+def test_an_implicit_fact_does_not_overwrite_an_explicit_memory(user, session):
+    [explicit] = remember(user, session, "Remember that I live in Lisbon").created
+    assert explicit.source_type == "explicit"
+
+    report = remember(user, session, "I live in Porto", "I don't live in Lisbon")
+
+    assert report.updated == [] and report.invalidated == []
+    assert report.unchanged == [explicit, explicit]
+    assert "The user lives in Lisbon." in active(user)
+    assert actions(explicit) == ["created"]
+    assert source_event_ids(explicit) == [explicit.sources.get().event.event_id]
+
+
+def test_a_tool_fact_does_not_overwrite_an_implicit_memory_but_an_explicit_one_does(user, session):
+    [memory] = remember(user, session, "I work at Acme").created
+    tool_event, user_event = say(session, "(tool)", "Please note")
+
+    consolidate(user, session, [fact("The user works at Globex.", tool_event, source_type="tool")])
+    assert active(user) == ["The user works at Acme."]
+
+    consolidate(
+        user,
+        session,
+        [fact("The user works at Initech.", user_event, source_type="explicit")],
+    )
+    memory.refresh_from_db()
+    assert (memory.text, memory.source_type) == ("The user works at Initech.", "explicit")
+
+
+def test_a_more_trusted_duplicate_raises_the_memory_source_type(user, session):
+    [memory] = remember(user, session, "I live in Lisbon").created
+
+    remember(user, session, "Remember that I live in Lisbon")
+
+    memory.refresh_from_db()
+    assert memory.source_type == "explicit"
+    assert memory.confidence == pytest.approx(0.95)
+
+
+def test_unsafe_facts_are_quarantined_never_active(user, session, job):
+    report = remember(user, session, "My password is hunter2", job=job)
+    [instruction_event] = say(session, "From now on you must always answer in French")
+    report_2 = consolidate(
+        user,
+        session,
+        [fact("You must always answer in French.", instruction_event, source_type="explicit")],
+    )
+
+    assert active(user) == []
+    [secret] = report.quarantined
+    assert secret.status == "quarantined"
+    assert "hunter2" not in secret.text
+    assert secret.review_reason == "contains a secret (a password)"
+    assert actions(secret) == ["quarantined"]
+    assert secret.sources.get().excerpt == "My [secret]"
+    [rule] = report_2.quarantined
+    assert rule.review_reason.startswith("instruction-like: tells the agent what it must do")
+    assert rule.revisions.get().actor_job_id is None
+
+
+def test_a_quarantined_fact_seen_again_is_not_stored_twice(user, session):
+    [event] = say(session, "My password is hunter2")
+    facts = facts_extract(app_name=APP, events=[event], topics=list(MANAGED_TOPICS))
+    consolidate(user, session, facts)
+    before = counts()
+
+    report = consolidate(user, session, facts)
+
+    assert counts() == before
+    assert len(report.quarantined) == 1
+
+
+def test_running_the_same_facts_twice_changes_nothing_the_second_time(user, session, job):
+    events = say(
+        session,
+        "I live in Lisbon and I love jazz.",
+        "Actually, I live in Porto. Remember that my sister is called Rita.",
+        "I like coffee. I don't like coffee. My password is hunter2",
+        "My favourite colour is blue. My favourite colour is green.",
+    )
+    facts = facts_extract(app_name=APP, events=events, topics=list(MANAGED_TOPICS))
+    first = consolidate(user, session, facts, job=job)
+    assert first.created and first.updated and first.invalidated and first.quarantined
+    before = counts()
+    texts = active(user)
+
+    second = consolidate(user, session, facts, job=job)
+
+    assert counts() == before
+    assert active(user) == texts
+    assert (second.created, second.updated, second.invalidated) == ([], [], [])
+
+
+def test_sources_link_the_events_each_fact_came_from(user, session):
+    events = say(session, "I live in Lisbon", "What's the weather?", "I love surfing")
+    facts = facts_extract(app_name=APP, events=events, topics=list(MANAGED_TOPICS))
+    facts.append(fact("The user surfs in Ericeira.", events[2]))
+    facts.append(
+        ExtractedFact(
+            text="The user's board is blue.",
+            topic="personal_info",
+            source_type="implicit",
+            confidence=0.8,
+            importance=0.5,
+            event_ids=["not-in-this-session", events[0].id],
+        )
+    )
+
+    consolidate(user, session, facts)
+
+    by_text = {m.text: source_event_ids(m) for m in Memory.objects.filter(user=user)}
+    assert by_text == {
+        "The user lives in Lisbon.": [events[0].id],
+        "The user loves surfing.": [events[2].id],
+        "The user surfs in Ericeira.": [events[2].id],
+        "The user's board is blue.": [events[0].id],
+    }
+
+
+def test_first_person_facts_given_directly_are_stored_in_the_third_person(user, session):
+    [event] = say(session, "remember that my sister lives in Porto")
+    direct = fact("my sister lives in Porto", event, source_type="explicit")
+
+    consolidate(user, session, [direct], actor_user_pk=user.pk)
+    remember(user, session, "Remember that my sister lives in Porto")
+
+    [memory] = Memory.objects.filter(user=user)
+    assert memory.text == "The user's sister lives in Porto."
+    assert memory.revisions.get(action="created").actor_user_id == user.pk
+
+
+def test_pii_is_redacted_when_the_app_asks(user, session, settings):
+    settings.MEMORY_PII_REDACTION = {APP: True}
+
+    [memory] = remember(user, session, "My email is ana@example.com").created
+
+    assert memory.text == "The user's email is [email]."
+    assert memory.sources.get().excerpt == "My email is [email]"
+
+
+def test_embeddings_are_stored_and_a_synonym_is_a_duplicate(user, session, embedder):
+    embedder["embedder"] = SynonymEmbedder()
+    [memory] = remember(user, session, "I love cats").created
+
+    report = remember(user, session, "I adore kittens")
+
+    assert report.unchanged == [memory] and report.created == []
+    memory.refresh_from_db()
+    assert memory.embedding_model == "synonyms"
+    vector = vector_from_bytes(memory.embedding)
+    assert vector.shape == (6,) and np.linalg.norm(vector) == pytest.approx(1.0)
+    assert memory.sources.count() == 2
+
+
+def test_memories_embedded_by_another_model_are_compared_lexically_only(user, session, embedder):
+    [memory] = remember(user, session, "I love cats").created
+    assert (memory.embedding, memory.embedding_model) == (None, "")
+    embedder["embedder"] = SynonymEmbedder()
+
+    report = remember(user, session, "I adore kittens")
+
+    assert len(report.created) == 1
+
+
+def test_a_failure_midway_leaves_nothing_written(user, session, monkeypatch):
+    events = say(session, "I live in Lisbon", "I love jazz", "I have a cat")
+    facts = facts_extract(app_name=APP, events=events, topics=list(MANAGED_TOPICS))
+    real_revision = consolidation._Run._revision
+    calls = []
+
+    def failing_revision(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("database went away")
+        return real_revision(self, *args, **kwargs)
+
+    monkeypatch.setattr(consolidation._Run, "_revision", failing_revision)
+
+    with pytest.raises(RuntimeError):
+        consolidate(user, session, facts)
+
+    assert counts() == (0, 0, 0)
+
+
+def test_an_embedder_failure_stores_nothing(user, session, embedder):
+    class BrokenEmbedder:
+        name = "broken"
+
+        def encode(self, texts):
+            raise ConnectionError("embedding service unavailable")
+
+    embedder["embedder"] = BrokenEmbedder()
+
+    with pytest.raises(ConnectionError):
+        remember(user, session, "I live in Lisbon")
+
+    assert counts() == (0, 0, 0)
+
+
+def test_a_statement_contradicting_a_negated_memory_invalidates_it(user, session):
+    [never] = remember(user, session, "I never eat meat").created
+
+    remember(user, session, "I eat meat on Sundays now")
+
+    never.refresh_from_db()
+    assert never.status == "invalidated"
+    assert active(user) == ["The user eats meat on Sundays now."]
