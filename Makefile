@@ -49,9 +49,11 @@ test: install build lint $(CHROMIUM)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/python -m pytest
 
+# Session store against google-adk on PostgreSQL (docs/benchmarks.md);
+# BENCH_ARGS go to it, e.g. BENCH_ARGS="--events 200 --sessions 500".
 bench: install
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
-	$(BIN)/python -m bench.sessions
+	$(BIN)/python -m bench.sessions $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build

@@ -4,7 +4,8 @@ Reading is on the hot path of every turn (``get_session``), and validating a
 ``google.genai.types.Content`` runs a Python validator for every part, so text
 parts (almost all of a chat's history) are rebuilt directly from the stored
 JSON, which was validated when it was written. Every other part goes through
-full validation.
+full validation. Events and their actions are rebuilt the same way when they
+hold nothing but plain values (no usage metadata, no compaction).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from google.genai import types
 
-from sessions_app.events import Event
+from sessions_app.events import Event, EventActions
 
 # The columns of EventRecord an Event is read from, in this order.
 EVENT_COLUMNS = (
@@ -41,6 +42,36 @@ _CONTENT_DEFAULTS = {
     name: field.get_default(call_default_factory=True)
     for name, field in types.Content.model_fields.items()
 }
+
+
+def _field_slots(model_class: type) -> dict[str, Any]:
+    """Every field of a model, in definition order, with its default.
+
+    Fields that are required or have a default factory get None: whoever
+    builds an instance from these slots must give them a value.
+    """
+    return {
+        name: None if field.default_factory is not None or field.is_required() else field.default
+        for name, field in model_class.model_fields.items()
+    }
+
+
+# A stored row always gives an event's id, author, timestamp and actions, and
+# the actions' state_delta (model_dump keeps an empty one).
+_EVENT_SLOTS = _field_slots(Event)
+_ACTIONS_SLOTS = _field_slots(EventActions)
+_PLAIN_ACTIONS = frozenset(
+    {
+        "state_delta",
+        "skip_summarization",
+        "transfer_to_agent",
+        "escalate",
+        "rewind_before_invocation_id",
+    }
+)
+# The EVENT_COLUMNS after the first six, which are Event fields of the same
+# names, set only when the column holds a value.
+_OPTIONAL_FIELDS = EVENT_COLUMNS[6:]
 
 
 def _model_from_trusted(model_class: type, defaults: dict[str, Any], values: dict[str, Any]):
@@ -78,23 +109,12 @@ def content_to_stored(content: types.Content | None) -> dict[str, Any] | None:
 
 
 def event_from_row(row: tuple) -> Event:
-    """An Event from a tuple of ``EVENT_COLUMNS`` values."""
-    (
-        event_id,
-        invocation_id,
-        author,
-        timestamp,
-        content,
-        actions,
-        turn_complete,
-        interrupted,
-        branch,
-        error_code,
-        error_message,
-        custom_metadata,
-        usage_metadata,
-        long_running_tool_ids,
-    ) = row
+    """An Event from a tuple of ``EVENT_COLUMNS`` values, JSON columns already decoded.
+
+    The same Event, with the same fields set, as ``Event.model_validate``
+    gives; rows with usage metadata or other than plain actions are validated.
+    """
+    event_id, invocation_id, author, timestamp, content, actions, *optional = row
     data: dict[str, Any] = {
         "id": event_id,
         "invocation_id": invocation_id,
@@ -103,17 +123,18 @@ def event_from_row(row: tuple) -> Event:
         "content": content_from_stored(content),
         "actions": actions,
     }
-    optional = {
-        "turn_complete": turn_complete,
-        "interrupted": interrupted,
-        "branch": branch,
-        "error_code": error_code,
-        "error_message": error_message,
-        "custom_metadata": custom_metadata,
-        "usage_metadata": usage_metadata,
-        "long_running_tool_ids": long_running_tool_ids,
-    }
-    data.update({key: value for key, value in optional.items() if value not in (None, "")})
+    for name, value in zip(_OPTIONAL_FIELDS, optional, strict=True):
+        if value is not None and value != "":
+            data[name] = value
+    if (
+        "usage_metadata" not in data
+        and "state_delta" in actions
+        and actions.keys() <= _PLAIN_ACTIONS
+    ):
+        data["actions"] = _model_from_trusted(EventActions, _ACTIONS_SLOTS, actions)
+        if "long_running_tool_ids" in data:
+            data["long_running_tool_ids"] = set(data["long_running_tool_ids"])
+        return _model_from_trusted(Event, _EVENT_SLOTS, data)
     return Event.model_validate(data)
 
 

@@ -9,7 +9,8 @@ import json
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from django.db.models import F, Q, Subquery, Value
+from django.db import connection, models
+from django.db.models import Subquery
 
 from sessions_app.event_codec import EVENT_COLUMNS, event_from_row
 from sessions_app.events import Event
@@ -33,37 +34,177 @@ def user_pk_from_id(user_id: str | int) -> int | None:
     return int(text)
 
 
+# The hot reads below are plain SQL, built once from the models' metadata:
+# composing them with the ORM cost more than running them. They run unchanged
+# on PostgreSQL and SQLite.
+_qn = connection.ops.quote_name
+
+
+def _columns(model: type[models.Model], *names: str) -> list[str]:
+    return [_qn(model._meta.get_field(name).column) for name in names]
+
+
+def _state_branch(model: type[models.Model], scope: str, where: str, owner: str = "''") -> str:
+    table = _qn(model._meta.db_table)
+    key, value = _columns(model, "key", "value")
+    return f"SELECT '{scope}', {owner}, {key}, {value}, NULL FROM {table} WHERE {where}"
+
+
+def _scoped_states_sql(session_ids: str | None) -> str:
+    """Rows (scope, session id, key, value, NULL) of the states of the sessions whose ids
+    ``session_ids`` lists (SQL: placeholders or a subquery; None for no session), then of a
+    user's and an app's; parameters: those of ``session_ids``, user pk, app name, app name."""
+    (session_id,) = _columns(SessionState, "session")
+    user, user_app = _columns(UserState, "user", "app_name")
+    (app,) = _columns(AppState, "app_name")
+    branches = [
+        _state_branch(UserState, "u", f"{user} = %s AND {user_app} = %s"),
+        _state_branch(AppState, "a", f"{app} = %s"),
+    ]
+    if session_ids:
+        branches.insert(
+            0, _state_branch(SessionState, "s", f"{session_id} IN ({session_ids})", session_id)
+        )
+    return " UNION ALL ".join(branches)
+
+
+def _session_and_states_sql() -> str:
+    """A row ('r', id, NULL, NULL, last_update_time) if the user has the session, then the
+    rows of ``_scoped_states_sql`` for it; parameters: session id, app name, user pk, then
+    those of the states."""
+    table = _qn(SessionRecord._meta.db_table)
+    pk, app_name, user, last_update_time = _columns(
+        SessionRecord, "id", "app_name", "user", "last_update_time"
+    )
+    return (
+        f"SELECT 'r', {pk}, NULL, NULL, {last_update_time} FROM {table} "
+        f"WHERE {pk} = %s AND {app_name} = %s AND {user} = %s "
+        f"UNION ALL {_scoped_states_sql('%s')}"
+    )
+
+
+def _events_sql(*, include_rewound: bool, after_timestamp: bool, recent: bool) -> str:
+    """The session's events as ``EVENT_COLUMNS``; parameters: session id, then ``False``
+    unless ``include_rewound``, the timestamp if ``after_timestamp``, the count if ``recent``
+    (the newest first then)."""
+    session_id, sequence, rewound, timestamp = _columns(
+        EventRecord, "session", "sequence", "rewound", "timestamp"
+    )
+    sql = (
+        f"SELECT {', '.join(_columns(EventRecord, *EVENT_COLUMNS))} "
+        f"FROM {_qn(EventRecord._meta.db_table)} WHERE {session_id} = %s"
+    )
+    if not include_rewound:
+        sql += f" AND {rewound} = %s"
+    if after_timestamp:
+        sql += f" AND {timestamp} >= %s"
+    if recent:
+        return sql + f" ORDER BY {sequence} DESC LIMIT %s"
+    return sql + f" ORDER BY {sequence}"
+
+
+def _session_page_sql(*, after: bool) -> str:
+    """Rows ('r', id, NULL, NULL, last_update_time) of a page of a user's sessions of an app,
+    newest first, mixed with the rows of ``_scoped_states_sql`` for them (which come in no
+    particular place); parameters: user pk, app name, the last (time, id) of the previous
+    page if ``after``, the row count, then those of the states."""
+    table = _qn(SessionRecord._meta.db_table)
+    pk, app_name, user, last_update_time = _columns(
+        SessionRecord, "id", "app_name", "user", "last_update_time"
+    )
+    page = f"SELECT {pk}, {last_update_time} FROM {table} WHERE {user} = %s AND {app_name} = %s"
+    if after:
+        page += f" AND ({last_update_time}, {pk}) < (%s, %s)"
+    page += f" ORDER BY {last_update_time} DESC, {pk} DESC LIMIT %s"
+    return (
+        f"WITH page AS ({page}) SELECT 'r', {pk}, NULL, NULL, {last_update_time} FROM page "
+        f"UNION ALL {_scoped_states_sql(f'SELECT {pk} FROM page')} ORDER BY 5 DESC, 2 DESC"
+    )
+
+
+_SESSION_AND_STATES_SQL = _session_and_states_sql()
+_EVENTS_SQL = {
+    (include_rewound, after_timestamp, recent): _events_sql(
+        include_rewound=include_rewound, after_timestamp=after_timestamp, recent=recent
+    )
+    for include_rewound in (False, True)
+    for after_timestamp in (False, True)
+    for recent in (False, True)
+}
+_SESSION_PAGE_SQL = {after: _session_page_sql(after=after) for after in (False, True)}
+
+# Where a raw row of EVENT_COLUMNS needs what the ORM's converters would do:
+# JSON columns arrive as text, booleans as integers on SQLite.
+_EVENT_FIELDS = [EventRecord._meta.get_field(name) for name in EVENT_COLUMNS]
+_EVENT_JSON_INDEXES = [i for i, f in enumerate(_EVENT_FIELDS) if isinstance(f, models.JSONField)]
+_EVENT_BOOL_INDEXES = [i for i, f in enumerate(_EVENT_FIELDS) if isinstance(f, models.BooleanField)]
+
+
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _json_value(value: Any) -> Any:
+    """A JSON column's value as the ORM would give it (SQL NULL is None).
+
+    ``raw_decode`` skips ``json.loads``'s whitespace handling, which costs more
+    than decoding a small document; text it does not consume whole (stored
+    with surrounding whitespace) goes through ``json.loads``.
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        decoded, end = _raw_decode(value)
+    except json.JSONDecodeError:
+        return json.loads(value)
+    return decoded if end == len(value) else json.loads(value)
+
+
+def _fetch(sql: str, params: list[Any]) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _event_from_raw_row(row: tuple) -> Event:
+    values = list(row)
+    for index in _EVENT_JSON_INDEXES:
+        values[index] = _json_value(values[index])
+    for index in _EVENT_BOOL_INDEXES:
+        if values[index] is not None:
+            values[index] = bool(values[index])
+    return event_from_row(tuple(values))
+
+
+def _scoped_states_fold(
+    rows: Iterable[tuple],
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, Any], list[tuple[str, float]]]:
+    """Session states by session id, the user's state, the app's, and the (id,
+    last_update_time) of the session rows ('r'), in the order they came."""
+    by_session: dict[str, dict[str, Any]] = {}
+    user_state: dict[str, Any] = {}
+    app_state: dict[str, Any] = {}
+    records = []
+    for scope, session_id, key, value, last_update_time in rows:
+        if scope == "s":
+            by_session.setdefault(session_id, {})[key] = _json_value(value)
+        elif scope == "u":
+            user_state[key] = _json_value(value)
+        elif scope == "a":
+            app_state[key] = _json_value(value)
+        else:
+            records.append((session_id, last_update_time))
+    return by_session, user_state, app_state, records
+
+
 def scoped_states_get(
     *, session_ids: Iterable[str], app_name: str, user_pk: int
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """Session states of the given sessions, the user's state and the app's, in one query."""
-    session_rows = SessionState.objects.filter(session_id__in=list(session_ids)).values_list(
-        Value("s"), F("session_id"), "key", "value"
-    )
-    user_rows = UserState.objects.filter(user_id=user_pk, app_name=app_name).values_list(
-        Value("u"), Value(""), "key", "value"
-    )
-    app_rows = AppState.objects.filter(app_name=app_name).values_list(
-        Value("a"), Value(""), "key", "value"
-    )
-    by_session: dict[str, dict[str, Any]] = {}
-    user_state: dict[str, Any] = {}
-    app_state: dict[str, Any] = {}
-    for scope, session_id, key, value in session_rows.union(user_rows, app_rows, all=True):
-        if scope == "s":
-            by_session.setdefault(session_id, {})[key] = value
-        elif scope == "u":
-            user_state[key] = value
-        else:
-            app_state[key] = value
+    session_ids = list(session_ids)
+    placeholders = ", ".join(["%s"] * len(session_ids))
+    rows = _fetch(_scoped_states_sql(placeholders), [*session_ids, user_pk, app_name, app_name])
+    by_session, user_state, app_state, _ = _scoped_states_fold(rows)
     return by_session, user_state, app_state
-
-
-def session_merged_state(*, app_name: str, user_pk: int, session_id: str) -> dict[str, Any]:
-    by_session, user_state, app_state = scoped_states_get(
-        session_ids=[session_id], app_name=app_name, user_pk=user_pk
-    )
-    return state_merge(session=by_session.get(session_id, {}), user=user_state, app=app_state)
 
 
 def session_events(*, session_id: str, config: GetSessionConfig | None = None) -> list[Event]:
@@ -73,44 +214,47 @@ def session_events(*, session_id: str, config: GetSessionConfig | None = None) -
     which is never what a caller asking for zero wants).
     """
     config = config or GetSessionConfig()
-    queryset = EventRecord.objects.filter(session_id=session_id)
+    recent = config.num_recent_events is not None
+    if recent and config.num_recent_events <= 0:
+        return []
+    params: list[Any] = [session_id]
     if not config.include_rewound:
-        queryset = queryset.filter(rewound=False)
+        params.append(False)
     if config.after_timestamp is not None:
-        queryset = queryset.filter(timestamp__gte=config.after_timestamp)
-    if config.num_recent_events is not None:
-        if config.num_recent_events <= 0:
-            return []
-        rows = list(
-            queryset.order_by("-sequence").values_list(*EVENT_COLUMNS)[: config.num_recent_events]
-        )
+        params.append(config.after_timestamp)
+    if recent:
+        params.append(config.num_recent_events)
+    sql = _EVENTS_SQL[(config.include_rewound, config.after_timestamp is not None, recent)]
+    rows = _fetch(sql, params)
+    if recent:
         rows.reverse()
-    else:
-        rows = list(queryset.order_by("sequence").values_list(*EVENT_COLUMNS))
-    return [event_from_row(row) for row in rows]
+    return [_event_from_raw_row(row) for row in rows]
 
 
 def session_get(
     *, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
 ) -> Session | None:
-    """The session with its merged state and events, or None if the user has no such session."""
+    """The session with its merged state and events, or None if the user has no such session.
+
+    Two queries: the session row with every state it sees, then its events.
+    """
     user_pk = user_pk_from_id(user_id)
     if user_pk is None:
         return None
-    found = list(
-        SessionRecord.objects.filter(pk=session_id, app_name=app_name, user_id=user_pk).values_list(
-            "last_update_time", flat=True
-        )[:1]
+    rows = _fetch(
+        _SESSION_AND_STATES_SQL,
+        [session_id, app_name, user_pk, session_id, user_pk, app_name, app_name],
     )
-    if not found:
+    by_session, user_state, app_state, records = _scoped_states_fold(rows)
+    if not records:
         return None
     return Session(
         id=session_id,
         app_name=app_name,
         user_id=str(user_pk),
-        state=session_merged_state(app_name=app_name, user_pk=user_pk, session_id=session_id),
+        state=state_merge(session=by_session.get(session_id, {}), user=user_state, app=app_state),
         events=session_events(session_id=session_id, config=config),
-        last_update_time=found[0],
+        last_update_time=records[0][1],
     )
 
 
@@ -142,32 +286,26 @@ def session_list(
     Keyset pagination on (last_update_time, id): a page costs the same however
     deep it is, and sessions updated between pages are neither skipped nor
     repeated within the pages already handed out. Sessions carry their merged
-    state but no events.
+    state but no events. One query a page.
     """
     user_pk = user_pk_from_id(user_id)
     if user_pk is None:
         return ListSessionsResponse()
     page_size = max(1, min(int(page_size), MAX_PAGE_SIZE))
-    queryset = SessionRecord.objects.filter(user_id=user_pk, app_name=app_name)
+    params: list[Any] = [user_pk, app_name]
     if page_token:
-        after_time, after_id = _page_token_decode(page_token)
-        queryset = queryset.filter(
-            Q(last_update_time__lt=after_time) | Q(last_update_time=after_time, id__lt=after_id)
-        )
-    rows = list(
-        queryset.order_by("-last_update_time", "-id").values_list("id", "last_update_time")[
-            : page_size + 1
-        ]
+        params.extend(_page_token_decode(page_token))
+    rows = _fetch(
+        _SESSION_PAGE_SQL[bool(page_token)],
+        [*params, page_size + 1, user_pk, app_name, app_name],
     )
+    by_session, user_state, app_state, records = _scoped_states_fold(rows)
     next_token = None
-    if len(rows) > page_size:
-        rows = rows[:page_size]
-        next_token = _page_token_encode(rows[-1][1], rows[-1][0])
-    if not rows:
+    if len(records) > page_size:
+        records = records[:page_size]
+        next_token = _page_token_encode(records[-1][1], records[-1][0])
+    if not records:
         return ListSessionsResponse()
-    by_session, user_state, app_state = scoped_states_get(
-        session_ids=[session_id for session_id, _ in rows], app_name=app_name, user_pk=user_pk
-    )
     sessions = [
         Session(
             id=session_id,
@@ -178,7 +316,7 @@ def session_list(
             ),
             last_update_time=last_update_time,
         )
-        for session_id, last_update_time in rows
+        for session_id, last_update_time in records
     ]
     return ListSessionsResponse(sessions=sessions, next_page_token=next_token)
 

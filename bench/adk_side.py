@@ -1,0 +1,185 @@
+"""google-adk's DatabaseSessionService, driven by ``bench.sessions`` one step at a time.
+
+Runs in the peer's own virtual environment (google-adk 2.13 needs
+google-genai < 3) as ``python -m bench.adk_side --db-url postgresql+asyncpg://...``.
+Reads one JSON command a line on stdin (``{"op": ..., "args": {...}}``), runs
+it on a single event loop (so the engine and its pool live across commands)
+and answers each with one JSON line on stdout. ``AdkSide`` has the same
+operations as ``bench.ours_side.OursSide``, so the benchmark can alternate the
+two sides in small steps and both run under the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from importlib.metadata import version
+
+from google.adk.errors import StaleSessionError
+from google.adk.events import Event, EventActions
+from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.sessions.database_session_service import DatabaseSessionService
+from google.genai import types
+from sqlalchemy import text
+
+from bench.workload import APP_NAME, chat_turns, list_session_state, writer_delta
+
+
+def _event(*, invocation_id: str, author: str, role: str, text_: str, delta: dict) -> Event:
+    return Event(
+        invocation_id=invocation_id,
+        author=author,
+        content=types.Content(role=role, parts=[types.Part(text=text_)]),
+        actions=EventActions(state_delta=delta),
+    )
+
+
+class AdkSide:
+    """The benchmark's operations on ADK's DatabaseSessionService; durations in seconds."""
+
+    def __init__(self, db_url: str) -> None:
+        self.service = DatabaseSessionService(db_url=db_url)
+        self.session = None
+        self.turns = []
+        self.events_user = self.list_user = ""
+
+    async def setup(self, *, events_user: str, list_user: str, events: int) -> dict:
+        """Create the tables, warm the pool up and create the session the events go to."""
+        await self.service.prepare_tables()
+        self.events_user, self.list_user = events_user, list_user
+        await self.service.get_session(app_name=APP_NAME, user_id=events_user, session_id="none")
+        self.session = await self.service.create_session(
+            app_name=APP_NAME, user_id=events_user, state={"user:display_name": "Bench user"}
+        )
+        self.turns = chat_turns(events)
+        return {name: version(name) for name in ("google-adk", "google-genai", "sqlalchemy")}
+
+    async def append(self, *, start: int, stop: int) -> list[float]:
+        samples = []
+        for turn in self.turns[start:stop]:
+            event = _event(
+                invocation_id=turn.invocation_id,
+                author=turn.author,
+                role=turn.role,
+                text_=turn.text,
+                delta=dict(turn.state_delta),
+            )
+            started = time.perf_counter()
+            await self.service.append_event(self.session, event)
+            samples.append(time.perf_counter() - started)
+        return samples
+
+    async def create_sessions(self, *, start: int, stop: int) -> list[float]:
+        samples = []
+        for index in range(start, stop):
+            state = list_session_state(index)
+            started = time.perf_counter()
+            await self.service.create_session(
+                app_name=APP_NAME, user_id=self.list_user, state=state
+            )
+            samples.append(time.perf_counter() - started)
+        return samples
+
+    async def analyze(self) -> None:
+        async with self.service.db_engine.begin() as connection:
+            await connection.execute(text("ANALYZE"))
+
+    async def get_session(self, *, recent: int | None, repeat: int, expected: int) -> list[float]:
+        """``repeat`` timed reads of the events session; each must hold ``expected`` events."""
+        config = GetSessionConfig(num_recent_events=recent) if recent is not None else None
+        samples = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            session = await self.service.get_session(
+                app_name=APP_NAME,
+                user_id=self.events_user,
+                session_id=self.session.id,
+                config=config,
+            )
+            samples.append(time.perf_counter() - started)
+            if len(session.events) != expected:
+                raise RuntimeError(f"got {len(session.events)} events, expected {expected}")
+        return samples
+
+    async def list_all(self, *, expected: int) -> dict:
+        """One list_sessions of the listing user (ADK returns every session at once)."""
+        started = time.perf_counter()
+        response = await self.service.list_sessions(app_name=APP_NAME, user_id=self.list_user)
+        elapsed = time.perf_counter() - started
+        if len(response.sessions) != expected:
+            raise RuntimeError(f"listed {len(response.sessions)} sessions, expected {expected}")
+        return {"total": elapsed, "pages": [elapsed]}
+
+    async def concurrency(self, *, user_id: str, writers: int, per_writer: int) -> dict:
+        """``writers`` tasks append ``per_writer`` events each to one new session, no retries.
+
+        Each writer holds its own copy of the session, loaded before any
+        writes, as separate workers would; ADK refuses appends from a copy
+        that another writer has made stale.
+        """
+        session = await self.service.create_session(app_name=APP_NAME, user_id=user_id)
+        config = GetSessionConfig(num_recent_events=0)
+        copies = [
+            await self.service.get_session(
+                app_name=APP_NAME, user_id=user_id, session_id=session.id, config=config
+            )
+            for _ in range(writers)
+        ]
+        counts = {"stored": 0, "stale": 0}
+
+        async def writer(number: int) -> None:
+            for index in range(per_writer):
+                event = _event(
+                    invocation_id=f"e-writer-{number}",
+                    author=f"writer_{number}",
+                    role="model",
+                    text_=f"writer {number} event {index}",
+                    delta=writer_delta(writer=number, index=index),
+                )
+                try:
+                    await self.service.append_event(copies[number], event)
+                    counts["stored"] += 1
+                except StaleSessionError:
+                    counts["stale"] += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(writer(number) for number in range(writers)))
+        elapsed = time.perf_counter() - started
+        stored = await self.service.get_session(
+            app_name=APP_NAME, user_id=user_id, session_id=session.id
+        )
+        return {
+            "attempted": writers * per_writer,
+            "stored": counts["stored"],
+            "stale_errors": counts["stale"],
+            "events_in_session": len(stored.events),
+            "seconds": elapsed,
+        }
+
+    async def close(self) -> None:
+        await self.service.close()
+
+
+async def _serve(side: AdkSide) -> None:
+    loop = asyncio.get_running_loop()
+    while line := await loop.run_in_executor(None, sys.stdin.readline):
+        command = json.loads(line)
+        result = await getattr(side, command["op"])(**command.get("args", {}))
+        sys.stdout.write(json.dumps({"result": result}) + "\n")
+        sys.stdout.flush()
+        if command["op"] == "close":
+            return
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--db-url", required=True, help="a postgresql+asyncpg:// URL")
+    args = parser.parse_args(argv)
+    asyncio.run(_serve(AdkSide(args.db_url)))
+
+
+if __name__ == "__main__":
+    main()
