@@ -175,6 +175,46 @@ MEMORY_EMBEDDER = env.str("MEMORY_EMBEDDER", default="auto")
 MEMORY_GEMINI_EMBEDDING_MODEL = env.str(
     "MEMORY_GEMINI_EMBEDDING_MODEL", default="gemini-embedding-001"
 )
+# When conversations become memories: these defaults, and per app
+# MEMORY_TRIGGERS = {"app": {"every_n_turns": 5, "every_turn": False,
+# "session_idle_seconds": 1800, "explicit": True}} (a JSON object in the environment).
+MEMORY_TRIGGER_EVERY_N_TURNS = env.int("MEMORY_TRIGGER_EVERY_N_TURNS", default=5)
+MEMORY_TRIGGER_EVERY_TURN = env.bool("MEMORY_TRIGGER_EVERY_TURN", default=False)
+MEMORY_TRIGGER_SESSION_IDLE_SECONDS = env.int("MEMORY_TRIGGER_SESSION_IDLE_SECONDS", default=1800)
+MEMORY_TRIGGER_EXPLICIT = env.bool("MEMORY_TRIGGER_EXPLICIT", default=True)
+MEMORY_TRIGGERS = env.json("MEMORY_TRIGGERS", default={})
+# Generation jobs: events per job, retries of transient model errors, lost enqueues.
+MEMORY_JOB_MAX_EVENTS = env.int("MEMORY_JOB_MAX_EVENTS", default=200)
+MEMORY_JOB_MAX_RETRIES = env.int("MEMORY_JOB_MAX_RETRIES", default=5)
+MEMORY_JOB_RETRY_BASE_SECONDS = env.float("MEMORY_JOB_RETRY_BASE_SECONDS", default=2.0)
+MEMORY_JOB_RETRY_MAX_SECONDS = env.float("MEMORY_JOB_RETRY_MAX_SECONDS", default=300.0)
+MEMORY_JOB_REDISPATCH_AFTER_SECONDS = env.int("MEMORY_JOB_REDISPATCH_AFTER_SECONDS", default=600)
+MEMORY_IDLE_SCAN_BATCH_SIZE = env.int("MEMORY_IDLE_SCAN_BATCH_SIZE", default=500)
+MEMORY_MAINTENANCE_INTERVAL_SECONDS = env.int("MEMORY_MAINTENANCE_INTERVAL_SECONDS", default=300)
+# Forgetting: confidence decay of unused memories, pruning of stale weak ones.
+MEMORY_FORGET_INTERVAL_SECONDS = env.int("MEMORY_FORGET_INTERVAL_SECONDS", default=24 * 3600)
+MEMORY_DECAY_AFTER_DAYS = env.int("MEMORY_DECAY_AFTER_DAYS", default=30)
+MEMORY_DECAY_FACTOR = env.float("MEMORY_DECAY_FACTOR", default=0.97)
+MEMORY_PRUNE_AFTER_DAYS = env.int("MEMORY_PRUNE_AFTER_DAYS", default=90)
+MEMORY_PRUNE_BELOW_CONFIDENCE = env.float("MEMORY_PRUNE_BELOW_CONFIDENCE", default=0.2)
+# Retrieval: weight of the recency and importance priors, recency half-life, indexes kept.
+MEMORY_PRIOR_WEIGHT = env.float("MEMORY_PRIOR_WEIGHT", default=0.1)
+MEMORY_RECENCY_HALF_LIFE_DAYS = env.float("MEMORY_RECENCY_HALF_LIFE_DAYS", default=30.0)
+MEMORY_INDEX_CACHE_SIZE = env.int("MEMORY_INDEX_CACHE_SIZE", default=256)
+CELERY_BEAT_SCHEDULE |= {
+    "memory-sessions-idle": {
+        "task": "memory_app.tasks.memory_sessions_idle_enqueue",
+        "schedule": float(MEMORY_MAINTENANCE_INTERVAL_SECONDS),
+    },
+    "memory-jobs-redispatch": {
+        "task": "memory_app.tasks.memory_jobs_redispatch",
+        "schedule": float(MEMORY_MAINTENANCE_INTERVAL_SECONDS),
+    },
+    "memories-forget": {
+        "task": "memory_app.tasks.memories_forget",
+        "schedule": float(MEMORY_FORGET_INTERVAL_SECONDS),
+    },
+}
 
 # --- REST API -------------------------------------------------------------------
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=1024 * 1024)

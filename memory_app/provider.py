@@ -1,0 +1,160 @@
+"""Long-term memory as the runner sees it: permissions, preload, two tools, and the turn hook.
+
+Every method is a thin async door onto ``memory_app.selectors`` and ``memory_app.services``;
+each database hop goes through ``sync_to_async``. Nothing here waits for generation: the
+turn hook only enqueues a job when a trigger is due.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from google.genai import types
+
+from memory_app import selectors, services
+from sessions_app.runtime.llm import MemorySnippet
+from sessions_app.runtime.memory_hooks import MemoryPermissions
+from sessions_app.runtime.tools import Tool, ToolContext
+from sessions_app.selectors import user_pk_from_id
+from sessions_app.types import Session
+
+LOAD_MEMORY_LIMIT = 5
+CREATE_MEMORY_MAX_CHARS = 1000
+
+
+def snippet_from(result: selectors.ScoredMemory) -> MemorySnippet:
+    return MemorySnippet(
+        id=result.id, text=result.text, confidence=result.confidence, score=result.score
+    )
+
+
+async def _search(
+    *, app_name: str, user_id: str, session_id: str, query: str, limit: int
+) -> list[MemorySnippet]:
+    user_pk = user_pk_from_id(user_id)
+    if user_pk is None:
+        return []
+    results = await sync_to_async(selectors.memory_search)(
+        app_name=app_name, user_pk=user_pk, query=query, session_id=session_id, limit=limit
+    )
+    return [snippet_from(result) for result in results]
+
+
+async def _load_memory(args: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+    query = args.get("query")
+    if not isinstance(query, str) or not query.strip():
+        return {"status": "error", "message": "query must be a non-empty string"}
+    if not context.memory_enabled:
+        return {"status": "error", "message": "memory is off for this chat"}
+    snippets = await _search(
+        app_name=context.app_name,
+        user_id=context.user_id,
+        session_id=context.session_id,
+        query=query,
+        limit=LOAD_MEMORY_LIMIT,
+    )
+    context.memories_used.extend(snippets)
+    return {
+        "status": "ok",
+        "memories": [{"id": s.id, "text": s.text, "confidence": s.confidence} for s in snippets],
+    }
+
+
+async def _create_memory(args: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+    text = args.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return {"status": "error", "message": "text must be a non-empty string"}
+    if len(text) > CREATE_MEMORY_MAX_CHARS:
+        return {"status": "error", "message": f"text is over {CREATE_MEMORY_MAX_CHARS} characters"}
+    user_pk = user_pk_from_id(context.user_id)
+    report = None
+    if user_pk is not None:
+        report = await sync_to_async(services.memory_create_explicit)(
+            app_name=context.app_name,
+            user_pk=user_pk,
+            session_id=context.session_id,
+            invocation_id=context.invocation_id,
+            text=text.strip(),
+        )
+    if report is None:
+        return {"status": "error", "message": "memory creation is off for this chat"}
+    kept = report.created + report.updated + report.unchanged
+    if not kept:
+        return {"status": "error", "message": "held for review: it cannot be stored as a memory"}
+    return {
+        "status": "ok",
+        "text": kept[0].text,
+        "memory_ids": [str(memory.id) for memory in kept],
+    }
+
+
+LOAD_MEMORY_TOOL = Tool(
+    declaration=types.FunctionDeclaration(
+        name="load_memory",
+        description=(
+            "Search what you remember about the user from earlier conversations. "
+            "Returns the most relevant memories with their confidence."
+        ),
+        parameters_json_schema={
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "What to look for."}},
+            "required": ["query"],
+        },
+    ),
+    function=_load_memory,
+)
+
+CREATE_MEMORY_TOOL = Tool(
+    declaration=types.FunctionDeclaration(
+        name="create_memory",
+        description=(
+            "Remember a fact the user explicitly asked you to remember, for later "
+            "conversations. State it as a short sentence about the user."
+        ),
+        parameters_json_schema={
+            "type": "object",
+            "properties": {"text": {"type": "string", "description": "The fact to remember."}},
+            "required": ["text"],
+        },
+    ),
+    function=_create_memory,
+)
+
+
+class DjangoMemoryProvider:
+    """The ``MemoryProvider`` of this project, registered in ``MemoryAppConfig.ready``."""
+
+    async def permissions(self, *, session: Session) -> MemoryPermissions:
+        """Use and create as the user chose, both off in a temporary chat."""
+        user_pk = user_pk_from_id(session.user_id)
+        if user_pk is None:
+            return MemoryPermissions(use=False, create=False)
+        access = await sync_to_async(selectors.session_memory_access)(
+            user_pk=user_pk, session_id=session.id
+        )
+        return MemoryPermissions(use=access.use, create=access.create)
+
+    async def preload(self, *, session: Session, query: str, limit: int) -> list[MemorySnippet]:
+        """The memories most relevant to the user's message, for the system instruction."""
+        return await _search(
+            app_name=session.app_name,
+            user_id=session.user_id,
+            session_id=session.id,
+            query=query,
+            limit=limit,
+        )
+
+    def tools(self) -> list[Tool]:
+        return [LOAD_MEMORY_TOOL, CREATE_MEMORY_TOOL]
+
+    async def turn_completed(self, *, session: Session, invocation_id: str) -> None:
+        """Enqueue generation if a turn trigger is due; the job runs after commit, elsewhere."""
+        user_pk = user_pk_from_id(session.user_id)
+        if user_pk is not None:
+            await sync_to_async(services.memory_turn_completed)(
+                app_name=session.app_name,
+                user_pk=user_pk,
+                session_id=session.id,
+                invocation_id=invocation_id,
+            )

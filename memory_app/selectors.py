@@ -1,0 +1,381 @@
+"""Reads of long-term memory: search, a user's memories, settings and trigger configuration.
+
+Search is exact over everything one user may see in an app: their user-scope memories, the
+app's shared memories, and the session-scope memories of the current session only. Each
+process keeps a :class:`~memory_app.ranking.MemoryIndex` per (app, user), checked against a
+version token in Django's cache that every write replaces, so a change made by a worker in
+another process is seen on the next search. The best candidates are then read again from the
+database, so a memory deleted a moment ago is never returned, even from a stale index.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+from django.conf import settings
+from django.core.cache import cache
+from django.core.exceptions import ValidationError
+from django.db.models import Q
+from django.utils import timezone
+
+from memory_app.embedding import embedder_get, vector_from_bytes
+from memory_app.models import (
+    Memory,
+    MemoryScope,
+    MemorySettings,
+    MemorySource,
+    MemoryStatus,
+    MemoryWatermark,
+)
+from memory_app.ranking import Embedder, MemoryIndex, recency_prior
+from sessions_app.models import EventRecord, SessionRecord
+
+USER_VERSION_KEY = "memory-index:user:{app_name}:{user_pk}"
+APP_VERSION_KEY = "memory-index:app:{app_name}"
+
+
+@dataclass(frozen=True)
+class TriggerConfig:
+    """When an app's conversations are turned into memories (``settings.MEMORY_TRIGGERS``).
+
+    ``every_n_turns``: once that many user turns lie past the watermark (0: never);
+    ``every_turn``: after each turn; ``session_idle_seconds``: when a session with unprocessed
+    events has been idle that long (0: never); ``explicit``: when the user says "remember ...".
+    """
+
+    every_n_turns: int = 5
+    every_turn: bool = False
+    session_idle_seconds: int = 1800
+    explicit: bool = True
+
+
+def trigger_config_get(*, app_name: str) -> TriggerConfig:
+    """The app's triggers: its entry in ``MEMORY_TRIGGERS`` over the deployment's defaults."""
+    defaults = {
+        "every_n_turns": settings.MEMORY_TRIGGER_EVERY_N_TURNS,
+        "every_turn": settings.MEMORY_TRIGGER_EVERY_TURN,
+        "session_idle_seconds": settings.MEMORY_TRIGGER_SESSION_IDLE_SECONDS,
+        "explicit": settings.MEMORY_TRIGGER_EXPLICIT,
+    }
+    overrides = settings.MEMORY_TRIGGERS.get(app_name, {})
+    unknown = set(overrides) - set(defaults)
+    if unknown:
+        raise ValueError(f"MEMORY_TRIGGERS[{app_name!r}] has unknown keys: {sorted(unknown)}")
+    return TriggerConfig(**{**defaults, **overrides})
+
+
+def memory_settings_get(*, user_pk: int) -> MemorySettings:
+    """The user's memory settings; an unsaved default (both on) when they never chose."""
+    found = MemorySettings.objects.filter(user_id=user_pk).first()
+    return found or MemorySettings(user_id=user_pk)
+
+
+@dataclass(frozen=True)
+class SessionMemoryAccess:
+    """What a session may do with memory: the user's choices, and never in a temporary chat."""
+
+    use: bool
+    create: bool
+
+
+def session_memory_access(*, user_pk: int, session_id: str) -> SessionMemoryAccess:
+    """Use and create, each allowed only when the user allows it and the chat is not temporary.
+
+    An unknown session (or one of another user) allows nothing. One query.
+    """
+    row = (
+        SessionRecord.objects.filter(pk=session_id, user_id=user_pk)
+        .values_list(
+            "temporary",
+            "user__memory_settings__use_enabled",
+            "user__memory_settings__create_enabled",
+        )
+        .first()
+    )
+    if row is None or row[0]:
+        return SessionMemoryAccess(use=False, create=False)
+    use, create = (True if value is None else value for value in row[1:])
+    return SessionMemoryAccess(use=use, create=create)
+
+
+def memories_of_user(*, user_pk: int, app_name: str | None = None):
+    """The user's own memories (user and session scope, every status), newest first."""
+    queryset = Memory.objects.filter(user_id=user_pk)
+    if app_name is not None:
+        queryset = queryset.filter(app_name=app_name)
+    return queryset.order_by("-updated_at", "-id")
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """One event a memory was derived from, as the session store names it."""
+
+    session_id: str
+    event_id: str
+
+
+@dataclass(frozen=True)
+class ScoredMemory:
+    """A search result: the memory's fields, its blended score and where it came from."""
+
+    id: str
+    text: str
+    score: float
+    scope: str
+    topic: str
+    source_type: str
+    confidence: float
+    importance: float
+    updated_at: datetime
+    sources: list[SourceRef] = field(default_factory=list)
+
+
+@dataclass
+class _CachedIndex:
+    """One (app, user)'s index with what search filters on, valid for one pair of versions."""
+
+    versions: tuple
+    index: MemoryIndex
+    priors: dict[str, float]
+    session_of: dict[str, str]  # session-scope memory id -> its session
+    expiry: dict[str, datetime]  # id -> expiry, for memories that have one
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_indexes: OrderedDict[tuple[str, int, str], _CachedIndex] = OrderedDict()
+_indexes_lock = threading.Lock()
+
+
+def _visible(*, app_name: str, user_pk: int) -> Q:
+    return Q(app_name=app_name, status=MemoryStatus.ACTIVE) & (
+        Q(user_id=user_pk, scope__in=[MemoryScope.USER, MemoryScope.SESSION])
+        | Q(scope=MemoryScope.APP)
+    )
+
+
+def _vectors(embedder: Embedder, rows: list[dict]) -> np.ndarray | None:
+    """Stored vectors where the current embedder made them; the rest encoded now (not stored)."""
+    if embedder.name == "none" or not rows:
+        return None
+    stored = [
+        vector_from_bytes(row["embedding"]) if row["embedding_model"] == embedder.name else None
+        for row in rows
+    ]
+    missing = [i for i, vector in enumerate(stored) if vector is None]
+    if missing:
+        encoded = embedder.encode([rows[i]["text"] for i in missing])
+        if encoded is None:
+            return None
+        for i, vector in zip(missing, encoded, strict=True):
+            stored[i] = vector
+    return np.vstack(stored).astype(np.float32, copy=False)
+
+
+def _index_build(
+    *, app_name: str, user_pk: int, embedder: Embedder, versions: tuple
+) -> _CachedIndex:
+    """Index everything the user may see in the app; priors: mean of recency and importance
+    (recency as of now: ages grow alike for all, so the order they give holds until rebuilt)."""
+    rows = list(
+        Memory.objects.filter(_visible(app_name=app_name, user_pk=user_pk)).values(
+            "id",
+            "text",
+            "embedding",
+            "embedding_model",
+            "importance",
+            "updated_at",
+            "expires_at",
+            "scope",
+            "session_id",
+        )
+    )
+    ids = [str(row["id"]) for row in rows]
+    index = MemoryIndex(embedder=embedder)
+    index.add_many(
+        doc_ids=ids, texts=[row["text"] for row in rows], vectors=_vectors(embedder, rows)
+    )
+    now = timezone.now()
+    recency = recency_prior(
+        ages_seconds={
+            memory_id: (now - row["updated_at"]).total_seconds()
+            for memory_id, row in zip(ids, rows, strict=True)
+        },
+        half_life_days=settings.MEMORY_RECENCY_HALF_LIFE_DAYS,
+    )
+    entry = _CachedIndex(versions=versions, index=index, priors={}, session_of={}, expiry={})
+    for memory_id, row in zip(ids, rows, strict=True):
+        entry.priors[memory_id] = (recency[memory_id] + row["importance"]) / 2
+        if row["scope"] == MemoryScope.SESSION:
+            entry.session_of[memory_id] = row["session_id"]
+        if row["expires_at"]:
+            entry.expiry[memory_id] = row["expires_at"]
+    return entry
+
+
+def _versions_ensure(*, app_name: str, user_pk: int) -> None:
+    """Give both version tokens a value, so an index built now can be recognised as current."""
+    cache.add(
+        USER_VERSION_KEY.format(app_name=app_name, user_pk=user_pk), uuid.uuid4().hex, timeout=None
+    )
+    cache.add(APP_VERSION_KEY.format(app_name=app_name), uuid.uuid4().hex, timeout=None)
+
+
+def _versions(*, app_name: str, user_pk: int) -> tuple:
+    """The (user, app) version tokens, given a value first when the cache has none."""
+    user_key = USER_VERSION_KEY.format(app_name=app_name, user_pk=user_pk)
+    app_key = APP_VERSION_KEY.format(app_name=app_name)
+    found = cache.get_many([user_key, app_key])
+    if len(found) < 2:
+        _versions_ensure(app_name=app_name, user_pk=user_pk)
+        found = cache.get_many([user_key, app_key])
+    return (found.get(user_key), found.get(app_key))
+
+
+def _index_get(*, app_name: str, user_pk: int) -> _CachedIndex:
+    """The (app, user) index of this process, rebuilt when a write replaced a version token."""
+    embedder = embedder_get()
+    key = (app_name, user_pk, embedder.name)
+    versions = _versions(app_name=app_name, user_pk=user_pk)
+    with _indexes_lock:
+        entry = _indexes.get(key)
+        if entry is not None and entry.versions == versions and None not in versions:
+            _indexes.move_to_end(key)
+            return entry
+    entry = _index_build(app_name=app_name, user_pk=user_pk, embedder=embedder, versions=versions)
+    with _indexes_lock:
+        _indexes[key] = entry
+        _indexes.move_to_end(key)
+        while len(_indexes) > settings.MEMORY_INDEX_CACHE_SIZE:
+            _indexes.popitem(last=False)
+    return entry
+
+
+def memory_sources(*, memory_ids: list) -> dict[str, list[SourceRef]]:
+    """Each memory's source events, oldest first, as (session id, event id): one query."""
+    rows = (
+        MemorySource.objects.filter(memory_id__in=memory_ids)
+        .order_by("event__session_id", "event__sequence")
+        .values_list("memory_id", "event__session_id", "event__event_id")
+    )
+    found: dict[str, list[SourceRef]] = {}
+    for memory_id, session_id, event_id in rows:
+        found.setdefault(str(memory_id), []).append(SourceRef(session_id, event_id))
+    return found
+
+
+def scored_memory(memory: Memory, *, score: float, sources: list[SourceRef]) -> ScoredMemory:
+    return ScoredMemory(
+        id=str(memory.id),
+        text=memory.text,
+        score=score,
+        scope=memory.scope,
+        topic=memory.topic,
+        source_type=memory.source_type,
+        confidence=memory.confidence,
+        importance=memory.importance,
+        updated_at=memory.updated_at,
+        sources=sources,
+    )
+
+
+def memory_search(
+    *, app_name: str, user_pk: int, query: str, session_id: str | None = None, limit: int = 10
+) -> list[ScoredMemory]:
+    """The ``limit`` memories most relevant to ``query`` that this user may see, best first.
+
+    Candidates: the user's active, unexpired memories of the app, the app's shared ones, and
+    session-scope memories of ``session_id`` only. Ranking: BM25 and (when the embedder has a
+    model) cosine similarity blended half and half, plus ``MEMORY_PRIOR_WEIGHT`` times the mean
+    of a recency prior and the memory's importance. Exact: every candidate is scored.
+    """
+    if limit <= 0 or not query.strip():
+        return []
+    entry = _index_get(app_name=app_name, user_pk=user_pk)
+    now = timezone.now()
+    excluded = {i for i, owner in entry.session_of.items() if owner != session_id}
+    excluded.update(i for i, expires_at in entry.expiry.items() if expires_at <= now)
+    with entry.lock:
+        ranked = entry.index.search(
+            query=query,
+            limit=limit + len(excluded),
+            priors=entry.priors,
+            prior_weight=settings.MEMORY_PRIOR_WEIGHT,
+        )
+    scores = {r.doc_id: r.score for r in ranked if r.doc_id not in excluded}
+    chosen = list(scores)[:limit]
+    return memories_scored(
+        app_name=app_name,
+        user_pk=user_pk,
+        session_id=session_id,
+        scores={i: scores[i] for i in chosen},
+    )
+
+
+def memories_scored(
+    *, app_name: str, user_pk: int, session_id: str | None, scores: dict[str, float]
+) -> list[ScoredMemory]:
+    """The memories of ``scores`` that are still visible now, read fresh, in the given order.
+
+    Re-checking status, expiry and scope against the database is what guarantees that a
+    memory deleted or invalidated a moment ago never comes back from a cached index.
+    """
+    if not scores:
+        return []
+    now = timezone.now()
+    fresh = (
+        Memory.objects.filter(_visible(app_name=app_name, user_pk=user_pk), pk__in=list(scores))
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .exclude(~Q(session_id=session_id), scope=MemoryScope.SESSION)
+    )
+    by_id = {str(memory.id): memory for memory in fresh}
+    sources = memory_sources(memory_ids=list(by_id))
+    return [
+        scored_memory(by_id[i], score=score, sources=sources.get(i, []))
+        for i, score in scores.items()
+        if i in by_id
+    ]
+
+
+def memory_get(*, app_name: str, user_pk: int, memory_id: str) -> Memory | None:
+    """The user's own memory with this id (any status), or None (also for a malformed id)."""
+    try:
+        return Memory.objects.filter(app_name=app_name, user_id=user_pk, pk=memory_id).first()
+    except ValidationError:
+        return None
+
+
+def session_user_event_get(*, session_id: str, invocation_id: str) -> EventRecord | None:
+    """The user event that began the invocation, the source of what the user asked to remember."""
+    return (
+        EventRecord.objects.filter(
+            session_id=session_id, invocation_id=invocation_id, author="user"
+        )
+        .order_by("sequence")
+        .first()
+    )
+
+
+def event_text(record: EventRecord) -> str:
+    """The text parts of a stored event, thoughts left out."""
+    parts = (record.content or {}).get("parts") or []
+    return "".join(part.get("text") or "" for part in parts if not part.get("thought"))
+
+
+def user_turns_after(*, session_id: str, after_sequence: int) -> int:
+    """User turns stored after ``after_sequence`` (rewound ones left out)."""
+    return EventRecord.objects.filter(
+        session_id=session_id, sequence__gt=after_sequence, author="user", rewound=False
+    ).count()
+
+
+def watermark_get(*, session_id: str) -> int:
+    """The last sequence of the session already turned into memories (0: none yet)."""
+    found = MemoryWatermark.objects.filter(session_id=session_id).values_list(
+        "last_sequence", flat=True
+    )
+    return next(iter(found), 0)

@@ -1,0 +1,65 @@
+"""Background work of long-term memory, run by Celery workers or the in-process pool.
+
+Tasks take ids and call ``memory_app.services``; the only logic here is Celery's: when a
+transient model error is retried (exponential backoff, full jitter) and when a job is dead.
+"""
+
+import logging
+import random
+
+from celery import shared_task
+from django.conf import settings
+
+from memory_app import services
+from sessions_app.runtime.llm import ModelError
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    name="memory_app.tasks.memory_job_run",
+    bind=True,
+    acks_late=True,
+    max_retries=None,
+)
+def memory_job_run(self, *, job_id: str) -> str:
+    """Run a generation job; returns its final status (or ``queued`` while a retry waits).
+
+    Idempotent (see ``services.memory_job_run``), so a redelivery after a worker crash is safe.
+    A transient ModelError is retried up to ``MEMORY_JOB_MAX_RETRIES`` times, then the job is
+    ``dead`` with the error kept; any other error makes it ``failed`` at once.
+    """
+    try:
+        return services.memory_job_run(job_id=job_id).status
+    except ModelError as error:
+        retries = self.request.retries
+        if error.transient and retries < settings.MEMORY_JOB_MAX_RETRIES:
+            services.memory_job_retry_note(job_id=job_id, error=error)
+            ceiling = settings.MEMORY_JOB_RETRY_BASE_SECONDS * 2**retries
+            countdown = random.uniform(0, min(settings.MEMORY_JOB_RETRY_MAX_SECONDS, ceiling))
+            raise self.retry(exc=error, countdown=countdown) from error
+        services.memory_job_fail(job_id=job_id, error=error, dead=error.transient)
+        return "dead" if error.transient else "failed"
+    except Exception as error:
+        logger.exception("memory job %s failed", job_id)
+        services.memory_job_fail(job_id=job_id, error=error, dead=False)
+        return "failed"
+
+
+@shared_task(name="memory_app.tasks.memory_sessions_idle_enqueue")
+def memory_sessions_idle_enqueue() -> int:
+    """Queue jobs for sessions idle past their app's threshold; returns how many."""
+    return services.memory_sessions_idle_enqueue()
+
+
+@shared_task(name="memory_app.tasks.memory_jobs_redispatch")
+def memory_jobs_redispatch() -> int:
+    """Send again the jobs whose enqueue was lost; returns how many."""
+    return services.memory_jobs_redispatch()
+
+
+@shared_task(name="memory_app.tasks.memories_forget")
+def memories_forget() -> dict[str, int]:
+    """Expire, decay and prune memories; returns the counts."""
+    report = services.memories_forget()
+    return {"expired": report.expired, "decayed": report.decayed, "pruned": report.pruned}

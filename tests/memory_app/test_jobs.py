@@ -1,0 +1,454 @@
+"""Generation jobs: triggers, opt-out, idempotence, serialisation, retries, periodic tasks."""
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings as django_settings
+from django.db import connections
+from django.test import Client
+from django.utils import timezone
+
+from chatapp.asgi import application
+from memory_app import services
+from memory_app.models import (
+    GenerationJob,
+    Memory,
+    MemoryRevision,
+    MemoryStatus,
+    MemoryWatermark,
+    SourceType,
+)
+from memory_app.tasks import memories_forget, memory_job_run, memory_jobs_redispatch
+from sessions_app.models import SessionRecord
+from sessions_app.runtime.llm import ModelError
+from tests.factories import UserFactory
+from tests.fake_gemini import HttpError
+from tests.memory_app.support import (
+    APP,
+    lexical_only,  # noqa: F401 (fixture)
+    memory_make,
+    session_make,
+    turn_add,
+)
+
+pytestmark = pytest.mark.usefixtures("lexical_only")
+
+Trigger = GenerationJob.Trigger
+Status = GenerationJob.Status
+
+
+@pytest.fixture
+def enqueued(monkeypatch):
+    """Job ids sent to the task queue (the task itself does not run)."""
+    sent = []
+    monkeypatch.setattr(services, "task_enqueue", lambda *, task, **kwargs: sent.append(kwargs))
+    return sent
+
+
+@pytest.fixture
+def triggers(settings):
+    def configure(**config):
+        settings.MEMORY_TRIGGERS = {APP: config}
+
+    return configure
+
+
+def completed(user, session, invocation_id):
+    return services.memory_turn_completed(
+        app_name=APP, user_pk=user.pk, session_id=session.id, invocation_id=invocation_id
+    )
+
+
+def job_for(user, session, trigger=Trigger.SESSION_END):
+    return services.memory_job_request(
+        app_name=APP, user_pk=user.pk, session_id=session.id, trigger=trigger
+    )
+
+
+def run(job):
+    return memory_job_run.apply(kwargs={"job_id": str(job.id)}).get()
+
+
+# --- Triggers -------------------------------------------------------------------------------
+
+
+def test_every_n_turns_queues_a_job_on_the_nth_unprocessed_turn(user, enqueued, triggers):
+    triggers(every_n_turns=2, explicit=False)
+    session = session_make(user)
+
+    assert completed(user, session, turn_add(session, "I like tea")) is None
+    job = completed(user, session, turn_add(session, "I live in Porto"))
+
+    assert job.trigger == Trigger.EVERY_N_TURNS and job.status == Status.QUEUED
+    assert enqueued == [{"job_id": str(job.id)}]
+
+
+def test_every_turn_and_explicit_remember(user, enqueued, triggers):
+    triggers(every_n_turns=0, every_turn=True)
+    session = session_make(user)
+    assert completed(user, session, turn_add(session, "Hello")).trigger == Trigger.EVERY_TURN
+
+    triggers(every_n_turns=0, every_turn=False, explicit=True)
+    other = session_make(user)
+    assert completed(user, other, turn_add(other, "Hello")) is None
+    job = completed(user, other, turn_add(other, "Please remember that my locker is 42"))
+    assert job.trigger == Trigger.EXPLICIT
+
+
+def test_a_queued_job_absorbs_later_triggers(user, enqueued, triggers):
+    triggers(every_turn=True)
+    session = session_make(user)
+
+    first = completed(user, session, turn_add(session, "I like tea"))
+    second = completed(user, session, turn_add(session, "I like coffee"))
+
+    assert first.pk == second.pk
+    assert len(enqueued) == 1
+
+
+def test_no_job_for_a_user_who_opted_out_or_a_temporary_chat(user, other_user, enqueued, triggers):
+    triggers(every_turn=True)
+    services.memory_settings_update(user_pk=user.pk, create_enabled=False)
+    session = session_make(user)
+    temporary = session_make(other_user, temporary=True)
+
+    assert completed(user, session, turn_add(session, "I like tea")) is None
+    assert completed(other_user, temporary, turn_add(temporary, "I like tea")) is None
+    assert services.memory_session_end(app_name=APP, user_pk=user.pk, session_id=session.id) is None
+    assert not GenerationJob.objects.exists() and enqueued == []
+
+
+def test_idle_sessions_with_unprocessed_events_get_a_job(user, other_user, enqueued, triggers):
+    triggers(session_idle_seconds=600)
+    idle = session_make(user)
+    turn_add(idle, "I live in Porto")
+    fresh = session_make(user)
+    turn_add(fresh, "I live in Porto")
+    processed = session_make(user)
+    turn_add(processed, "I live in Porto")
+    MemoryWatermark.objects.create(session_id=processed.id, last_sequence=2)
+    temporary = session_make(other_user, temporary=True)
+    turn_add(temporary, "I live in Porto")
+    long_ago = time.time() - 3600
+    SessionRecord.objects.exclude(pk=fresh.id).update(last_update_time=long_ago)
+
+    assert services.memory_sessions_idle_enqueue() == 1
+    [job] = GenerationJob.objects.all()
+    assert (job.session_id, job.trigger) == (idle.id, Trigger.SESSION_IDLE)
+    assert services.memory_sessions_idle_enqueue() == 0, "a queued job is not queued again"
+
+
+# --- Running ------------------------------------------------------------------------------------
+
+
+def test_a_job_turns_new_events_into_memories_with_sources(user, enqueued):
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    turn_add(session, "I have a cat named Tom.")
+    job = job_for(user, session)
+
+    assert run(job) == Status.SUCCEEDED
+
+    job.refresh_from_db()
+    assert (job.first_sequence, job.last_sequence, job.attempts) == (1, 4, 1)
+    assert job.started_at and job.finished_at and job.error == ""
+    assert MemoryWatermark.objects.get(session_id=session.id).last_sequence == 4
+    memories = Memory.objects.filter(user=user)
+    assert memories.count() >= 2
+    assert all(memory.sources.exists() for memory in memories)
+    assert all(memory.job_id == job.pk for memory in memories)
+
+
+def test_running_a_job_twice_changes_nothing(user, enqueued):
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    job = job_for(user, session)
+    run(job)
+    before = list(Memory.objects.values_list("id", "text", "updated_at"))
+
+    assert run(job) == Status.SUCCEEDED
+    second = job_for(user, session)
+    assert run(second) == Status.SKIPPED
+
+    assert list(Memory.objects.values_list("id", "text", "updated_at")) == before
+    second.refresh_from_db()
+    assert "no new events" in second.error
+
+
+def test_only_events_after_the_watermark_are_processed(user, enqueued, monkeypatch):
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    run(job_for(user, session))
+    seen = []
+    real = services.facts_extract
+    monkeypatch.setattr(
+        services,
+        "facts_extract",
+        lambda **kwargs: seen.append([e.text() for e in kwargs["events"]]) or real(**kwargs),
+    )
+    turn_add(session, "I have a dog.", reply=None)
+
+    job = job_for(user, session)
+    run(job)
+
+    assert seen == [["I have a dog."]]
+    job.refresh_from_db()
+    assert (job.first_sequence, job.last_sequence) == (3, 3)
+
+
+def test_a_job_rechecks_the_users_choice_when_it_runs(user, enqueued):
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    job = job_for(user, session)
+    services.memory_settings_update(user_pk=user.pk, create_enabled=False)
+
+    assert run(job) == Status.SKIPPED
+
+    assert not Memory.objects.exists()
+    job.refresh_from_db()
+    assert "off" in job.error
+
+
+def test_opting_out_during_extraction_skips_the_write(user, enqueued, monkeypatch):
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    job = job_for(user, session)
+    real = services.facts_extract
+
+    def extract_then_opt_out(**kwargs):
+        facts = real(**kwargs)
+        services.memory_settings_update(user_pk=user.pk, create_enabled=False)
+        return facts
+
+    monkeypatch.setattr(services, "facts_extract", extract_then_opt_out)
+
+    assert run(job) == Status.SKIPPED
+    assert not Memory.objects.exists()
+    assert not MemoryWatermark.objects.exists()
+
+
+def test_a_temporary_session_job_is_skipped(user, enqueued):
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    job = job_for(user, session)
+    SessionRecord.objects.filter(pk=session.id).update(temporary=True)
+
+    assert run(job) == Status.SKIPPED
+    assert not Memory.objects.exists()
+
+
+# --- Failures -----------------------------------------------------------------------------------
+
+
+def test_transient_model_errors_are_retried_then_the_job_is_dead(
+    user, enqueued, fake_gemini, settings
+):
+    settings.MEMORY_JOB_MAX_RETRIES = 2
+    settings.MEMORY_JOB_RETRY_BASE_SECONDS = 0
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    job = job_for(user, session)
+    fake_gemini.push(HttpError(500), HttpError(503), HttpError(500))
+
+    run(job)
+
+    job.refresh_from_db()
+    assert job.status == Status.DEAD
+    assert job.attempts == 3
+    assert "500" in job.error or "INTERNAL" in job.error
+    assert len(fake_gemini.requests) == 3
+    assert not MemoryWatermark.objects.exists()
+
+
+def test_a_transient_error_then_success(user, enqueued, monkeypatch, settings):
+    settings.MEMORY_JOB_RETRY_BASE_SECONDS = 0
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    job = job_for(user, session)
+    real = services.facts_extract
+    failures = [ModelError("busy", code="model_unavailable", transient=True)]
+
+    def flaky(**kwargs):
+        if failures:
+            raise failures.pop()
+        return real(**kwargs)
+
+    monkeypatch.setattr(services, "facts_extract", flaky)
+
+    run(job)
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == (Status.SUCCEEDED, 2)
+    assert Memory.objects.exists()
+
+
+def test_a_non_transient_error_fails_the_job_at_once(user, enqueued, monkeypatch):
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    job = job_for(user, session)
+
+    def broken(**kwargs):
+        raise ModelError("bad request", code="model_invalid_request")
+
+    monkeypatch.setattr(services, "facts_extract", broken)
+
+    assert run(job) == Status.FAILED
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.error) == (
+        Status.FAILED,
+        1,
+        "ModelError: bad request",
+    )
+
+
+# --- Periodic tasks -----------------------------------------------------------------------------
+
+
+def test_jobs_left_queued_are_dispatched_again(user, enqueued, settings):
+    session = session_make(user)
+    lost = job_for(user, session)
+    fresh = job_for(user, session_make(user))
+    GenerationJob.objects.filter(pk=lost.pk).update(
+        created_at=timezone.now()
+        - timedelta(seconds=settings.MEMORY_JOB_REDISPATCH_AFTER_SECONDS + 60)
+    )
+    enqueued.clear()
+    services.cache.delete(services.DISPATCHED_KEY.format(job_id=lost.id))
+
+    assert memory_jobs_redispatch.apply().get() == 1
+    assert enqueued == [{"job_id": str(lost.id)}]
+    assert memory_jobs_redispatch.apply().get() == 0, "just dispatched: not again yet"
+    assert fresh.status == Status.QUEUED
+
+
+def test_forgetting_expires_decays_and_prunes(user, settings):
+    settings.MEMORY_DECAY_AFTER_DAYS = 30
+    settings.MEMORY_DECAY_FACTOR = 0.5
+    settings.MEMORY_PRUNE_AFTER_DAYS = 90
+    settings.MEMORY_PRUNE_BELOW_CONFIDENCE = 0.2
+    expired = memory_make(user=user, text="Parked on level 2", expires_in_days=-1)
+    unused = memory_make(user=user, text="Likes jazz", confidence=0.8, age_days=40)
+    explicit = memory_make(
+        user=user,
+        text="Allergic to nuts",
+        confidence=0.8,
+        age_days=400,
+        source_type=SourceType.EXPLICIT,
+    )
+    recent = memory_make(user=user, text="Likes tea", confidence=0.8, age_days=1)
+    stale = memory_make(user=user, text="Maybe likes golf", confidence=0.3, age_days=200)
+
+    assert memories_forget.apply().get() == {"expired": 1, "decayed": 2, "pruned": 1}
+
+    assert not Memory.objects.filter(pk=expired.pk).exists()
+    values = dict(Memory.objects.values_list("pk", "confidence"))
+    assert values[unused.pk] == pytest.approx(0.4)
+    assert values[explicit.pk] == pytest.approx(0.8)
+    assert values[recent.pk] == pytest.approx(0.8)
+    stale.refresh_from_db()
+    assert stale.status == MemoryStatus.INVALIDATED
+    revision = MemoryRevision.objects.get(memory=stale)
+    assert revision.action == MemoryRevision.Action.INVALIDATED
+    assert "Pruned" in revision.reason
+
+
+# --- Serialisation per user (PostgreSQL) ----------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_jobs_of_one_user_write_one_at_a_time(requires_postgres, user, enqueued, monkeypatch):
+    sessions = [session_make(user), session_make(user), session_make(user)]
+    for session in sessions:
+        turn_add(session, "I live in Porto.")
+    same_session_twice = [job_for(user, sessions[0])]
+    GenerationJob.objects.filter(pk=same_session_twice[0].pk).update(status=Status.RUNNING)
+    jobs = same_session_twice + [job_for(user, s) for s in sessions]
+    active, overlaps = [0], []
+    lock = threading.Lock()
+    real = services.memories_consolidate
+
+    def slow_consolidate(**kwargs):
+        with lock:
+            active[0] += 1
+            overlaps.append(active[0])
+        time.sleep(0.3)
+        try:
+            return real(**kwargs)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(services, "memories_consolidate", slow_consolidate)
+    barrier = threading.Barrier(len(jobs))
+    results = {}
+
+    def worker(job):
+        barrier.wait()
+        try:
+            results[job.pk] = services.memory_job_run(job_id=str(job.id)).status
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=worker, args=(job,)) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert max(overlaps) == 1, "two jobs of one user were writing at once"
+    assert sorted(results.values()) == [
+        Status.SKIPPED,
+        Status.SUCCEEDED,
+        Status.SUCCEEDED,
+        Status.SUCCEEDED,
+    ]
+    for session in sessions:
+        assert MemoryWatermark.objects.get(session_id=session.id).last_sequence == 2
+    # The two jobs of the first session processed its events once.
+    first_session_jobs = GenerationJob.objects.filter(session_id=sessions[0].id)
+    assert sorted(first_session_jobs.values_list("status", flat=True)) == [
+        Status.SKIPPED,
+        Status.SUCCEEDED,
+    ]
+
+
+# --- Notices --------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_user_s_open_chat_gets_a_notice_from_the_job(monkeypatch):
+    monkeypatch.setattr(services, "task_enqueue", lambda **kwargs: None)
+    owner = await sync_to_async(UserFactory)()
+    client = Client()
+    await sync_to_async(client.force_login)(owner)
+    name = django_settings.SESSION_COOKIE_NAME
+    cookie = f"{name}={client.cookies[name].value}"
+    session = await sync_to_async(session_make)(owner)
+    await sync_to_async(turn_add)(session, "I live in Porto.")
+    job = await sync_to_async(job_for)(owner, session)
+    socket = WebsocketCommunicator(
+        application,
+        f"/ws/chat/{session.id}/",
+        headers=[(b"origin", b"http://testserver"), (b"cookie", cookie.encode())],
+    )
+    connected, _ = await socket.connect(timeout=20)
+    assert connected
+
+    await database_sync_to_async(services.memory_job_run)(job_id=str(job.id))
+    frame = await socket.receive_json_from(timeout=20)
+
+    memory = await Memory.objects.aget(user=owner)
+    assert frame == {
+        "type": "notice",
+        "notice": {
+            "kind": "memory",
+            "message": f"Remembered: {memory.text}",
+            "memory_ids": [str(memory.id)],
+        },
+    }
+    await socket.disconnect()
+    await database_sync_to_async(connections.close_all)()

@@ -1,0 +1,196 @@
+"""memory_search: ranking, scopes, expiry, sources, and the per-process index cache."""
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from django.core.cache import cache
+
+from memory_app import selectors, services
+from memory_app.models import Memory, MemoryScope, MemoryStatus
+from memory_app.ranking import normalise
+from tests.memory_app.support import (
+    APP,
+    lexical_only,  # noqa: F401 (fixture)
+    memory_make,
+    session_make,
+    turn_add,
+    user_events,
+)
+
+pytestmark = pytest.mark.usefixtures("lexical_only")
+
+
+def search(user, query, *, session_id=None, limit=10, app_name=APP):
+    return selectors.memory_search(
+        app_name=app_name, user_pk=user.pk, query=query, session_id=session_id, limit=limit
+    )
+
+
+def texts(results):
+    return [result.text for result in results]
+
+
+def test_the_most_relevant_memory_comes_first_with_a_score(user):
+    memory_make(user=user, text="The user prefers tea to coffee")
+    memory_make(user=user, text="The user has a golden retriever named Biscuit")
+    memory_make(user=user, text="The user's sister lives in Lisbon")
+
+    results = search(user, "What is the name of my dog, the retriever?")
+
+    assert texts(results)[0] == "The user has a golden retriever named Biscuit"
+    assert results[0].score > 0
+    assert (
+        texts(search(user, "Where does my sister live?"))[0] == "The user's sister lives in Lisbon"
+    )
+
+
+def test_no_match_and_empty_queries_return_nothing(user):
+    memory_make(user=user, text="The user prefers tea")
+
+    assert search(user, "volcano") == []
+    assert search(user, "   ") == []
+    assert search(user, "tea", limit=0) == []
+
+
+def test_recency_and_importance_break_a_tie_of_relevance(user):
+    old = memory_make(user=user, text="The user likes jazz", age_days=300)
+    recent = memory_make(user=user, text="The user likes jazz", age_days=1)
+    minor = memory_make(user=user, text="The user plays chess", importance=0.1)
+    major = memory_make(user=user, text="The user plays chess", importance=0.9)
+
+    assert [r.id for r in search(user, "jazz")] == [str(recent.id), str(old.id)]
+    assert [r.id for r in search(user, "chess")] == [str(major.id), str(minor.id)]
+
+
+def test_user_memories_are_private_and_app_memories_shared(user, other_user):
+    memory_make(user=user, text="The user owns a red bicycle")
+    memory_make(user=other_user, text="The user owns a blue bicycle")
+    memory_make(scope=MemoryScope.APP, text="Bicycle repairs are free on Mondays")
+    memory_make(scope=MemoryScope.APP, app_name="other-app", text="Bicycle rental costs 5 euros")
+
+    assert sorted(texts(search(user, "bicycle"))) == [
+        "Bicycle repairs are free on Mondays",
+        "The user owns a red bicycle",
+    ]
+    assert sorted(texts(search(other_user, "bicycle"))) == [
+        "Bicycle repairs are free on Mondays",
+        "The user owns a blue bicycle",
+    ]
+
+
+def test_session_memories_are_seen_only_in_their_session(user):
+    here = session_make(user)
+    there = session_make(user)
+    memory_make(
+        user=user, scope=MemoryScope.SESSION, session_id=here.id, text="Draft title: Rivers"
+    )
+
+    assert texts(search(user, "draft title", session_id=here.id)) == ["Draft title: Rivers"]
+    assert search(user, "draft title", session_id=there.id) == []
+    assert search(user, "draft title") == []
+
+
+def test_expired_invalidated_and_quarantined_memories_are_left_out(user):
+    memory_make(user=user, text="Parking spot 12 today", expires_in_days=-1)
+    memory_make(user=user, text="Parking spot 40 this week", expires_in_days=3)
+    gone = memory_make(user=user, text="Parking spot 7")
+    Memory.objects.filter(pk=gone.pk).update(status=MemoryStatus.INVALIDATED)
+    held = memory_make(user=user, text="Parking spot 9")
+    held.status = MemoryStatus.QUARANTINED
+    held.save()
+
+    assert texts(search(user, "parking spot")) == ["Parking spot 40 this week"]
+
+
+def test_session_memories_of_other_sessions_do_not_crowd_out_the_results(user):
+    here = session_make(user)
+    there = session_make(user)
+    for n in range(5):
+        memory_make(
+            user=user, scope=MemoryScope.SESSION, session_id=there.id, text=f"Kiwi {n} kiwi"
+        )
+    memory_make(user=user, text="The user grows kiwi")
+
+    assert texts(search(user, "kiwi", session_id=here.id, limit=1)) == ["The user grows kiwi"]
+
+
+def test_results_carry_their_sources(user):
+    session = session_make(user)
+    turn_add(session, "I moved to Porto")
+    event = user_events(session.id)[0]
+    memory_make(user=user, text="The user lives in Porto", sources=[event])
+
+    [result] = search(user, "Porto")
+
+    assert [(s.session_id, s.event_id) for s in result.sources] == [(session.id, event.event_id)]
+
+
+def test_a_new_memory_is_found_after_the_index_was_built(user):
+    memory_make(user=user, text="The user likes sailing")
+    assert texts(search(user, "sailing")) == ["The user likes sailing"]
+
+    memory_make(user=user, text="The user went sailing in Greece", importance=0.9)
+
+    assert texts(search(user, "sailing"))[0] == "The user went sailing in Greece"
+
+
+def test_a_deleted_memory_is_never_returned(user):
+    memory = memory_make(user=user, text="The user's locker code is near the gym")
+    assert search(user, "locker") != []
+
+    assert services.memory_delete(app_name=APP, user_pk=user.pk, memory_id=str(memory.id))
+
+    assert search(user, "locker") == []
+
+
+def test_a_deleted_memory_is_not_returned_even_from_a_stale_index(user):
+    memory = memory_make(user=user, text="The user keeps bees")
+    assert search(user, "bees") != []
+
+    # Deleted behind the cache's back: no signal, no version change.
+    Memory.objects.filter(pk=memory.pk)._raw_delete(Memory.objects.db)
+
+    assert search(user, "bees") == []
+
+
+def test_a_write_in_another_process_is_seen_through_the_shared_version(user):
+    memory_make(user=user, text="The user reads poetry")
+    assert len(search(user, "poetry")) == 1
+    Memory.objects.bulk_create(  # no signals: as if written elsewhere, before the bump
+        [Memory(app_name=APP, user=user, text="The user writes poetry", source_type="implicit")]
+    )
+    assert len(search(user, "poetry")) == 1, "the index is cached until the version changes"
+
+    cache.set(selectors.USER_VERSION_KEY.format(app_name=APP, user_pk=user.pk), "elsewhere")
+
+    assert len(search(user, "poetry")) == 2
+
+
+class TopicEmbedder:
+    """One axis per topic word: a query about pets meets a memory about a puppy."""
+
+    name = "topics"
+    AXES = {
+        "pet": {"pet", "pets", "puppy", "dog", "cat"},
+        "food": {"food", "eat", "pasta", "pizza"},
+        "travel": {"travel", "trip", "flight", "porto"},
+    }
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        rows = []
+        for text in texts:
+            words = set(re.findall(r"\w+", normalise(text)))
+            row = np.array([len(words & axis) for axis in self.AXES.values()], dtype=np.float32)
+            row += 0.01
+            rows.append(row / np.linalg.norm(row))
+        return np.vstack(rows)
+
+
+def test_semantic_similarity_finds_a_memory_with_no_shared_word(user, monkeypatch):
+    monkeypatch.setattr(selectors, "embedder_get", TopicEmbedder)
+    memory_make(user=user, text="The user adopted a puppy")
+    memory_make(user=user, text="The user loves pasta")
+
+    assert texts(search(user, "any pets at home?"))[0] == "The user adopted a puppy"
