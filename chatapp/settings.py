@@ -239,6 +239,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # PATCH bodies here are not partial updates (renaming needs its title).
+    "COMPONENT_SPLIT_PATCH": False,
 }
 
 # --- Auth, i18n, static -------------------------------------------------------------

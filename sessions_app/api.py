@@ -21,7 +21,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app import selectors, services
-from sessions_app.errors import SessionAlreadyExistsError, SessionNotFoundError, SessionStoreError
+from sessions_app.errors import (
+    DuplicateEventError,
+    SessionAlreadyExistsError,
+    SessionNotFoundError,
+    SessionStoreError,
+)
 from sessions_app.models import SessionRecord
 from sessions_app.serializers import (
     ErrorSerializer,
@@ -99,7 +104,7 @@ def _api_error(exc: Exception) -> Exception:
     """The API error a store or request error answers with; any other exception as it is."""
     if isinstance(exc, SessionNotFoundError):
         return NotFound()
-    if isinstance(exc, SessionAlreadyExistsError):
+    if isinstance(exc, SessionAlreadyExistsError | DuplicateEventError):
         return Conflict(str(exc))
     if isinstance(exc, SessionStoreError | selectors.InvalidPageTokenError):
         return BadRequest(str(exc))
@@ -147,7 +152,7 @@ class SessionStoreAPIView(APIView):
 
     def owned_session(self, session_id: str) -> SessionRecord:
         """The requesting user's session with this id; 404 for any other id."""
-        if not services.IDENTIFIER_PATTERN.match(session_id):
+        if not services.IDENTIFIER_PATTERN.fullmatch(session_id):
             raise NotFound()
         record = selectors.session_record_get(user_pk=self.request.user.pk, session_id=session_id)
         if record is None:
@@ -305,6 +310,9 @@ class SessionEventsView(SessionStoreAPIView):
             400: BAD_REQUEST,
             403: NOT_SIGNED_IN,
             404: NOT_FOUND,
+            409: OpenApiResponse(
+                ErrorSerializer, description="An event with this id is already stored."
+            ),
             413: TOO_LARGE,
             415: UNSUPPORTED,
         },

@@ -51,7 +51,7 @@ def _refuse_constant(name: str) -> None:
 @database_sync_to_async
 def _owned_session(*, user_pk: int, session_id: str) -> SessionRecord | None:
     """The user's session with this id; None for anyone else's, an unknown or a malformed id."""
-    if not IDENTIFIER_PATTERN.match(session_id):
+    if not IDENTIFIER_PATTERN.fullmatch(session_id):
         return None
     return selectors.session_record_get(user_pk=user_pk, session_id=session_id)
 

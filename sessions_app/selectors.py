@@ -267,7 +267,7 @@ def _page_token_decode(token: str) -> tuple[float, str]:
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         last_update_time, session_id = json.loads(raw)
-        if not isinstance(session_id, str):
+        if not isinstance(session_id, str) or "\x00" in session_id:
             raise TypeError
         return float(last_update_time), session_id
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):

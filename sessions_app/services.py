@@ -8,15 +8,14 @@ queue on that lock and get contiguous sequence numbers, and no caller ever sees
 a "stale session" error. State rows are then upserted key by key (so writers
 never overwrite each other's keys) in a fixed order: session, user, app, keys
 sorted, so two sessions of one user cannot deadlock on shared ``user:`` keys.
-On PostgreSQL an append is all of that in a single statement, in the same
-order (data-modifying CTEs): one round trip to the database.
+The statements themselves live in ``sessions_app.storage``; on PostgreSQL an
+append is all of that in a single statement, one round trip to the database.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
+import math
 import re
 import time
 from typing import Any
@@ -24,9 +23,9 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, connection, models, transaction
+from django.db import IntegrityError, transaction
 
-from sessions_app import selectors
+from sessions_app import selectors, storage
 from sessions_app.errors import (
     DuplicateEventError,
     InvalidEventError,
@@ -38,7 +37,7 @@ from sessions_app.errors import (
 )
 from sessions_app.event_codec import event_to_record_fields
 from sessions_app.events import Event, EventActions, new_event_id, new_invocation_id
-from sessions_app.models import AppState, EventRecord, SessionRecord, SessionState, UserState
+from sessions_app.models import EventRecord, SessionRecord, SessionState
 from sessions_app.state import (
     APP_PREFIX,
     TEMP_PREFIX,
@@ -51,10 +50,11 @@ from sessions_app.types import GetSessionConfig, ListSessionsResponse, Session
 
 IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 MAX_NAME_LENGTH = 128
+MAX_BRANCH_LENGTH = 512
 
 
 def identifier_validate(*, value: Any, what: str) -> str:
-    if not isinstance(value, str) or not IDENTIFIER_PATTERN.match(value):
+    if not isinstance(value, str) or not IDENTIFIER_PATTERN.fullmatch(value):
         raise SessionStoreError(
             f"{what} must be 1-128 characters of letters, digits and . _ : @ -, "
             f"starting with a letter or digit; got {str(value)[:60]!r}."
@@ -67,90 +67,6 @@ def _user_pk_require(user_id: str) -> int:
     if user_pk is None or not get_user_model().objects.filter(pk=user_pk).exists():
         raise SessionStoreError(f"user_id {str(user_id)[:40]!r} does not name a user.")
     return user_pk
-
-
-@functools.lru_cache(maxsize=256)
-def _insert_sql(
-    model: type[models.Model], names: tuple[str, ...], row_count: int, upsert_on: tuple[str, ...]
-) -> str:
-    """An INSERT of ``row_count`` rows of the fields ``names``, one parameter per value.
-
-    With ``upsert_on`` (the fields of a unique constraint), a row that
-    conflicts updates the existing row's ``value`` instead, as
-    ``bulk_create(update_conflicts=True, update_fields=["value"])`` does.
-    """
-    qn = connection.ops.quote_name
-
-    def columns(field_names: tuple[str, ...]) -> str:
-        return ", ".join(qn(model._meta.get_field(name).column) for name in field_names)
-
-    row = "(" + ", ".join(["%s"] * len(names)) + ")"
-    sql = (
-        f"INSERT INTO {qn(model._meta.db_table)} ({columns(names)}) "
-        f"VALUES {', '.join([row] * row_count)}"
-    )
-    if upsert_on:
-        value = qn(model._meta.get_field("value").column)
-        sql += f" ON CONFLICT ({columns(upsert_on)}) DO UPDATE SET {value} = EXCLUDED.{value}"
-    return sql
-
-
-def _json_param(value: Any) -> Any:
-    """A JSONField value as a query parameter (None is SQL NULL, as the ORM stores it)."""
-    return None if value is None else connection.ops.adapt_json_value(value, None)
-
-
-def _state_upsert(*, session_id: str, user_pk: int, app_name: str, scoped: ScopedState) -> None:
-    """Write each stored scope's keys; call inside the caller's transaction.
-
-    One statement per scope, rows in key order, so the row locks of shared
-    keys are always taken in the same order.
-    """
-    scopes = (
-        (SessionState, ("session", "key", "value"), (session_id,), scoped.session),
-        (UserState, ("user", "app_name", "key", "value"), (user_pk, app_name), scoped.user),
-        (AppState, ("app_name", "key", "value"), (app_name,), scoped.app),
-    )
-    with connection.cursor() as cursor:
-        for model, names, owner, values in scopes:
-            if not values:
-                continue
-            params = [
-                param
-                for key, value in sorted(values.items())
-                for param in (*owner, key, _json_param(value))
-            ]
-            cursor.execute(_insert_sql(model, names, len(values), names[:-1]), params)
-
-
-_EVENT_RECORD_FIELDS = tuple(
-    field for field in EventRecord._meta.concrete_fields if not field.primary_key
-)
-
-
-def _event_record_params(fields: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
-    """Query parameters of an EventRecord's fields ``names``, as the ORM would send them.
-
-    Fields not in ``fields`` take their model default.
-    """
-    params = []
-    for name in names:
-        field = EventRecord._meta.get_field(name)
-        value = fields[field.attname] if field.attname in fields else field.get_default()
-        params.append(field.get_db_prep_save(value, connection))
-    return params
-
-
-def _event_record_insert(*, session_id: str, sequence: int, fields: dict[str, Any]) -> None:
-    """Insert an EventRecord row as ``EventRecord.objects.create`` would, in one statement.
-
-    Fields not given take their model default; no model signals are sent
-    (none are connected to EventRecord).
-    """
-    names = tuple(field.name for field in _EVENT_RECORD_FIELDS)
-    params = _event_record_params({"session_id": session_id, "sequence": sequence, **fields}, names)
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(EventRecord, names, 1, ()), params)
 
 
 def session_create(
@@ -182,7 +98,9 @@ def session_create(
                 last_update_time=now,
                 initial_state=scoped.session,
             )
-            _state_upsert(session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=scoped)
+            storage.state_rows_upsert(
+                session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=scoped
+            )
     except IntegrityError:
         raise SessionAlreadyExistsError(
             f"A session with id {session_id!r} already exists."
@@ -199,168 +117,41 @@ def session_create(
     )
 
 
-def _sequence_claim(
-    *, session_id: str, app_name: str, user_pk: int, now: float
-) -> tuple[int, float]:
-    """Take the session row lock and the next sequence number, in one statement.
-
-    Must be the first write of the caller's transaction: every writer of a
-    session goes through here first, which is what fixes the lock order.
-    Raises SessionNotFoundError if the user has no such session.
-    """
-    table = SessionRecord._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET last_sequence = last_sequence + 1, "
-            "last_update_time = CASE WHEN last_update_time > %s THEN last_update_time ELSE %s END "
-            "WHERE id = %s AND app_name = %s AND user_id = %s "
-            "RETURNING last_sequence, last_update_time",
-            [now, now, session_id, app_name, user_pk],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise SessionNotFoundError(f"Session {session_id!r} not found.")
-    return row[0], row[1]
-
-
 def _event_validate(event: Event) -> dict[str, Any]:
     """The record fields of an event, or InvalidEventError; writes nothing."""
     if not event.author or len(event.author) > MAX_NAME_LENGTH:
         raise InvalidEventError("An event needs an author of 1-128 characters.")
     if len(event.invocation_id) > MAX_NAME_LENGTH or len(event.id) > MAX_NAME_LENGTH:
         raise InvalidEventError("Event and invocation ids are at most 128 characters.")
+    if len(event.branch or "") > MAX_BRANCH_LENGTH or len(event.error_code or "") > MAX_NAME_LENGTH:
+        raise InvalidEventError("branch is at most 512 characters and error_code at most 128.")
+    if not math.isfinite(event.timestamp):
+        raise InvalidEventError("The event timestamp must be a finite number of seconds.")
+    plain_texts = (
+        event.id,
+        event.invocation_id,
+        event.author,
+        event.branch,
+        event.error_code,
+        event.error_message,
+    )
+    if any("\x00" in text for text in plain_texts if text):
+        raise InvalidEventError("Event fields cannot contain NUL characters.")
     fields = event_to_record_fields(event)
     try:
-        size = len(
-            json.dumps(
-                [fields["content"], fields["actions"], fields["custom_metadata"]], allow_nan=False
-            ).encode()
+        encoded = json.dumps(
+            [fields["content"], fields["actions"], fields["custom_metadata"]], allow_nan=False
         )
     except (TypeError, ValueError) as error:
         raise InvalidEventError(f"The event is not JSON-serialisable: {error}.") from None
+    if "\\u0000" in encoded:
+        raise InvalidEventError("Event content cannot contain NUL characters.")
+    size = len(encoded.encode())
     if size > settings.MAX_EVENT_BYTES:
         raise InvalidEventError(
             f"The event is {size} bytes; events are limited to {settings.MAX_EVENT_BYTES} bytes."
         )
     return fields
-
-
-# The EventRecord fields the one-statement append fills from its parameters;
-# the session and the sequence number come from the claimed session row.
-_EVENT_PARAM_NAMES = tuple(
-    field.name for field in _EVENT_RECORD_FIELDS if field.name not in ("session", "sequence")
-)
-
-
-@functools.lru_cache(maxsize=256)
-def _append_sql_postgresql(session_keys: int, user_keys: int, app_keys: int) -> str:
-    """``event_append``'s writes as one PostgreSQL statement, for deltas of these sizes.
-
-    Data-modifying CTEs, each fed by the previous one, so the row locks are
-    taken in the same order as by the other writers: the session row first
-    (the claim, whose sequence number and session id every insert selects),
-    then session keys, ``user:`` keys, ``app:`` keys, each in the order given
-    (the callers give them sorted). An INSERT that reads a CTE's count runs
-    only after that CTE has written all its rows. If the claim finds no
-    session, nothing is written and no row is returned.
-
-    Parameters: now, now, session id, app name, user pk; the event fields
-    ``_EVENT_PARAM_NAMES``; (key, value) per session key; user pk, app name,
-    (key, value) per user key; app name, (key, value) per app key. Returns one
-    row: the sequence number and the session's last_update_time.
-    """
-    qn = connection.ops.quote_name
-
-    def column(model: type[models.Model], name: str) -> str:
-        return qn(model._meta.get_field(name).column)
-
-    def table(model: type[models.Model]) -> str:
-        return qn(model._meta.db_table)
-
-    def values(count: int) -> str:
-        rows = ", ".join(f"({n}, %s, CAST(%s AS jsonb))" for n in range(count))
-        return f"(VALUES {rows}) AS v(n, key, value)"
-
-    session = SessionRecord
-    last_sequence, last_update_time = (
-        column(session, "last_sequence"),
-        column(session, "last_update_time"),
-    )
-    event_columns = ", ".join(column(EventRecord, name) for name in _EVENT_PARAM_NAMES)
-    event_params = ", ".join(["%s"] * len(_EVENT_PARAM_NAMES))
-    ctes = [
-        f"claim AS (UPDATE {table(session)} SET {last_sequence} = {last_sequence} + 1, "
-        f"{last_update_time} = CASE WHEN {last_update_time} > %s "
-        f"THEN {last_update_time} ELSE %s END "
-        f"WHERE {column(session, 'id')} = %s AND {column(session, 'app_name')} = %s "
-        f"AND {column(session, 'user')} = %s "
-        f"RETURNING {column(session, 'id')} AS id, {last_sequence} AS sequence, "
-        f"{last_update_time} AS last_update_time)",
-        f"event_row AS (INSERT INTO {table(EventRecord)} ({column(EventRecord, 'session')}, "
-        f"{column(EventRecord, 'sequence')}, {event_columns}) "
-        f"SELECT claim.id, claim.sequence, {event_params} FROM claim)",
-    ]
-    previous = None
-    for name, model, owner_names, owner_values, count in (
-        ("session_keys", SessionState, ("session",), ("claim.id",), session_keys),
-        ("user_keys", UserState, ("user", "app_name"), ("%s", "%s"), user_keys),
-        ("app_keys", AppState, ("app_name",), ("%s",), app_keys),
-    ):
-        if not count:
-            continue
-        after = f", (SELECT count(*) FROM {previous}) AS done" if previous else ""
-        owners = ", ".join(column(model, owner) for owner in owner_names)
-        value = column(model, "value")
-        ctes.append(
-            f"{name} AS (INSERT INTO {table(model)} ({owners}, {column(model, 'key')}, {value}) "
-            f"SELECT {', '.join(owner_values)}, v.key, v.value FROM claim{after}, {values(count)} "
-            f"ORDER BY v.n ON CONFLICT ({owners}, {column(model, 'key')}) "
-            f"DO UPDATE SET {value} = EXCLUDED.{value} RETURNING 1)"
-        )
-        previous = name
-    return f"WITH {', '.join(ctes)} SELECT sequence, last_update_time FROM claim"
-
-
-def _event_store(
-    *, session_id: str, app_name: str, user_pk: int, fields: dict[str, Any], scoped: ScopedState
-) -> float:
-    """Store an event row and apply its stored scopes' keys, atomically; returns last_update_time.
-
-    Claims the next sequence number first, which takes the session row lock.
-    On PostgreSQL all of it is one statement (one round trip when autocommit
-    is on; inside a transaction it gets a savepoint like ``atomic`` would).
-    Raises SessionNotFoundError if the user has no such session (nothing is
-    written) and IntegrityError if the event id is already in the session.
-    """
-    now = time.time()
-    if connection.vendor != "postgresql":
-        with transaction.atomic():
-            sequence, last_update_time = _sequence_claim(
-                session_id=session_id, app_name=app_name, user_pk=user_pk, now=now
-            )
-            _event_record_insert(session_id=session_id, sequence=sequence, fields=fields)
-            _state_upsert(session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=scoped)
-        return last_update_time
-    params: list[Any] = [now, now, session_id, app_name, user_pk]
-    params += _event_record_params(fields, _EVENT_PARAM_NAMES)
-    for owner, values in (
-        ((), scoped.session),
-        ((user_pk, app_name), scoped.user),
-        ((app_name,), scoped.app),
-    ):
-        if values:
-            params += owner
-            for key, value in sorted(values.items()):
-                params += (key, _json_param(value))
-    sql = _append_sql_postgresql(len(scoped.session), len(scoped.user), len(scoped.app))
-    in_transaction = not connection.get_autocommit()
-    savepoint = transaction.atomic() if in_transaction else contextlib.nullcontext()
-    with savepoint, connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    if row is None:
-        raise SessionNotFoundError(f"Session {session_id!r} not found.")
-    return row[1]
 
 
 def event_append(*, session: Session, event: Event) -> Event:
@@ -388,7 +179,7 @@ def event_append(*, session: Session, event: Event) -> Event:
         event.actions.state_delta = original_delta
         raise SessionNotFoundError(f"Session {session.id!r} not found.")
     try:
-        last_update_time = _event_store(
+        last_update_time = storage.event_store(
             session_id=session.id,
             app_name=session.app_name,
             user_pk=user_pk,
@@ -471,7 +262,7 @@ def session_rewind(
     if user_pk is None:
         raise SessionNotFoundError(f"Session {session_id!r} not found.")
     with transaction.atomic():
-        sequence, last_update_time = _sequence_claim(
+        sequence, last_update_time = storage.sequence_claim(
             session_id=session_id, app_name=app_name, user_pk=user_pk, now=time.time()
         )
         visible = EventRecord.objects.filter(session_id=session_id, rewound=False)
@@ -507,7 +298,9 @@ def session_rewind(
         if removed:
             SessionState.objects.filter(session_id=session_id, key__in=removed).delete()
         changed = ScopedState(session={key: target[key] for key in delta if key in target})
-        _state_upsert(session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=changed)
+        storage.state_rows_upsert(
+            session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=changed
+        )
         event = Event(
             invocation_id=new_invocation_id(),
             author="user",

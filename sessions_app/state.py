@@ -50,6 +50,8 @@ def state_key_validate(key: Any) -> None:
         raise InvalidStateError(f"State keys must be strings, got {type(key).__name__}: {key!r}.")
     if not key:
         raise InvalidStateError("State keys must not be empty.")
+    if "\x00" in key:
+        raise InvalidStateError("State keys cannot contain NUL characters.")
     if len(key) > settings.MAX_STATE_KEY_LENGTH:
         raise InvalidStateError(
             f"State key {key[:40]!r}... is longer than {settings.MAX_STATE_KEY_LENGTH} characters."
@@ -73,6 +75,8 @@ def state_value_validate(key: str, value: Any) -> None:
         raise InvalidStateError(
             f"State value of {key!r} is not JSON-serialisable ({type(value).__name__}): {error}."
         ) from None
+    if "\\u0000" in encoded:
+        raise InvalidStateError(f"State value of {key!r} contains a NUL character.")
     if len(encoded.encode()) > settings.MAX_STATE_VALUE_BYTES:
         raise InvalidStateError(
             f"State value of {key!r} is larger than {settings.MAX_STATE_VALUE_BYTES} bytes."

@@ -555,7 +555,7 @@ def test_append_event_with_an_id_already_stored_is_refused(api_client, user):
         url, {"id": "ev-1", "author": "user", "actions": {"state_delta": {"x": 1}}}, format="json"
     )
 
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert "already stored" in response.json()["detail"]
     assert _row_counts() == before
 

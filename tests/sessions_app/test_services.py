@@ -518,3 +518,31 @@ def test_rename_sets_the_title_without_reordering_sessions(user, other_user):
     assert not services.session_rename(user_pk=other_user.pk, session_id=first.id, title="x")
     with pytest.raises(SessionStoreError, match="200"):
         services.session_rename(user_pk=user.pk, session_id=first.id, title="x" * 201)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"author": "bad\x00author"}, "NUL"),
+        ({"branch": "b" * 513}, "512"),
+        ({"error_code": "e" * 129}, "128"),
+        ({"timestamp": math.inf}, "finite"),
+        ({"content": types.Content(role="user", parts=[types.Part(text="nul \x00 here")])}, "NUL"),
+    ],
+)
+def test_append_refuses_values_the_database_cannot_store(user, change, message):
+    session = create(user)
+    event = text_event("x").model_copy(update=change)
+    with pytest.raises(InvalidEventError, match=message):
+        services.event_append(session=session, event=event)
+    assert not EventRecord.objects.exists()
+
+
+def test_nul_characters_in_state_and_ids_are_refused(user):
+    with pytest.raises(InvalidStateError, match="NUL"):
+        create(user, state={"k": "a\x00b"})
+    with pytest.raises(InvalidStateError, match="NUL"):
+        create(user, state={"k\x00": 1})
+    with pytest.raises(SessionStoreError, match="session_id"):
+        create(user, session_id="abc\n")
+    assert not SessionRecord.objects.exists()

@@ -1,0 +1,250 @@
+"""Hand-written SQL of the session store's hot path (appends), used by ``services``.
+
+The ORM would issue the same statements; building them directly from the
+models' metadata saves the per-call cost of composing queries, which on an
+append was most of the time spent outside the database. On PostgreSQL an
+append is one statement (data-modifying CTEs): one round trip, with row locks
+taken in the same fixed order as every other writer (session row, then
+session, ``user:`` and ``app:`` keys, keys sorted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from typing import Any
+
+from django.db import connection, models, transaction
+
+from sessions_app.errors import SessionNotFoundError
+from sessions_app.models import AppState, EventRecord, SessionRecord, SessionState, UserState
+from sessions_app.state import ScopedState
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_sql(
+    model: type[models.Model], names: tuple[str, ...], row_count: int, upsert_on: tuple[str, ...]
+) -> str:
+    """An INSERT of ``row_count`` rows of the fields ``names``, one parameter per value.
+
+    With ``upsert_on`` (the fields of a unique constraint), a row that
+    conflicts updates the existing row's ``value`` instead, as
+    ``bulk_create(update_conflicts=True, update_fields=["value"])`` does.
+    """
+    qn = connection.ops.quote_name
+
+    def columns(field_names: tuple[str, ...]) -> str:
+        return ", ".join(qn(model._meta.get_field(name).column) for name in field_names)
+
+    row = "(" + ", ".join(["%s"] * len(names)) + ")"
+    sql = (
+        f"INSERT INTO {qn(model._meta.db_table)} ({columns(names)}) "
+        f"VALUES {', '.join([row] * row_count)}"
+    )
+    if upsert_on:
+        value = qn(model._meta.get_field("value").column)
+        sql += f" ON CONFLICT ({columns(upsert_on)}) DO UPDATE SET {value} = EXCLUDED.{value}"
+    return sql
+
+
+def _json_param(value: Any) -> Any:
+    """A JSONField value as a query parameter (None is SQL NULL, as the ORM stores it)."""
+    return None if value is None else connection.ops.adapt_json_value(value, None)
+
+
+def state_rows_upsert(*, session_id: str, user_pk: int, app_name: str, scoped: ScopedState) -> None:
+    """Write each stored scope's keys; call inside the caller's transaction.
+
+    One statement per scope, rows in key order, so the row locks of shared
+    keys are always taken in the same order.
+    """
+    scopes = (
+        (SessionState, ("session", "key", "value"), (session_id,), scoped.session),
+        (UserState, ("user", "app_name", "key", "value"), (user_pk, app_name), scoped.user),
+        (AppState, ("app_name", "key", "value"), (app_name,), scoped.app),
+    )
+    with connection.cursor() as cursor:
+        for model, names, owner, values in scopes:
+            if not values:
+                continue
+            params = [
+                param
+                for key, value in sorted(values.items())
+                for param in (*owner, key, _json_param(value))
+            ]
+            cursor.execute(_insert_sql(model, names, len(values), names[:-1]), params)
+
+
+_EVENT_RECORD_FIELDS = tuple(
+    field for field in EventRecord._meta.concrete_fields if not field.primary_key
+)
+
+
+def _event_record_params(fields: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
+    """Query parameters of an EventRecord's fields ``names``, as the ORM would send them.
+
+    Fields not in ``fields`` take their model default.
+    """
+    params = []
+    for name in names:
+        field = EventRecord._meta.get_field(name)
+        value = fields[field.attname] if field.attname in fields else field.get_default()
+        params.append(field.get_db_prep_save(value, connection))
+    return params
+
+
+def event_record_insert(*, session_id: str, sequence: int, fields: dict[str, Any]) -> None:
+    """Insert an EventRecord row as ``EventRecord.objects.create`` would, in one statement.
+
+    Fields not given take their model default; no model signals are sent
+    (none are connected to EventRecord).
+    """
+    names = tuple(field.name for field in _EVENT_RECORD_FIELDS)
+    params = _event_record_params({"session_id": session_id, "sequence": sequence, **fields}, names)
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_sql(EventRecord, names, 1, ()), params)
+
+
+def sequence_claim(
+    *, session_id: str, app_name: str, user_pk: int, now: float
+) -> tuple[int, float]:
+    """Take the session row lock and the next sequence number, in one statement.
+
+    Must be the first write of the caller's transaction: every writer of a
+    session goes through here first, which is what fixes the lock order.
+    Raises SessionNotFoundError if the user has no such session.
+    """
+    table = SessionRecord._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET last_sequence = last_sequence + 1, "
+            "last_update_time = CASE WHEN last_update_time > %s THEN last_update_time ELSE %s END "
+            "WHERE id = %s AND app_name = %s AND user_id = %s "
+            "RETURNING last_sequence, last_update_time",
+            [now, now, session_id, app_name, user_pk],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise SessionNotFoundError(f"Session {session_id!r} not found.")
+    return row[0], row[1]
+
+
+# The EventRecord fields the one-statement append fills from its parameters;
+# the session and the sequence number come from the claimed session row.
+_EVENT_PARAM_NAMES = tuple(
+    field.name for field in _EVENT_RECORD_FIELDS if field.name not in ("session", "sequence")
+)
+
+
+@functools.lru_cache(maxsize=256)
+def _append_sql_postgresql(session_keys: int, user_keys: int, app_keys: int) -> str:
+    """``event_append``'s writes as one PostgreSQL statement, for deltas of these sizes.
+
+    Data-modifying CTEs, each fed by the previous one, so the row locks are
+    taken in the same order as by the other writers: the session row first
+    (the claim, whose sequence number and session id every insert selects),
+    then session keys, ``user:`` keys, ``app:`` keys, each in the order given
+    (the callers give them sorted). An INSERT that reads a CTE's count runs
+    only after that CTE has written all its rows. If the claim finds no
+    session, nothing is written and no row is returned.
+
+    Parameters: now, now, session id, app name, user pk; the event fields
+    ``_EVENT_PARAM_NAMES``; (key, value) per session key; user pk, app name,
+    (key, value) per user key; app name, (key, value) per app key. Returns one
+    row: the sequence number and the session's last_update_time.
+    """
+    qn = connection.ops.quote_name
+
+    def column(model: type[models.Model], name: str) -> str:
+        return qn(model._meta.get_field(name).column)
+
+    def table(model: type[models.Model]) -> str:
+        return qn(model._meta.db_table)
+
+    def values(count: int) -> str:
+        rows = ", ".join(f"({n}, %s, CAST(%s AS jsonb))" for n in range(count))
+        return f"(VALUES {rows}) AS v(n, key, value)"
+
+    session = SessionRecord
+    last_sequence, last_update_time = (
+        column(session, "last_sequence"),
+        column(session, "last_update_time"),
+    )
+    event_columns = ", ".join(column(EventRecord, name) for name in _EVENT_PARAM_NAMES)
+    event_params = ", ".join(["%s"] * len(_EVENT_PARAM_NAMES))
+    ctes = [
+        f"claim AS (UPDATE {table(session)} SET {last_sequence} = {last_sequence} + 1, "
+        f"{last_update_time} = CASE WHEN {last_update_time} > %s "
+        f"THEN {last_update_time} ELSE %s END "
+        f"WHERE {column(session, 'id')} = %s AND {column(session, 'app_name')} = %s "
+        f"AND {column(session, 'user')} = %s "
+        f"RETURNING {column(session, 'id')} AS id, {last_sequence} AS sequence, "
+        f"{last_update_time} AS last_update_time)",
+        f"event_row AS (INSERT INTO {table(EventRecord)} ({column(EventRecord, 'session')}, "
+        f"{column(EventRecord, 'sequence')}, {event_columns}) "
+        f"SELECT claim.id, claim.sequence, {event_params} FROM claim)",
+    ]
+    previous = None
+    for name, model, owner_names, owner_values, count in (
+        ("session_keys", SessionState, ("session",), ("claim.id",), session_keys),
+        ("user_keys", UserState, ("user", "app_name"), ("%s", "%s"), user_keys),
+        ("app_keys", AppState, ("app_name",), ("%s",), app_keys),
+    ):
+        if not count:
+            continue
+        after = f", (SELECT count(*) FROM {previous}) AS done" if previous else ""
+        owners = ", ".join(column(model, owner) for owner in owner_names)
+        value = column(model, "value")
+        ctes.append(
+            f"{name} AS (INSERT INTO {table(model)} ({owners}, {column(model, 'key')}, {value}) "
+            f"SELECT {', '.join(owner_values)}, v.key, v.value FROM claim{after}, {values(count)} "
+            f"ORDER BY v.n ON CONFLICT ({owners}, {column(model, 'key')}) "
+            f"DO UPDATE SET {value} = EXCLUDED.{value} RETURNING 1)"
+        )
+        previous = name
+    return f"WITH {', '.join(ctes)} SELECT sequence, last_update_time FROM claim"
+
+
+def event_store(
+    *, session_id: str, app_name: str, user_pk: int, fields: dict[str, Any], scoped: ScopedState
+) -> float:
+    """Store an event row and apply its stored scopes' keys, atomically; returns last_update_time.
+
+    Claims the next sequence number first, which takes the session row lock.
+    On PostgreSQL all of it is one statement (one round trip when autocommit
+    is on; inside a transaction it gets a savepoint like ``atomic`` would).
+    Raises SessionNotFoundError if the user has no such session (nothing is
+    written) and IntegrityError if the event id is already in the session.
+    """
+    now = time.time()
+    if connection.vendor != "postgresql":
+        with transaction.atomic():
+            sequence, last_update_time = sequence_claim(
+                session_id=session_id, app_name=app_name, user_pk=user_pk, now=now
+            )
+            event_record_insert(session_id=session_id, sequence=sequence, fields=fields)
+            state_rows_upsert(
+                session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=scoped
+            )
+        return last_update_time
+    params: list[Any] = [now, now, session_id, app_name, user_pk]
+    params += _event_record_params(fields, _EVENT_PARAM_NAMES)
+    for owner, values in (
+        ((), scoped.session),
+        ((user_pk, app_name), scoped.user),
+        ((app_name,), scoped.app),
+    ):
+        if values:
+            params += owner
+            for key, value in sorted(values.items()):
+                params += (key, _json_param(value))
+    sql = _append_sql_postgresql(len(scoped.session), len(scoped.user), len(scoped.app))
+    in_transaction = not connection.get_autocommit()
+    savepoint = transaction.atomic() if in_transaction else contextlib.nullcontext()
+    with savepoint, connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise SessionNotFoundError(f"Session {session_id!r} not found.")
+    return row[1]
