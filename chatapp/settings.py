@@ -175,6 +175,10 @@ MEMORY_EMBEDDER = env.str("MEMORY_EMBEDDER", default="auto")
 MEMORY_GEMINI_EMBEDDING_MODEL = env.str(
     "MEMORY_GEMINI_EMBEDDING_MODEL", default="gemini-embedding-001"
 )
+# Gemini model that extracts facts from conversations.
+MEMORY_EXTRACTION_MODEL = env.str("MEMORY_EXTRACTION_MODEL", default=LLM_MODEL)
+# Apps whose memories have PII (emails, phone numbers) redacted: {"app": true}.
+MEMORY_PII_REDACTION = env.json("MEMORY_PII_REDACTION", default={})
 # When conversations become memories: these defaults, and per app
 # MEMORY_TRIGGERS = {"app": {"every_n_turns": 5, "every_turn": False,
 # "session_idle_seconds": 1800, "explicit": True}} (a JSON object in the environment).

@@ -675,7 +675,7 @@ def _facts_gemini(
     topic_keys = [topic.key for topic in topics]
 
     async def generate() -> dict[str, Any]:
-        model = GeminiModel(getattr(settings, "MEMORY_EXTRACTION_MODEL", settings.LLM_MODEL))
+        model = GeminiModel(settings.MEMORY_EXTRACTION_MODEL)
         try:
             return await model.generate_json(
                 system_instruction=_system_instruction(app_name=app_name, topics=topics),

@@ -184,7 +184,7 @@ def _phone_replace(match: re.Match[str]) -> str:
 def pii_redaction_enabled(*, app_name: str) -> bool:
     """Whether ``settings.MEMORY_PII_REDACTION`` turns redaction on for ``app_name`` (off by
     default: an app that needs a user's phone number remembered must not lose it)."""
-    return bool(getattr(settings, "MEMORY_PII_REDACTION", {}).get(app_name, False))
+    return bool(settings.MEMORY_PII_REDACTION.get(app_name, False))
 
 
 def pii_redact(*, text: str, app_name: str) -> str:
