@@ -37,7 +37,20 @@ my", "but my"; a leading "oh", "well", "so", "also", "btw", "by the way", "ok" i
    Plain statements are source ``implicit``, confidence 0.8. A negated one ("I don't ...", "I
    never ...", "I am not ...", "my X is not ...") is kind ``retraction``; when the change is
    stated as lasting ("no longer", "anymore") it is also source ``explicit``, confidence 0.9.
-4. Anything else yields nothing. A fact whose topic the app turned off is dropped.
+4. Key conversation details: a substantive user turn from which rules 1-3 extracted nothing is
+   kept whole, as a record of what was said and when: topic ``key_conversation_details``,
+   source ``implicit``, confidence 0.8, importance 0.5, its event the only source. Its text is
+   "[<date>] <speaker>: <turn>": the date of the event's timestamp in UTC ("8 May 2023"), the
+   speaker the event's ``custom_metadata["speaker"]`` when it is a non-empty string (an
+   imported transcript names its speakers), else "User"; the turn's text on one line, at most
+   500 characters. A turn is substantive when it has at least 3 index terms
+   (``memory_app.ranking.tokenize``: function words, greetings and fillers such as "hey",
+   "yeah", "wow" do not count, so "Hi Mel!" or "Thanks, that's great!" are not) and is not
+   questions only (every sentence ending in "?"). Without a model, the rules above keep only a
+   few first-person statements; the plans, events and outcomes a conversation is mostly made of
+   would otherwise be lost. The date and the speaker make the memory answer "when" and "who"
+   questions later.
+5. Anything else yields nothing. A fact whose topic the app turned off is dropped.
 
 Importance: 0.8 for explicit instructions, 0.7 for personal information, 0.5 otherwise.
 """
@@ -46,6 +59,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -53,8 +67,10 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 
 from memory_app.models import SourceType
+from memory_app.ranking import tokenize
 from memory_app.topics import (
     EXPLICIT_INSTRUCTIONS,
+    KEY_CONVERSATION_DETAILS,
     PERSONAL_INFO,
     PREFERENCES,
     TopicSpec,
@@ -90,6 +106,7 @@ class ExtractedFact:
 
 IMPORTANCE = {EXPLICIT_INSTRUCTIONS: 0.8, PERSONAL_INFO: 0.7}
 DEFAULT_IMPORTANCE = 0.5
+DETAIL_MIN_TERMS = 3
 
 # --- offline rules -------------------------------------------------------------------------
 
@@ -429,15 +446,53 @@ def _pronouns_remembered(clause: str) -> str:
     return clause[:1].upper() + clause[1:]
 
 
+def _turn_substantive(text: str) -> bool:
+    """At least ``DETAIL_MIN_TERMS`` index terms, and not questions only (rule 4)."""
+    if len(tokenize(text)) < DETAIL_MIN_TERMS:
+        return False
+    sentences = [s for s in _SENTENCE_SPLIT.split(text) if s.strip()]
+    return not all(s.rstrip().endswith("?") for s in sentences)
+
+
+def _turn_detail(event: Event) -> ExtractedFact | None:
+    """The key-conversation-details fact of a user turn (rule 4), or None if not substantive.
+
+    "[8 May 2023] Caroline: I went to a support group yesterday." The turn is kept as said,
+    not rewritten: without a model, nothing better than the speaker's own words is known.
+    """
+    text = " ".join(event.text().split())
+    if not _turn_substantive(text):
+        return None
+    if len(text) > EXCERPT_CHARS:
+        text = text[: EXCERPT_CHARS - 1].rstrip() + "…"
+    speaker = (event.custom_metadata or {}).get("speaker")
+    if not isinstance(speaker, str) or not speaker.strip():
+        speaker = "User"
+    moment = datetime.fromtimestamp(event.timestamp, tz=UTC)
+    return ExtractedFact(
+        text=f"[{moment.day} {moment:%B %Y}] {' '.join(speaker.split())}: {text}",
+        topic=KEY_CONVERSATION_DETAILS,
+        source_type=SourceType.IMPLICIT,
+        confidence=0.8,
+        importance=DEFAULT_IMPORTANCE,
+        event_ids=[event.id],
+        excerpt=text,
+        kind=FactKind.STATEMENT,
+    )
+
+
 def _facts_offline(*, events: list[Event]) -> list[ExtractedFact]:
     facts = []
     for event in events:
         if event.author != USER_AUTHOR:
             continue
-        for sentence in _SENTENCE_SPLIT.split(event.text()):
-            fact = _sentence_fact(sentence=sentence, event_id=event.id)
-            if fact is not None:
-                facts.append(fact)
+        found = [
+            fact
+            for sentence in _SENTENCE_SPLIT.split(event.text())
+            if (fact := _sentence_fact(sentence=sentence, event_id=event.id)) is not None
+        ]
+        detail = None if found else _turn_detail(event)
+        facts.extend(found or ([detail] if detail else []))
     return facts
 
 

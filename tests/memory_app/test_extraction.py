@@ -1,14 +1,18 @@
 """Extraction as callers see it: the offline rules one by one, and Gemini structured output."""
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
 from memory_app.extraction import ExtractedFact, FactKind, fact_text_normalise, facts_extract
-from memory_app.topics import MANAGED_TOPICS, TopicSpec
+from memory_app.models import Memory
+from memory_app.services import memory_job_request, memory_job_run
+from memory_app.topics import KEY_CONVERSATION_DETAILS, MANAGED_TOPICS, TopicSpec
 from sessions_app.events import Event
 from sessions_app.runtime.llm import ModelError
 from tests.fake_gemini import HttpError, Reply, final_chunk, text_chunk
+from tests.memory_app.support import lexical_only, session_make, turn_add  # noqa: F401
 
 APP = "chat"
 
@@ -152,8 +156,10 @@ class TestOfflineRules:
             "Paris is lovely in spring.",
         ],
     )
-    def test_chatter_questions_and_passing_states_yield_nothing(self, said):
-        assert extracted(said) == []
+    def test_chatter_questions_and_passing_states_yield_no_fact_about_the_user(self, said):
+        topics = {topic for _text, _kind, _source, topic in extracted(said)}
+
+        assert topics <= {KEY_CONVERSATION_DETAILS}
 
     def test_each_sentence_is_read_and_cites_its_event_with_the_sentence_as_excerpt(self):
         event = user_says("Hi! I live in Lisbon. And I love surfing; what should I pack?")
@@ -387,3 +393,96 @@ class TestGemini:
             extract(user_says("I am 30"))
 
         assert raised.value.transient
+
+
+MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC).timestamp()
+
+
+@pytest.mark.usefixtures("offline")
+class TestKeyConversationDetails:
+    """Rule 4: a substantive turn with no first-person fact is kept whole, dated, with its
+    speaker."""
+
+    def test_a_substantive_turn_is_kept_with_its_date_speaker_and_event(self):
+        event = user_says("We booked the Porto trip for June, three days.", event_id="e1")
+        event.timestamp = MAY_8
+
+        [fact] = extract(event)
+
+        assert fact.text == "[8 May 2023] User: We booked the Porto trip for June, three days."
+        assert (fact.topic, fact.source_type, fact.kind) == (
+            KEY_CONVERSATION_DETAILS,
+            "implicit",
+            FactKind.STATEMENT,
+        )
+        assert fact.event_ids == ["e1"]
+        assert fact.excerpt == "We booked the Porto trip for June, three days."
+
+    def test_the_speaker_comes_from_the_event_metadata(self):
+        event = user_says("Went to the LGBTQ support group yesterday, so powerful.")
+        event.timestamp = MAY_8
+        event.custom_metadata = {"speaker": "Caroline"}
+
+        [fact] = extract(event)
+
+        assert fact.text.startswith("[8 May 2023] Caroline: Went to the LGBTQ support group")
+
+    @pytest.mark.parametrize(
+        "said",
+        [
+            "Hi Mel!",
+            "Thanks, that's great!",
+            "Wow, cool!",
+            "What did you do at the weekend? Anything fun with the kids?",
+        ],
+    )
+    def test_greetings_acknowledgements_and_questions_are_not_kept(self, said):
+        assert extract(user_says(said)) == []
+
+    def test_a_turn_with_a_first_person_fact_yields_only_that_fact(self):
+        assert extracted("I live in Lisbon with my wife and two cats.") == [
+            (
+                "The user lives in Lisbon with their wife and two cats.",
+                FactKind.STATEMENT,
+                "implicit",
+                "personal_info",
+            )
+        ]
+
+    def test_a_long_turn_is_cut_to_500_characters(self):
+        [fact] = extract(user_says("Painting sunsets by the lake. " * 40))
+
+        assert len(fact.text.split("] User: ", 1)[1]) == 500
+        assert fact.text.endswith("…")
+
+    def test_assistant_turns_are_not_kept(self):
+        assert extract(agent_says("Porto has lovely bridges and port cellars.")) == []
+
+    def test_no_record_when_the_app_turned_the_topic_off(self):
+        topics = [t for t in MANAGED_TOPICS if t.key != KEY_CONVERSATION_DETAILS]
+
+        assert extract(user_says("We booked the Porto trip for June."), topics=topics) == []
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("offline", "lexical_only")
+def test_distinct_short_turns_of_one_session_stay_distinct_memories(user):
+    session = session_make(user)
+    turns = [
+        "Went to the pottery class today.",
+        "Went to the painting class today.",
+        "Went to the pottery class today!",
+    ]
+    for text in turns:
+        turn_add(session, text, reply=None)
+    job = memory_job_request(
+        app_name=APP, user_pk=user.pk, session_id=session.id, trigger="manual", enqueue=False
+    )
+    memory_job_run(job_id=str(job.id))
+
+    memories = Memory.objects.filter(user=user).order_by("created_at")
+    assert [m.text.split("] ", 1)[1] for m in memories] == [
+        "User: Went to the pottery class today.",
+        "User: Went to the painting class today.",
+    ]
+    assert [m.sources.count() for m in memories] == [2, 1]
