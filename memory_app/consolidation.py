@@ -37,7 +37,9 @@ For each fact, in order:
 
 Every write (memories with embeddings, revisions with the acting job or person, source links
 to the session's ``EventRecord`` rows with their excerpts) happens in one transaction: a
-failure leaves the memories as they were. Texts are embedded before the transaction starts.
+failure leaves the memories as they were. Texts are embedded before that transaction, by
+:func:`consolidation_prepare`, which a caller that takes the user's lock runs before taking it:
+the embedder may be a network call.
 A fact already applied to a memory that a later fact invalidated (same text, same events) is
 not applied again, so re-running a job never brings back an invalidated memory.
 """
@@ -98,12 +100,25 @@ class ConsolidationReport:
 
 
 @dataclass
-class _Prepared:
+class PreparedFact:
+    """A fact as consolidation stores it: normalised and redacted text, redacted excerpt, the
+    safety verdict, and the text's vector (None for a refused text or with no embedder)."""
+
     fact: ExtractedFact
     text: str
     excerpt: str
     verdict: SafetyVerdict
     vector: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class PreparedFacts:
+    """What :func:`consolidation_prepare` computed for one app's facts, in the facts' order,
+    with the name of the embedder that made the vectors."""
+
+    app_name: str
+    items: list[PreparedFact]
+    embedder_name: str
 
 
 @dataclass
@@ -212,7 +227,7 @@ class _Run:
             actor_user_id=self.actor_user_pk,
         )
 
-    def _sources_add(self, memory: Memory, item: _Prepared, linked: set[int]) -> list[str]:
+    def _sources_add(self, memory: Memory, item: PreparedFact, linked: set[int]) -> list[str]:
         """Link the fact's events not yet linked to ``memory``; returns their event ids."""
         added = []
         for event_id in item.fact.event_ids:
@@ -224,7 +239,7 @@ class _Run:
             added.append(event_id)
         return added
 
-    def _fact_time(self, item: _Prepared) -> float:
+    def _fact_time(self, item: PreparedFact) -> float:
         times = [self.events[i].timestamp for i in item.fact.event_ids if i in self.events]
         return max(times) if times else time.time()
 
@@ -233,7 +248,7 @@ class _Run:
             return {"embedding": None, "embedding_model": ""}
         return {"embedding": vector_to_bytes(vector), "embedding_model": self.embedder_name}
 
-    def quarantine(self, item: _Prepared) -> None:
+    def quarantine(self, item: PreparedFact) -> None:
         fact = item.fact
         text = secrets_mask(text=item.text)
         existing = (
@@ -274,7 +289,7 @@ class _Run:
         )
         self.report.quarantined.append(memory)
 
-    def create(self, item: _Prepared, *, reason: str) -> Memory:
+    def create(self, item: PreparedFact, *, reason: str) -> Memory:
         fact = item.fact
         memory = Memory.objects.create(
             app_name=self.app_name,
@@ -302,7 +317,7 @@ class _Run:
         self.report.created.append(memory)
         return memory
 
-    def merge(self, known: _Known, item: _Prepared) -> None:
+    def merge(self, known: _Known, item: PreparedFact) -> None:
         memory, fact = known.memory, item.fact
         before = _snapshot(memory)
         added = self._sources_add(memory, item, known.event_pks)
@@ -328,7 +343,7 @@ class _Run:
         )
         self.report.unchanged.append(memory)
 
-    def update(self, known: _Known, item: _Prepared, *, reason: str) -> None:
+    def update(self, known: _Known, item: PreparedFact, *, reason: str) -> None:
         memory, fact = known.memory, item.fact
         before = _snapshot(memory)
         memory.text = item.text
@@ -353,7 +368,7 @@ class _Run:
         self._index(memory, item.vector)
         self.report.updated.append(memory)
 
-    def invalidate(self, known: _Known, item: _Prepared) -> None:
+    def invalidate(self, known: _Known, item: PreparedFact) -> None:
         memory = known.memory
         before = _snapshot(memory)
         memory.status = MemoryStatus.INVALIDATED
@@ -371,7 +386,7 @@ class _Run:
 
     # --- decisions ------------------------------------------------------------------------
 
-    def _wins(self, item: _Prepared, known: _Known) -> bool:
+    def _wins(self, item: PreparedFact, known: _Known) -> bool:
         """Trust first, then recency; a correction or retraction also wins a tie in time."""
         fact_trust = TRUST[SourceType(item.fact.source_type)]
         memory_trust = TRUST[SourceType(known.memory.source_type)]
@@ -382,7 +397,7 @@ class _Run:
             return fact_time > known.last_seen
         return item.fact.kind in (FactKind.CORRECTION, FactKind.RETRACTION)
 
-    def _similar(self, item: _Prepared) -> list[tuple[_Known, float, float]]:
+    def _similar(self, item: PreparedFact) -> list[tuple[_Known, float, float]]:
         """The ranked memories with their Jaccard and cosine similarity to the fact."""
         terms = _terms(item.text)
         ranked = self.index.search(query=item.text, limit=CANDIDATES, query_vector=item.vector)
@@ -391,7 +406,7 @@ class _Run:
             for hit in ranked
         ]
 
-    def _applied_before(self, item: _Prepared) -> Memory | None:
+    def _applied_before(self, item: PreparedFact) -> Memory | None:
         """The invalidated memory that already holds this fact (same text, every one of its
         events a source): a re-run must not bring back what a later fact invalidated."""
         event_pks = {self.events[i].pk for i in item.fact.event_ids if i in self.events}
@@ -407,7 +422,7 @@ class _Run:
                 return memory
         return None
 
-    def apply(self, item: _Prepared) -> None:
+    def apply(self, item: PreparedFact) -> None:
         if not item.verdict.ok:
             self.quarantine(item)
             return
@@ -455,13 +470,32 @@ class _Run:
             self.update(target, item, reason=why)
 
 
-def _prepare(*, fact: ExtractedFact, app_name: str) -> _Prepared:
+def _fact_prepare(*, fact: ExtractedFact, app_name: str) -> PreparedFact:
     text = fact_text_normalise(text=fact.text)
     verdict = memory_text_check(text=text)
     excerpt = secrets_mask(text=pii_redact(text=fact.excerpt, app_name=app_name))
-    return _Prepared(
+    return PreparedFact(
         fact=fact, text=pii_redact(text=text, app_name=app_name), excerpt=excerpt, verdict=verdict
     )
+
+
+def consolidation_prepare(*, app_name: str, facts: list[ExtractedFact]) -> PreparedFacts:
+    """Everything consolidation needs of ``facts`` that reads no memory: third-person text,
+    safety verdict, PII redaction per ``app_name``, and one embedder call for the safe texts.
+
+    Kept apart from :func:`memories_consolidate` so a caller can run it before taking the
+    user's lock: with Gemini embeddings the embedder call is a network round trip, which must
+    not hold up the user's other jobs. Every vector consolidation may store is made here (an
+    updated memory takes the fact's text, hence the fact's vector). Reads no database.
+    """
+    items = [_fact_prepare(fact=fact, app_name=app_name) for fact in facts]
+    safe = [item for item in items if item.verdict.ok]
+    embedder = embedder_get()
+    vectors = embedder.encode([item.text for item in safe]) if safe else None
+    if vectors is not None:
+        for item, vector in zip(safe, vectors, strict=True):
+            item.vector = np.asarray(vector, dtype=np.float32)
+    return PreparedFacts(app_name=app_name, items=items, embedder_name=embedder.name)
 
 
 def _events_resolve(
@@ -481,6 +515,7 @@ def memories_consolidate(
     app_name: str,
     session_id: str | None,
     facts: list[ExtractedFact],
+    prepared: PreparedFacts | None = None,
     job_id: uuid.UUID | str | None = None,
     actor_user_pk: int | None = None,
 ) -> ConsolidationReport:
@@ -490,24 +525,26 @@ def memories_consolidate(
     specifies, and writes it all in one transaction with revisions (by ``job_id`` or
     ``actor_user_pk``) and source links. Applying the same facts again changes nothing. Does
     no job bookkeeping: the caller owns the job, the watermark and the user's lock.
+
+    ``prepared`` is :func:`consolidation_prepare` of the same app and facts, made before the
+    caller took the user's lock; with it this function only reads and writes the database and
+    never calls the embedder. Without it the facts are prepared (and embedded) here first.
+    Raises ValueError when ``prepared`` was made for other facts or another app.
     """
-    items = [_prepare(fact=fact, app_name=app_name) for fact in facts]
-    safe = [item for item in items if item.verdict.ok]
-    embedder = embedder_get()
-    vectors = embedder.encode([item.text for item in safe]) if safe else None
-    if vectors is not None:
-        for item, vector in zip(safe, vectors, strict=True):
-            item.vector = np.asarray(vector, dtype=np.float32)
+    if prepared is None:
+        prepared = consolidation_prepare(app_name=app_name, facts=facts)
+    elif prepared.app_name != app_name or [item.fact for item in prepared.items] != facts:
+        raise ValueError("prepared was made for other facts or another app")
     events = _events_resolve(session_id=session_id, facts=facts)
     with transaction.atomic():
         run = _Run(
             user_pk=user_pk,
             app_name=app_name,
             events=events,
-            embedder_name=embedder.name,
+            embedder_name=prepared.embedder_name,
             job_id=job_id,
             actor_user_pk=actor_user_pk,
         )
-        for item in items:
+        for item in prepared.items:
             run.apply(item)
     return run.report

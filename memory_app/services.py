@@ -28,7 +28,12 @@ from django.utils import timezone
 
 from chatapp.background import task_enqueue
 from memory_app import selectors
-from memory_app.consolidation import ConsolidationReport, memories_consolidate
+from memory_app.consolidation import (
+    ConsolidationReport,
+    PreparedFacts,
+    consolidation_prepare,
+    memories_consolidate,
+)
 from memory_app.extraction import ExtractedFact, facts_extract
 from memory_app.models import (
     GenerationJob,
@@ -365,7 +370,8 @@ def memory_job_run(*, job_id: str) -> GenerationJob:
             if batch.events
             else []
         )
-        outcome = _job_write(job, batch=batch, facts=facts)
+        prepared = consolidation_prepare(app_name=job.app_name, facts=facts)
+        outcome = _job_write(job, batch=batch, facts=facts, prepared=prepared)
         if outcome is not None:
             break
     finished, report = outcome
@@ -383,10 +389,13 @@ def memory_job_run(*, job_id: str) -> GenerationJob:
 
 
 def _job_write(
-    job: GenerationJob, *, batch: _Batch, facts: list[ExtractedFact]
+    job: GenerationJob, *, batch: _Batch, facts: list[ExtractedFact], prepared: PreparedFacts
 ) -> tuple[GenerationJob, ConsolidationReport | None] | None:
     """The write phase under the user's lock; None when the watermark moved since the events
-    were read (the caller reads and extracts again from the new watermark)."""
+    were read (the caller reads and extracts again from the new watermark).
+
+    Only database work happens under the lock: ``prepared`` carries the facts' vectors, made
+    before, so no embedder call holds up the user's other jobs."""
     with transaction.atomic():
         user_settings = _user_lock(job.user_id)
         job.refresh_from_db(fields=["status"])
@@ -406,6 +415,7 @@ def _job_write(
             app_name=job.app_name,
             session_id=job.session_id,
             facts=facts,
+            prepared=prepared,
             job_id=job.id,
         )
         MemoryWatermark.objects.update_or_create(
@@ -480,7 +490,9 @@ def memory_facts_store(
     actor_user_pk: int | None = None,
 ) -> ConsolidationReport:
     """Store facts given directly (the ``create_memory`` tool, ``MemoryService.add_memory``)
-    through consolidation, under the user's lock, as a ``tool``-trigger job; notices after."""
+    through consolidation, under the user's lock, as a ``tool``-trigger job; notices after.
+    The facts are embedded before the lock is taken."""
+    prepared = consolidation_prepare(app_name=app_name, facts=facts)
     job = _direct_job(app_name=app_name, user_pk=user_pk, session_id=session_id)
     with transaction.atomic():
         _user_lock(user_pk)
@@ -489,6 +501,7 @@ def memory_facts_store(
             app_name=app_name,
             session_id=session_id,
             facts=facts,
+            prepared=prepared,
             job_id=job.id,
             actor_user_pk=actor_user_pk,
         )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memory_app import consolidation
-from memory_app.consolidation import memories_consolidate
+from memory_app.consolidation import consolidation_prepare, memories_consolidate
 from memory_app.embedding import vector_from_bytes
 from memory_app.extraction import ExtractedFact, FactKind, facts_extract
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource
@@ -412,6 +412,44 @@ def test_memories_embedded_by_another_model_are_compared_lexically_only(user, se
     report = remember(user, session, "I adore kittens")
 
     assert len(report.created) == 1
+
+
+def test_prepared_facts_are_consolidated_without_calling_the_embedder(user, session, embedder):
+    embedder["embedder"] = SynonymEmbedder()
+    [memory] = remember(user, session, "I live in Lisbon").created
+    facts = [fact("The user lives in Porto.", say(session, "I live in Porto")[0])]
+    prepared = consolidation_prepare(app_name=APP, facts=facts)
+
+    class NoCallsEmbedder(SynonymEmbedder):
+        def encode(self, texts):
+            raise AssertionError("the embedder was called after preparation")
+
+    embedder["embedder"] = NoCallsEmbedder()
+    report = consolidate(user, session, facts, prepared=prepared)
+
+    assert report.updated == [memory]
+    memory.refresh_from_db()
+    expected = SynonymEmbedder().encode(["The user lives in Porto."])[0]
+    assert np.allclose(vector_from_bytes(memory.embedding), expected)
+    assert memory.embedding_model == "synonyms"
+
+
+def test_facts_prepared_for_other_facts_are_refused(user, session):
+    [event] = say(session, "I live in Porto")
+    prepared = consolidation_prepare(app_name=APP, facts=[fact("The user lives in Porto.", event)])
+
+    with pytest.raises(ValueError):
+        consolidate(user, session, [fact("The user has a cat.", event)], prepared=prepared)
+    with pytest.raises(ValueError):
+        memories_consolidate(
+            user_pk=user.pk,
+            app_name="other",
+            session_id=session.id,
+            facts=[item.fact for item in prepared.items],
+            prepared=prepared,
+        )
+
+    assert counts() == (0, 0, 0)
 
 
 def test_a_failure_midway_leaves_nothing_written(user, session, monkeypatch):

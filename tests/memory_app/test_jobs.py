@@ -4,17 +4,20 @@ import threading
 import time
 from datetime import timedelta
 
+import numpy as np
 import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
-from django.db import connections
+from django.db import connection, connections
 from django.test import Client
 from django.utils import timezone
 
 from chatapp.asgi import application
-from memory_app import services
+from memory_app import consolidation, services
+from memory_app.embedding import vector_from_bytes
+from memory_app.extraction import ExtractedFact
 from memory_app.models import (
     GenerationJob,
     Memory,
@@ -240,6 +243,50 @@ def test_a_temporary_session_job_is_skipped(user, enqueued):
 
     assert run(job) == Status.SKIPPED
     assert not Memory.objects.exists()
+
+
+class RecordingEmbedder:
+    """Vectors from word hashes, and for each call whether it ran inside a transaction."""
+
+    name = "recording"
+
+    def __init__(self):
+        self.calls_in_transaction = []
+
+    def encode(self, texts):
+        self.calls_in_transaction.append(connection.in_atomic_block)
+        rows = np.zeros((len(texts), 32), dtype=np.float32)
+        for row, text in zip(rows, texts, strict=True):
+            for word in text.lower().split():
+                row[hash(word) % 32] += 1
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_embedder_call_happens_under_the_user_s_lock(user, enqueued, monkeypatch):
+    embedder = RecordingEmbedder()
+    monkeypatch.setattr(consolidation, "embedder_get", lambda: embedder)
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    assert run(job_for(user, session)) == Status.SUCCEEDED
+    turn_add(session, "Actually, I live in Lisbon.")
+    assert run(job_for(user, session)) == Status.SUCCEEDED
+    fact = ExtractedFact(
+        text="The user has a cat.",
+        topic="personal_info",
+        source_type=SourceType.EXPLICIT,
+        confidence=0.9,
+        importance=0.5,
+    )
+    services.memory_facts_store(app_name=APP, user_pk=user.pk, session_id=None, facts=[fact])
+
+    assert embedder.calls_in_transaction == [False, False, False]
+    updated = Memory.objects.get(user=user, text="The user lives in Lisbon.")
+    assert updated.revisions.filter(action=MemoryRevision.Action.UPDATED).exists()
+    assert updated.embedding_model == "recording"
+    expected = embedder.encode([updated.text])[0]
+    assert np.allclose(vector_from_bytes(updated.embedding), expected)
+    assert Memory.objects.get(user=user, text="The user has a cat.").embedding_model == "recording"
 
 
 # --- Failures -----------------------------------------------------------------------------------
