@@ -187,12 +187,13 @@ MEMORY_TRIGGER_EVERY_TURN = env.bool("MEMORY_TRIGGER_EVERY_TURN", default=False)
 MEMORY_TRIGGER_SESSION_IDLE_SECONDS = env.int("MEMORY_TRIGGER_SESSION_IDLE_SECONDS", default=1800)
 MEMORY_TRIGGER_EXPLICIT = env.bool("MEMORY_TRIGGER_EXPLICIT", default=True)
 MEMORY_TRIGGERS = env.json("MEMORY_TRIGGERS", default={})
-# Generation jobs: events per job, retries of transient model errors, lost enqueues.
+# Generation jobs: events per job, retries of transient model errors, lost enqueues and workers.
 MEMORY_JOB_MAX_EVENTS = env.int("MEMORY_JOB_MAX_EVENTS", default=200)
 MEMORY_JOB_MAX_RETRIES = env.int("MEMORY_JOB_MAX_RETRIES", default=5)
 MEMORY_JOB_RETRY_BASE_SECONDS = env.float("MEMORY_JOB_RETRY_BASE_SECONDS", default=2.0)
 MEMORY_JOB_RETRY_MAX_SECONDS = env.float("MEMORY_JOB_RETRY_MAX_SECONDS", default=300.0)
 MEMORY_JOB_REDISPATCH_AFTER_SECONDS = env.int("MEMORY_JOB_REDISPATCH_AFTER_SECONDS", default=600)
+MEMORY_JOB_STUCK_AFTER_SECONDS = env.int("MEMORY_JOB_STUCK_AFTER_SECONDS", default=900)
 MEMORY_IDLE_SCAN_BATCH_SIZE = env.int("MEMORY_IDLE_SCAN_BATCH_SIZE", default=500)
 MEMORY_MAINTENANCE_INTERVAL_SECONDS = env.int("MEMORY_MAINTENANCE_INTERVAL_SECONDS", default=300)
 # Forgetting: confidence decay of unused memories, pruning of stale weak ones.

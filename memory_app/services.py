@@ -446,18 +446,57 @@ def memory_job_fail(*, job_id: str, error: Exception, dead: bool) -> None:
     )
 
 
+def _jobs_stuck_release(*, now: datetime) -> int:
+    """Release the jobs ``running`` for longer than ``MEMORY_JOB_STUCK_AFTER_SECONDS``: their
+    process died mid-job (the in-process pool, or a worker killed without the broker
+    redelivering), so nothing would ever finish them. Each goes back to ``queued`` with its
+    attempts kept and "worker lost" as its error, and is sent again; a job that already used
+    ``MEMORY_JOB_MAX_RETRIES`` + 1 attempts is ``dead`` instead. A ``tool`` job (facts stored
+    directly) is ``failed``: its facts were only in the lost process, so there is nothing to
+    run again. Returns how many were sent.
+
+    A job is released only if it is still in the run that was seen (same ``started_at``), so a
+    job that started again meanwhile is left alone. Should the old run be alive after all, the
+    two runs are still safe: the user's lock serialises their writes and the watermark lets
+    only one of them store the events.
+    """
+    stuck_after = settings.MEMORY_JOB_STUCK_AFTER_SECONDS
+    stuck = GenerationJob.objects.filter(
+        status=GenerationJob.Status.RUNNING, started_at__lt=now - timedelta(seconds=stuck_after)
+    )
+    sent = 0
+    for job in stuck.order_by("started_at")[: settings.MEMORY_IDLE_SCAN_BATCH_SIZE]:
+        same_run = GenerationJob.objects.filter(
+            pk=job.pk, status=GenerationJob.Status.RUNNING, started_at=job.started_at
+        )
+        error = f"worker lost: attempt {job.attempts} still running after {stuck_after} s"
+        if job.trigger == GenerationJob.Trigger.TOOL:
+            if same_run.update(status=GenerationJob.Status.FAILED, error=error, finished_at=now):
+                logger.warning("memory job %s failed: %s", job.id, error)
+        elif job.attempts > settings.MEMORY_JOB_MAX_RETRIES:
+            if same_run.update(status=GenerationJob.Status.DEAD, error=error, finished_at=now):
+                logger.warning("memory job %s dead: %s", job.id, error)
+        elif same_run.update(status=GenerationJob.Status.QUEUED, error=error):
+            _job_enqueue(job)
+            sent += 1
+    return sent
+
+
 def memory_jobs_redispatch(*, now: datetime | None = None) -> int:
-    """Enqueue again the jobs queued longer than ``MEMORY_JOB_REDISPATCH_AFTER_SECONDS`` with no
-    dispatch in that time (an enqueue lost with a crashed process); returns how many.
+    """Send again the jobs whose enqueue or whose worker was lost; returns how many were sent.
+
+    Jobs stuck ``running`` are released first (see :func:`_jobs_stuck_release`). Then the jobs
+    queued longer than ``MEMORY_JOB_REDISPATCH_AFTER_SECONDS`` with no dispatch in that time
+    (an enqueue lost with a crashed process) are enqueued again.
 
     Sending a job twice is harmless: a finished job is not run again, and the watermark keeps
-    two runs from storing the same events twice.
+    two runs from storing the same events twice. So is running this twice: a job just sent is
+    not sent again before ``MEMORY_JOB_REDISPATCH_AFTER_SECONDS``.
     """
-    cutoff = (now or timezone.now()) - timedelta(
-        seconds=settings.MEMORY_JOB_REDISPATCH_AFTER_SECONDS
-    )
+    now = now or timezone.now()
+    count = _jobs_stuck_release(now=now)
+    cutoff = now - timedelta(seconds=settings.MEMORY_JOB_REDISPATCH_AFTER_SECONDS)
     stale = GenerationJob.objects.filter(status=GenerationJob.Status.QUEUED, created_at__lt=cutoff)
-    count = 0
     for job in stale.order_by("created_at")[: settings.MEMORY_IDLE_SCAN_BATCH_SIZE]:
         if cache.get(DISPATCHED_KEY.format(job_id=job.id)) is None:
             _job_enqueue(job)

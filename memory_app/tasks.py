@@ -54,7 +54,8 @@ def memory_sessions_idle_enqueue() -> int:
 
 @shared_task(name="memory_app.tasks.memory_jobs_redispatch")
 def memory_jobs_redispatch() -> int:
-    """Send again the jobs whose enqueue was lost; returns how many."""
+    """Send again the jobs whose enqueue was lost and release those whose worker was lost
+    (sent again, or finished as dead or failed); returns how many were sent."""
     return services.memory_jobs_redispatch()
 
 

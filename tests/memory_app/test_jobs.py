@@ -372,6 +372,62 @@ def test_jobs_left_queued_are_dispatched_again(user, enqueued, settings):
     assert fresh.status == Status.QUEUED
 
 
+def running_since(job, seconds_ago, *, attempts=1):
+    GenerationJob.objects.filter(pk=job.pk).update(
+        status=Status.RUNNING,
+        attempts=attempts,
+        started_at=timezone.now() - timedelta(seconds=seconds_ago),
+    )
+
+
+def test_jobs_stuck_running_are_queued_and_sent_again(user, enqueued, settings):
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    stuck = job_for(user, session)
+    running_since(stuck, settings.MEMORY_JOB_STUCK_AFTER_SECONDS + 60)
+    busy = job_for(user, session_make(user))
+    running_since(busy, settings.MEMORY_JOB_STUCK_AFTER_SECONDS - 60)
+    enqueued.clear()
+
+    assert memory_jobs_redispatch.apply().get() == 1
+    assert memory_jobs_redispatch.apply().get() == 0, "released once, not again"
+
+    assert enqueued == [{"job_id": str(stuck.id)}]
+    stuck.refresh_from_db()
+    assert (stuck.status, stuck.attempts) == (Status.QUEUED, 1)
+    assert stuck.error.startswith("worker lost")
+    busy.refresh_from_db()
+    assert busy.status == Status.RUNNING
+    assert run(stuck) == Status.SUCCEEDED
+    stuck.refresh_from_db()
+    assert (stuck.attempts, stuck.error) == (2, "")
+    assert Memory.objects.filter(user=user, text="The user lives in Porto.").count() == 1
+
+
+def test_a_stuck_job_out_of_attempts_is_dead_and_a_stuck_tool_job_failed(user, enqueued, settings):
+    settings.MEMORY_JOB_MAX_RETRIES = 2
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    exhausted = job_for(user, session)
+    running_since(exhausted, settings.MEMORY_JOB_STUCK_AFTER_SECONDS + 60, attempts=3)
+    direct = GenerationJob.objects.create(
+        user=user, app_name=APP, session_id=session.id, trigger=Trigger.TOOL
+    )
+    running_since(direct, settings.MEMORY_JOB_STUCK_AFTER_SECONDS + 60)
+    enqueued.clear()
+
+    assert memory_jobs_redispatch.apply().get() == 0
+
+    assert enqueued == []
+    exhausted.refresh_from_db()
+    direct.refresh_from_db()
+    assert (exhausted.status, exhausted.attempts) == (Status.DEAD, 3)
+    assert direct.status == Status.FAILED
+    for job in (exhausted, direct):
+        assert job.error.startswith("worker lost") and job.finished_at is not None
+    assert not Memory.objects.exists()
+
+
 def test_forgetting_expires_decays_and_prunes(user, settings):
     settings.MEMORY_DECAY_AFTER_DAYS = 30
     settings.MEMORY_DECAY_FACTOR = 0.5
