@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import sys
 import time
 from importlib.metadata import version
+from pathlib import Path
 
 from google.adk.errors import StaleSessionError
 from google.adk.events import Event, EventActions
@@ -178,7 +180,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--db-url", required=True, help="a postgresql+asyncpg:// URL")
     args = parser.parse_args(argv)
-    asyncio.run(_serve(AdkSide(args.db_url)))
+    side = AdkSide(args.db_url)
+    _server_gc_tuning()
+    asyncio.run(_serve(side))
+
+
+def _server_gc_tuning() -> None:
+    """The product's start-up GC tuning (chatapp/process.py), so both sides run alike.
+
+    Loaded from its file: importing the ``chatapp`` package would need Celery,
+    which this environment does not have.
+    """
+    path = Path(__file__).resolve().parent.parent / "chatapp" / "process.py"
+    spec = importlib.util.spec_from_file_location("product_process", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.process_tune_gc()
 
 
 if __name__ == "__main__":

@@ -242,8 +242,10 @@ def main(argv: list[str] | None = None) -> None:
     from django.db import connection
 
     from bench.ours_side import OursSide
+    from chatapp.process import process_tune_gc
 
     call_command("migrate", verbosity=0)
+    process_tune_gc()  # as the web server and workers do at start-up; the ADK side too
     users = get_user_model().objects
     events_user, list_user, writers_user = (
         str(users.create_user(username=f"bench-{name}").pk)

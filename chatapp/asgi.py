@@ -12,6 +12,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from chatapp.background import periodic_start  # noqa: E402
+from chatapp.process import process_tune_gc  # noqa: E402
 from chatapp.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
@@ -24,3 +25,4 @@ application = ProtocolTypeRouter(
 )
 
 periodic_start()
+process_tune_gc()
