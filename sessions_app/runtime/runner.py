@@ -251,15 +251,12 @@ class Runner:
                     session=session, compaction=compaction, tools=tools, report=report
                 )
             except MissingStateKeyError as error:
-                yield await self._store(
+                yield await self._store_final(
                     session,
-                    Event(
-                        invocation_id=invocation_id,
-                        author=self.agent.name,
-                        error_code="instruction_error",
-                        error_message=str(error),
-                        turn_complete=True,
-                    ),
+                    invocation_id,
+                    report,
+                    error_code="instruction_error",
+                    error_message=str(error),
                 )
                 return
             reply_id = new_event_id()
@@ -278,54 +275,41 @@ class Runner:
                     usage = chunk.usage_metadata or usage
             except ModelError as error:
                 logger.warning("model failed in %s: %s", invocation_id, error)
-                yield await self._store(
+                yield await self._store_final(
                     session,
-                    Event(
-                        id=reply_id,
-                        invocation_id=invocation_id,
-                        author=self.agent.name,
-                        content=self._text_content(text_parts),
-                        error_code=error.code,
-                        error_message=str(error),
-                        turn_complete=True,
-                        custom_metadata={"context": report.as_dict()},
-                    ),
+                    invocation_id,
+                    report,
+                    id=reply_id,
+                    content=self._text_content(text_parts),
+                    error_code=error.code,
+                    error_message=str(error),
                 )
                 return
             except asyncio.CancelledError:
-                await self._store(
+                await self._store_final(
                     session,
-                    Event(
-                        id=reply_id,
-                        invocation_id=invocation_id,
-                        author=self.agent.name,
-                        content=self._text_content(text_parts),
-                        interrupted=True,
-                        turn_complete=True,
-                        custom_metadata={"context": report.as_dict()},
-                    ),
+                    invocation_id,
+                    report,
+                    id=reply_id,
+                    content=self._text_content(text_parts),
+                    interrupted=True,
                 )
                 raise
             text = "".join(text_parts)
             calls = [part.function_call for part in call_parts]
             if not calls:
-                yield await self._store(
+                yield await self._store_final(
                     session,
-                    Event(
-                        id=reply_id,
-                        invocation_id=invocation_id,
-                        author=self.agent.name,
-                        content=self._text_content(text_parts)
-                        or types.Content(role="model", parts=[]),
-                        actions=EventActions(
-                            state_delta=output_key_state_delta(
-                                output_key=self.agent.output_key, text=text
-                            )
-                        ),
-                        turn_complete=True,
-                        usage_metadata=usage,
-                        custom_metadata={"context": report.as_dict()},
+                    invocation_id,
+                    report,
+                    id=reply_id,
+                    content=self._text_content(text_parts) or types.Content(role="model", parts=[]),
+                    actions=EventActions(
+                        state_delta=output_key_state_delta(
+                            output_key=self.agent.output_key, text=text
+                        )
                     ),
+                    usage_metadata=usage,
                 )
                 return
             for call in calls:
@@ -333,13 +317,10 @@ class Runner:
             parts = ([types.Part(text=text)] if text else []) + call_parts
             yield await self._store(
                 session,
-                Event(
-                    id=reply_id,
-                    invocation_id=invocation_id,
-                    author=self.agent.name,
-                    content=types.Content(role="model", parts=parts),
-                    usage_metadata=usage,
-                ),
+                invocation_id,
+                id=reply_id,
+                content=types.Content(role="model", parts=parts),
+                usage_metadata=usage,
             )
             yield await self._run_tools(
                 session=session,
@@ -349,16 +330,12 @@ class Runner:
                 report=report,
                 permissions=permissions,
             )
-        yield await self._store(
+        yield await self._store_final(
             session,
-            Event(
-                invocation_id=invocation_id,
-                author=self.agent.name,
-                error_code="too_many_steps",
-                error_message=f"The agent stopped after {self.agent.max_steps} tool steps.",
-                turn_complete=True,
-                custom_metadata={"context": report.as_dict()},
-            ),
+            invocation_id,
+            report,
+            error_code="too_many_steps",
+            error_message=f"The agent stopped after {self.agent.max_steps} tool steps.",
         )
 
     async def _run_tools(
@@ -412,16 +389,27 @@ class Runner:
             )
         return await self._store(
             session,
-            Event(
-                invocation_id=invocation_id,
-                author=self.agent.name,
-                content=types.Content(role="user", parts=parts),
-                actions=EventActions(state_delta=state_delta),
-            ),
+            invocation_id,
+            content=types.Content(role="user", parts=parts),
+            actions=EventActions(state_delta=state_delta),
         )
 
-    async def _store(self, session: Session, event: Event) -> Event:
+    async def _store(self, session: Session, invocation_id: str, **fields: Any) -> Event:
+        """Store an event of this agent in the invocation."""
+        event = Event(invocation_id=invocation_id, author=self.agent.name, **fields)
         return await self.sessions.append_event(session, event)
+
+    async def _store_final(
+        self, session: Session, invocation_id: str, report: TurnContextReport, **fields: Any
+    ) -> Event:
+        """Store the event that ends the turn (reply, error or interruption) with its context."""
+        return await self._store(
+            session,
+            invocation_id,
+            turn_complete=True,
+            custom_metadata={"context": report.as_dict()},
+            **fields,
+        )
 
     def _partial(self, reply_id: str, invocation_id: str, chunk: LlmChunk) -> Event:
         return Event(
