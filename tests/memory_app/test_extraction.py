@@ -400,8 +400,8 @@ MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC).timestamp()
 
 @pytest.mark.usefixtures("offline")
 class TestKeyConversationDetails:
-    """Rule 4: a substantive turn with no first-person fact is kept whole, dated, with its
-    speaker."""
+    """Rule 4: a turn with substantive content beyond its first-person facts is kept whole,
+    dated, with its speaker."""
 
     def test_a_substantive_turn_is_kept_with_its_date_speaker_and_event(self):
         event = user_says("We booked the Porto trip for June, three days.", event_id="e1")
@@ -447,6 +447,19 @@ class TestKeyConversationDetails:
                 "implicit",
                 "personal_info",
             )
+        ]
+
+    def test_a_turn_with_a_fact_and_more_keeps_both_the_fact_and_the_whole_turn(self):
+        event = user_says("I live in Lisbon. We adopted a puppy from the shelter last week.")
+        event.timestamp = MAY_8
+
+        assert [(fact.text, fact.topic) for fact in extract(event)] == [
+            ("The user lives in Lisbon.", "personal_info"),
+            (
+                "[8 May 2023] User: I live in Lisbon. We adopted a puppy from the shelter "
+                "last week.",
+                KEY_CONVERSATION_DETAILS,
+            ),
         ]
 
     def test_a_long_turn_is_cut_to_500_characters(self):

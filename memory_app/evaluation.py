@@ -1,0 +1,375 @@
+"""Evaluation of long-term memory: LoCoMo retrieval recall and generation against a golden set.
+
+Both run the real pipeline: conversations go into the session store
+(``sessions_app.services``), a generation job turns each session into memories with the
+configured model (Gemini when configured, the offline rules of :mod:`memory_app.extraction`
+otherwise) and embedder, and LoCoMo questions go through :func:`memory_search`.
+
+Both write to the configured database, under their own app name (``locomo-eval``,
+``golden-eval``) and for users created for the run (one per conversation, named
+``<app>-<id>-<random>``), and delete those users, with their sessions and memories, at the
+end unless asked to keep them. Run them against a development database, not production.
+
+LoCoMo (``/work/shared/data/locomo/README.md``): each turn becomes a user-authored event whose
+text is the turn (with ``[shares <caption>]`` for an image), whose ``custom_metadata`` holds
+the speaker and the dialog id, and whose timestamp is the session's date (one second apart per
+turn, to keep their order). Both speakers are authored "user": the benchmark asks about both,
+and extraction reads user turns only. Evidence recall@K is the fraction of a question's
+evidence dialog ids found among the source events of the top K memories, averaged over the
+questions of categories 1-4 with evidence.
+
+Golden set (``memory_app/golden/*.json``): conversations with the memories a good extractor
+keeps from them. A kept memory matches an expected one when at least ``GOLDEN_MATCH`` (0.6) of
+the expected memory's index terms (``memory_app.ranking.tokenize``: stopwords dropped, stemmed;
+"user" left out too, as every fact is about the user) occur in it; memories and expectations
+are paired one to one, best overlap first. Precision is matched / kept, recall matched /
+expected. The measure asks whether a memory carries the expected fact, so a verbose memory that
+contains it counts as a match.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from google.genai import types
+
+from memory_app import selectors
+from memory_app.embedding import embedder_get
+from memory_app.models import GenerationJob, Memory, MemoryStatus
+from memory_app.ranking import tokenize
+from memory_app.services import memory_job_request, memory_job_run
+from sessions_app import services as session_services
+from sessions_app.events import Event, new_invocation_id
+from sessions_app.models import EventRecord
+from sessions_app.runtime.models import gemini_configured
+
+LOCOMO_APP = "locomo-eval"
+GOLDEN_APP = "golden-eval"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+GOLDEN_MATCH = 0.6
+GOLDEN_DATE = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+
+Progress = Callable[[str], None]
+
+
+def _silent(_message: str) -> None:
+    return None
+
+
+# --- LoCoMo ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LocomoTurn:
+    dia_id: str
+    speaker: str
+    text: str
+
+
+@dataclass(frozen=True)
+class LocomoSession:
+    date: datetime
+    turns: list[LocomoTurn]
+
+
+@dataclass(frozen=True)
+class LocomoQuestion:
+    question: str
+    category: int
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LocomoConversation:
+    sample_id: str
+    sessions: list[LocomoSession]
+    questions: list[LocomoQuestion] = field(default_factory=list)
+
+
+def locomo_date_parse(*, text: str) -> datetime:
+    """LoCoMo's session date ("1:56 pm on 8 May, 2023") as an aware UTC datetime."""
+    return datetime.strptime(" ".join(text.split()), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def locomo_load(*, path: Path) -> list[LocomoConversation]:
+    """The conversations of a LoCoMo JSON file, sessions in order, with the questions that are
+    scored (categories 1-4, non-empty evidence); evidence ids are kept as written."""
+    conversations = []
+    for sample in json.loads(Path(path).read_text()):
+        conv = sample["conversation"]
+        sessions = []
+        n = 1
+        while f"session_{n}" in conv:
+            turns = [
+                LocomoTurn(
+                    dia_id=turn["dia_id"],
+                    speaker=turn["speaker"],
+                    text=turn["text"]
+                    + (f" [shares {turn['blip_caption']}]" if turn.get("blip_caption") else ""),
+                )
+                for turn in conv[f"session_{n}"]
+            ]
+            date = locomo_date_parse(text=conv[f"session_{n}_date_time"])
+            sessions.append(LocomoSession(date=date, turns=turns))
+            n += 1
+        questions = [
+            LocomoQuestion(
+                question=qa["question"], category=qa["category"], evidence=tuple(qa["evidence"])
+            )
+            for qa in sample["qa"]
+            if qa.get("category") in CATEGORIES and qa.get("evidence")
+        ]
+        conversations.append(
+            LocomoConversation(
+                sample_id=sample["sample_id"], sessions=sessions, questions=questions
+            )
+        )
+    return conversations
+
+
+def _user_create(*, app_name: str, label: str):
+    username = f"{app_name}-{label}-{uuid.uuid4().hex[:8]}"[:150]
+    return get_user_model().objects.create_user(username=username)
+
+
+def _memories_generate(*, app_name: str, user_pk: int, session_id: str) -> None:
+    """Run generation jobs for the session in this process until none is left queued (a long
+    session is processed in several jobs of ``MEMORY_JOB_MAX_EVENTS`` events)."""
+    job = memory_job_request(
+        app_name=app_name,
+        user_pk=user_pk,
+        session_id=session_id,
+        trigger=GenerationJob.Trigger.SESSION_END,
+        enqueue=False,
+    )
+    while job is not None:
+        memory_job_run(job_id=str(job.id))
+        job = GenerationJob.objects.filter(
+            session_id=session_id, status=GenerationJob.Status.QUEUED
+        ).first()
+
+
+def _session_ingest(
+    *, app_name: str, user_pk: int, turns: Sequence[tuple[str, str, dict[str, Any]]], start: float
+) -> str:
+    """Store ``(author, text, custom_metadata)`` turns as one session, one second apart from
+    ``start``, then turn it into memories; returns the session id."""
+    session = session_services.session_create(app_name=app_name, user_id=str(user_pk))
+    for offset, (author, text, metadata) in enumerate(turns):
+        role = "user" if author == "user" else "model"
+        session_services.event_append(
+            session=session,
+            event=Event(
+                invocation_id=new_invocation_id(),
+                author=author,
+                content=types.Content(role=role, parts=[types.Part(text=text)]),
+                timestamp=start + offset,
+                custom_metadata=metadata or None,
+            ),
+        )
+    _memories_generate(app_name=app_name, user_pk=user_pk, session_id=session.id)
+    return session.id
+
+
+def locomo_ingest(
+    *, app_name: str, user_pk: int, conversation: LocomoConversation, progress: Progress = _silent
+) -> dict[str, str]:
+    """Store each session of the conversation and generate its memories; returns the dialog id
+    of each stored event, read back from the events' ``custom_metadata``."""
+    session_ids = []
+    for number, session in enumerate(conversation.sessions, start=1):
+        progress(f"{conversation.sample_id}: session {number}/{len(conversation.sessions)}")
+        turns = [
+            ("user", turn.text, {"speaker": turn.speaker, "dia_id": turn.dia_id})
+            for turn in session.turns
+        ]
+        session_ids.append(
+            _session_ingest(
+                app_name=app_name, user_pk=user_pk, turns=turns, start=session.date.timestamp()
+            )
+        )
+    records = EventRecord.objects.filter(session_id__in=session_ids).values_list(
+        "event_id", "custom_metadata"
+    )
+    return {event_id: (meta or {}).get("dia_id", "") for event_id, meta in records}
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile; 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(fraction * len(ordered))) - 1]
+
+
+def locomo_evaluate(
+    *,
+    path: Path,
+    ks: Sequence[int] = (5, 10),
+    app_name: str = LOCOMO_APP,
+    conversations_limit: int | None = None,
+    keep: bool = False,
+    progress: Progress = _silent,
+) -> dict[str, Any]:
+    """Evidence recall@K of ``memory_search`` over LoCoMo conversations, through the pipeline.
+
+    Returns ``questions``, ``recall@K`` for each K, ``recall_by_category`` (K -> category ->
+    recall), ``search_ms_p50``/``search_ms_p95`` (wall time of each ``memory_search``, the
+    first search of each user building its index included), and what produced the memories:
+    ``extraction``, ``embedder``, ``memories``. The run's users are deleted unless ``keep``.
+    """
+    ks = sorted(set(ks))
+    conversations = locomo_load(path=path)[:conversations_limit]
+    hits: dict[int, list[float]] = {k: [] for k in ks}
+    by_category: dict[int, dict[int, list[float]]] = {k: {} for k in ks}
+    timings: list[float] = []
+    users = []
+    memories = 0
+    total = sum(len(c.questions) for c in conversations)
+    try:
+        for conversation in conversations:
+            user = _user_create(app_name=app_name, label=conversation.sample_id)
+            users.append(user)
+            dia_of = locomo_ingest(
+                app_name=app_name, user_pk=user.pk, conversation=conversation, progress=progress
+            )
+            memories += Memory.objects.filter(user=user, status=MemoryStatus.ACTIVE).count()
+            for question in conversation.questions:
+                progress(f"questions {len(timings) + 1}/{total}")
+                started = time.perf_counter()
+                found = selectors.memory_search(
+                    app_name=app_name, user_pk=user.pk, query=question.question, limit=ks[-1]
+                )
+                timings.append((time.perf_counter() - started) * 1000)
+                evidence = set(question.evidence)
+                for k in ks:
+                    dias = {dia_of.get(s.event_id) for memory in found[:k] for s in memory.sources}
+                    recall = len(evidence & dias) / len(evidence)
+                    hits[k].append(recall)
+                    by_category[k].setdefault(question.category, []).append(recall)
+    finally:
+        if not keep:
+            for user in users:
+                user.delete()
+    result: dict[str, Any] = {
+        "conversations": len(conversations),
+        "questions": len(timings),
+        "memories": memories,
+        "extraction": "gemini" if gemini_configured() else "offline",
+        "embedder": embedder_get().name,
+    }
+    for k in ks:
+        result[f"recall@{k}"] = round(statistics.fmean(hits[k]), 4) if hits[k] else 0.0
+    result["recall_by_category"] = {
+        f"recall@{k}": {
+            CATEGORIES[category]: round(statistics.fmean(values), 4)
+            for category, values in sorted(by_category[k].items())
+        }
+        for k in ks
+    }
+    result["search_ms_p50"] = round(_percentile(timings, 0.50), 2)
+    result["search_ms_p95"] = round(_percentile(timings, 0.95), 2)
+    return result
+
+
+# --- Golden set -------------------------------------------------------------------------------
+
+
+def _golden_terms(text: str) -> set[str]:
+    return set(tokenize(text)) - {"user"}
+
+
+def golden_matches(*, kept: Sequence[str], expected: Sequence[str]) -> list[tuple[int, int]]:
+    """Pairs (kept index, expected index), one to one, best overlap first, each with at least
+    ``GOLDEN_MATCH`` of the expected memory's index terms found in the kept memory."""
+    kept_terms = [_golden_terms(text) for text in kept]
+    candidates = []
+    for j, text in enumerate(expected):
+        wanted = _golden_terms(text)
+        for i, terms in enumerate(kept_terms):
+            overlap = len(wanted & terms) / len(wanted) if wanted else 0.0
+            if overlap >= GOLDEN_MATCH:
+                candidates.append((overlap, i, j))
+    pairs, used_kept, used_expected = [], set(), set()
+    for _overlap, i, j in sorted(candidates, key=lambda c: (-c[0], c[1], c[2])):
+        if i not in used_kept and j not in used_expected:
+            pairs.append((i, j))
+            used_kept.add(i)
+            used_expected.add(j)
+    return pairs
+
+
+def _ratio(a: int, b: int) -> float:
+    return round(a / b, 4) if b else 0.0
+
+
+def golden_evaluate(
+    *, path: Path, app_name: str = GOLDEN_APP, keep: bool = False, progress: Progress = _silent
+) -> dict[str, Any]:
+    """Precision, recall and F1 of the active memories generated from each golden conversation
+    against its expected memories, with each conversation's misses and extras.
+
+    The file is a list of ``{"id", "turns": [{"author": "user"|"assistant", "text"}],
+    "expected": [memory text, ...]}``; each conversation is one session of a new user.
+    """
+    conversations = json.loads(Path(path).read_text())
+    kept_total = expected_total = matched_total = 0
+    details = []
+    users = []
+    try:
+        for number, conversation in enumerate(conversations, start=1):
+            progress(f"golden {number}/{len(conversations)}")
+            user = _user_create(app_name=app_name, label=str(conversation["id"]))
+            users.append(user)
+            turns = [(turn["author"], turn["text"], {}) for turn in conversation["turns"]]
+            _session_ingest(
+                app_name=app_name, user_pk=user.pk, turns=turns, start=GOLDEN_DATE.timestamp()
+            )
+            kept = list(
+                Memory.objects.filter(user=user, status=MemoryStatus.ACTIVE)
+                .order_by("created_at", "id")
+                .values_list("text", flat=True)
+            )
+            expected = list(conversation["expected"])
+            pairs = golden_matches(kept=kept, expected=expected)
+            kept_total += len(kept)
+            expected_total += len(expected)
+            matched_total += len(pairs)
+            details.append(
+                {
+                    "id": conversation["id"],
+                    "missing": [
+                        e for j, e in enumerate(expected) if j not in {p[1] for p in pairs}
+                    ],
+                    "unexpected": [k for i, k in enumerate(kept) if i not in {p[0] for p in pairs}],
+                }
+            )
+    finally:
+        if not keep:
+            for user in users:
+                user.delete()
+    precision = _ratio(matched_total, kept_total)
+    recall = _ratio(matched_total, expected_total)
+    f1 = round(2 * precision * recall / (precision + recall), 4) if precision + recall else 0.0
+    return {
+        "conversations": len(conversations),
+        "expected": expected_total,
+        "kept": kept_total,
+        "matched": matched_total,
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "match_threshold": GOLDEN_MATCH,
+        "extraction": "gemini" if gemini_configured() else "offline",
+        "details": details,
+    }

@@ -1,0 +1,153 @@
+"""``manage.py memory_eval``: LoCoMo recall and golden-set scores, as a user runs them."""
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from memory_app.evaluation import golden_matches, locomo_date_parse
+from memory_app.models import Memory
+from sessions_app.models import SessionRecord
+from tests.memory_app.support import lexical_only  # noqa: F401 (fixture)
+
+GOLDEN = Path(__file__).resolve().parents[2] / "memory_app" / "golden" / "conversations.json"
+
+LOCOMO_SLICE = [
+    {
+        "sample_id": "conv-test",
+        "conversation": {
+            "speaker_a": "Caroline",
+            "speaker_b": "Melanie",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Caroline", "dia_id": "D1:1", "text": "Hey Mel! How are you?"},
+                {
+                    "speaker": "Melanie",
+                    "dia_id": "D1:2",
+                    "text": "Just back from a pottery workshop with the kids, we made bowls.",
+                },
+                {
+                    "speaker": "Caroline",
+                    "dia_id": "D1:3",
+                    "text": "I went to an LGBTQ support group yesterday and it was powerful.",
+                },
+            ],
+            "session_2_date_time": "7:55 pm on 9 June, 2023",
+            "session_2": [
+                {
+                    "speaker": "Melanie",
+                    "dia_id": "D2:1",
+                    "text": "We camped at the beach last weekend, the kids loved the bonfire.",
+                    "blip_caption": "a photo of a tent on a sandy beach",
+                },
+                {
+                    "speaker": "Caroline",
+                    "dia_id": "D2:2",
+                    "text": "Researching adoption agencies now, it is a big step for me.",
+                },
+            ],
+        },
+        "qa": [
+            {
+                "question": "What did Melanie make at the pottery workshop?",
+                "answer": "bowls",
+                "evidence": ["D1:2"],
+                "category": 4,
+            },
+            {
+                "question": "When did Caroline go to the LGBTQ support group?",
+                "answer": "7 May",
+                "evidence": ["D1:3"],
+                "category": 2,
+            },
+            {
+                "question": "Where did Melanie camp with the kids?",
+                "answer": "beach",
+                "evidence": ["D2:1"],
+                "category": 4,
+            },
+            {
+                "question": "Would Caroline adopt?",
+                "adversarial_answer": "no",
+                "evidence": [],
+                "category": 5,
+            },
+        ],
+    }
+]
+
+
+def run_eval(*args):
+    out = StringIO()
+    call_command("memory_eval", *args, "--json", stdout=out, stderr=StringIO())
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture
+def offline(settings):
+    settings.GEMINI_API_KEY = ""
+    settings.GOOGLE_GENAI_USE_VERTEXAI = False
+
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("offline", "lexical_only")]
+
+
+def test_locomo_reports_recall_and_latency_over_the_scored_questions(tmp_path):
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(LOCOMO_SLICE))
+
+    result = run_eval("locomo", str(path), "--k", "1", "5")
+
+    assert result["questions"] == 3
+    assert result["recall@1"] == 1.0
+    assert result["recall@5"] == 1.0
+    assert result["recall_by_category"]["recall@5"] == {"temporal": 1.0, "single-hop": 1.0}
+    assert 0 < result["search_ms_p50"] <= result["search_ms_p95"]
+    assert (result["extraction"], result["embedder"]) == ("offline", "none")
+
+
+def test_locomo_deletes_its_users_unless_kept(tmp_path):
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(LOCOMO_SLICE))
+
+    run_eval("locomo", str(path))
+    assert not get_user_model().objects.filter(username__startswith="locomo-eval-").exists()
+
+    run_eval("locomo", str(path), "--keep")
+    user = get_user_model().objects.get(username__startswith="locomo-eval-conv-test-")
+    assert SessionRecord.objects.filter(user=user, app_name="locomo-eval").count() == 2
+    texts = set(Memory.objects.filter(user=user).values_list("text", flat=True))
+    assert (
+        "[9 June 2023] Melanie: We camped at the beach last weekend, the kids loved the "
+        "bonfire. [shares a photo of a tent on a sandy beach]." in texts
+    )
+
+
+def test_golden_scores_precision_recall_and_f1_with_what_was_missed(tmp_path):
+    conversations = json.loads(GOLDEN.read_text())
+    by_id = {c["id"]: c for c in conversations}
+    path = tmp_path / "golden.json"
+    path.write_text(json.dumps([by_id["correction-city"], by_id["coffee-retraction"]]))
+
+    result = run_eval("golden", str(path))
+
+    assert (result["expected"], result["kept"], result["matched"]) == (3, 3, 2)
+    assert (result["precision"], result["recall"], result["f1"]) == (0.6667, 0.6667, 0.6667)
+    assert result["details"][1]["missing"] == ["The user switched to green tea."]
+    assert not get_user_model().objects.filter(username__startswith="golden-eval-").exists()
+
+
+def test_golden_matching_is_one_to_one_on_the_expected_terms():
+    kept = ["The user lives in Porto with two cats.", "The user likes tea."]
+    expected = ["The user lives in Porto.", "The user lives in Porto.", "The user likes coffee."]
+
+    assert golden_matches(kept=kept, expected=expected) == [(0, 0)]
+
+
+def test_locomo_dates_parse_as_utc():
+    assert locomo_date_parse(text="1:56 pm on 8 May, 2023").isoformat() == (
+        "2023-05-08T13:56:00+00:00"
+    )
