@@ -158,6 +158,21 @@ def _visible(*, app_name: str, user_pk: int) -> Q:
     )
 
 
+def _visible_now(
+    memory: Memory, *, app_name: str, user_pk: int, session_id: str | None, now
+) -> bool:
+    """``_visible`` and unexpired, and a session memory only within its own session."""
+    if memory.app_name != app_name or memory.status != MemoryStatus.ACTIVE:
+        return False
+    if memory.expires_at is not None and memory.expires_at <= now:
+        return False
+    if memory.scope == MemoryScope.APP:
+        return True
+    if memory.user_id != user_pk:
+        return False
+    return memory.scope == MemoryScope.USER or memory.session_id == session_id
+
+
 def _vectors(embedder: Embedder, rows: list[dict]) -> np.ndarray | None:
     """Stored vectors where the current embedder made them; the rest encoded now (not stored)."""
     if embedder.name == "none" or not rows:
@@ -327,12 +342,13 @@ def memories_scored(
     if not scores:
         return []
     now = timezone.now()
-    fresh = (
-        Memory.objects.filter(_visible(app_name=app_name, user_pk=user_pk), pk__in=list(scores))
-        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-        .exclude(~Q(session_id=session_id), scope=MemoryScope.SESSION)
-    )
-    by_id = {str(memory.id): memory for memory in fresh}
+    # Fetched by primary key alone and checked here: combined with the visibility filter
+    # in SQL, SQLite's planner scanned every memory of the app through its app index.
+    by_id = {
+        str(memory.id): memory
+        for memory in Memory.objects.filter(pk__in=list(scores))
+        if _visible_now(memory, app_name=app_name, user_pk=user_pk, session_id=session_id, now=now)
+    }
     sources = memory_sources(memory_ids=list(by_id))
     return [
         scored_memory(by_id[i], score=score, sources=sources.get(i, []))
