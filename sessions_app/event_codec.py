@@ -10,9 +10,11 @@ hold nothing but plain values (no usage metadata, no compaction).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from google.genai import types
+from pydantic import BaseModel
 
 from sessions_app.events import Event, EventActions
 
@@ -38,6 +40,7 @@ _PART_DEFAULTS = {
     name: field.get_default(call_default_factory=True)
     for name, field in types.Part.model_fields.items()
 }
+_TEXT_KEYS = frozenset({"text"})
 _CONTENT_DEFAULTS = {
     name: field.get_default(call_default_factory=True)
     for name, field in types.Content.model_fields.items()
@@ -74,18 +77,35 @@ _PLAIN_ACTIONS = frozenset(
 _OPTIONAL_FIELDS = EVENT_COLUMNS[6:]
 
 
+# A pydantic model instance keeps its state in four slots of BaseModel; setting
+# them through their descriptors skips a generic attribute lookup per slot.
+_new_instance = object.__new__
+_set_dict = object.__setattr__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
 def _model_from_trusted(model_class: type, defaults: dict[str, Any], values: dict[str, Any]):
     """Build a pydantic model instance from values already known to be valid.
 
     Does what ``model_construct`` does, minus its per-field default lookups.
     """
-    instance = model_class.__new__(model_class)
-    fields = dict(defaults)
-    fields.update(values)
-    object.__setattr__(instance, "__dict__", fields)
-    object.__setattr__(instance, "__pydantic_fields_set__", set(values))
-    object.__setattr__(instance, "__pydantic_extra__", None)
-    object.__setattr__(instance, "__pydantic_private__", None)
+    instance = _new_instance(model_class)
+    _set_dict(instance, "__dict__", {**defaults, **values})
+    _set_fields_set(instance, set(values))
+    _set_extra(instance, None)
+    _set_private(instance, None)
+    return instance
+
+
+def _text_part(values: dict[str, Any]) -> types.Part:
+    """``_model_from_trusted(types.Part, _PART_DEFAULTS, values)``, inlined: most parts are text."""
+    instance = _new_instance(types.Part)
+    _set_dict(instance, "__dict__", {**_PART_DEFAULTS, **values})
+    _set_fields_set(instance, set(values))
+    _set_extra(instance, None)
+    _set_private(instance, None)
     return instance
 
 
@@ -93,9 +113,13 @@ def content_from_stored(data: dict[str, Any] | None) -> types.Content | None:
     if data is None:
         return None
     raw_parts = data.get("parts")
-    if raw_parts is None or not all(part.keys() == {"text"} for part in raw_parts):
+    if raw_parts is None:
         return types.Content.model_validate(data)
-    parts = [_model_from_trusted(types.Part, _PART_DEFAULTS, part) for part in raw_parts]
+    parts = []
+    for part in raw_parts:
+        if part.keys() != _TEXT_KEYS:
+            return types.Content.model_validate(data)
+        parts.append(_text_part(part))
     values: dict[str, Any] = {"parts": parts}
     if "role" in data:
         values["role"] = data["role"]
@@ -108,8 +132,8 @@ def content_to_stored(content: types.Content | None) -> dict[str, Any] | None:
     return content.model_dump(mode="json", exclude_none=True)
 
 
-def event_from_row(row: tuple) -> Event:
-    """An Event from a tuple of ``EVENT_COLUMNS`` values, JSON columns already decoded.
+def event_from_row(row: Sequence[Any]) -> Event:
+    """An Event from a sequence of ``EVENT_COLUMNS`` values, JSON columns already decoded.
 
     The same Event, with the same fields set, as ``Event.model_validate``
     gives; rows with usage metadata or other than plain actions are validated.
@@ -134,7 +158,12 @@ def event_from_row(row: tuple) -> Event:
         data["actions"] = _model_from_trusted(EventActions, _ACTIONS_SLOTS, actions)
         if "long_running_tool_ids" in data:
             data["long_running_tool_ids"] = set(data["long_running_tool_ids"])
-        return _model_from_trusted(Event, _EVENT_SLOTS, data)
+        instance = _new_instance(Event)
+        _set_dict(instance, "__dict__", {**_EVENT_SLOTS, **data})
+        _set_fields_set(instance, set(data))
+        _set_extra(instance, None)
+        _set_private(instance, None)
+        return instance
     return Event.model_validate(data)
 
 

@@ -30,3 +30,17 @@ def test_fast_path_content_behaves_like_a_validated_one():
     assert content.parts[0].text == "hi"
     assert content.parts[0].function_call is None
     assert types.Content.model_validate(content.model_dump()) == content
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        ('{"a": 1}', None, "[1, 2]", '"text"', "null", " {} "),
+        (None, None),
+        ({"already": "decoded"}, '{"b": 2}', None),
+    ],
+)
+def test_a_json_column_decodes_as_its_values_one_by_one(column):
+    from sessions_app.selectors import _json_column, _json_value
+
+    assert list(_json_column(column)) == [_json_value(value) for value in column]
