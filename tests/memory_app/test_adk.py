@@ -47,7 +47,8 @@ async def test_add_session_then_search_returns_memories_with_score_and_sources(o
     assert [(s.session_id, s.event_id) for s in best.sources] == [(session.id, tom_event.id)]
 
 
-async def test_add_session_in_the_background(owner):
+async def test_add_session_in_the_background(owner, settings):
+    settings.BACKGROUND_TASKS = "inprocess"  # no worker reads the broker in this test
     session = await conversation(owner, "I live in Porto.")
 
     assert await service.add_session_to_memory(session) == "queued"
