@@ -27,7 +27,6 @@ from memory_app.embedding import embedder_get, vector_from_bytes
 from memory_app.models import (
     Memory,
     MemoryScope,
-    MemorySettings,
     MemorySource,
     MemoryStatus,
     MemoryWatermark,
@@ -69,12 +68,6 @@ def trigger_config_get(*, app_name: str) -> TriggerConfig:
     return TriggerConfig(**{**defaults, **overrides})
 
 
-def memory_settings_get(*, user_pk: int) -> MemorySettings:
-    """The user's memory settings; an unsaved default (both on) when they never chose."""
-    found = MemorySettings.objects.filter(user_id=user_pk).first()
-    return found or MemorySettings(user_id=user_pk)
-
-
 @dataclass(frozen=True)
 class SessionMemoryAccess:
     """What a session may do with memory: the user's choices, and never in a temporary chat."""
@@ -101,14 +94,6 @@ def session_memory_access(*, user_pk: int, session_id: str) -> SessionMemoryAcce
         return SessionMemoryAccess(use=False, create=False)
     use, create = (True if value is None else value for value in row[1:])
     return SessionMemoryAccess(use=use, create=create)
-
-
-def memories_of_user(*, user_pk: int, app_name: str | None = None):
-    """The user's own memories (user and session scope, every status), newest first."""
-    queryset = Memory.objects.filter(user_id=user_pk)
-    if app_name is not None:
-        queryset = queryset.filter(app_name=app_name)
-    return queryset.order_by("-updated_at", "-id")
 
 
 @dataclass(frozen=True)

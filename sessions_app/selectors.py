@@ -352,13 +352,6 @@ def session_record_get(*, user_pk: int, session_id: str) -> SessionRecord | None
     return SessionRecord.objects.filter(pk=session_id, user_id=user_pk).first()
 
 
-def session_records_for_user(*, user_pk: int, app_name: str | None = None):
-    queryset = SessionRecord.objects.filter(user_id=user_pk)
-    if app_name:
-        queryset = queryset.filter(app_name=app_name)
-    return queryset
-
-
 def session_titles(*, user_pk: int, session_ids: Iterable[str]) -> dict[str, str]:
     """The titles of the user's sessions among ``session_ids`` that have one, by session id."""
     rows = SessionRecord.objects.filter(user_id=user_pk, pk__in=list(session_ids)).exclude(title="")

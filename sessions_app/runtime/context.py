@@ -39,13 +39,6 @@ class PreparedHistory:
     compaction_summary: str | None
 
 
-def latest_compaction(events: list[Event]) -> Event | None:
-    compactions = [event for event in events if event.actions.compaction]
-    return (
-        max(compactions, key=lambda e: e.actions.compaction.end_timestamp) if compactions else None
-    )
-
-
 def is_history_event(event: Event) -> bool:
     if event.partial or event.actions.compaction or event.actions.rewind_before_invocation_id:
         return False
