@@ -8,6 +8,7 @@ from chatapp.background import background_wait_idle
 from memory_app import services
 from memory_app.models import GenerationJob, Memory, MemorySource, SourceType
 from memory_app.provider import DjangoMemoryProvider
+from memory_app.services import jobs
 from sessions_app import selectors as session_selectors
 from sessions_app.runtime.agents import AgentConfig
 from sessions_app.runtime.memory_hooks import memory_provider_get
@@ -135,7 +136,7 @@ async def test_create_memory_refuses_empty_and_unsafe_text(owner):
 
 async def test_turn_completed_queues_a_job_only_when_due(owner, settings, monkeypatch):
     settings.MEMORY_TRIGGERS = {APP: {"every_n_turns": 2, "explicit": False}}
-    monkeypatch.setattr(services, "task_enqueue", lambda **kwargs: None)
+    monkeypatch.setattr(jobs, "task_enqueue", lambda **kwargs: None)
     session = await sync_to_async(session_make)(owner)
 
     first = await sync_to_async(turn_add)(session, "I like tea")

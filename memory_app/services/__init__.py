@@ -1,0 +1,61 @@
+"""Writes of long-term memory: generation jobs, settings, memories added or deleted by hand, and
+what a deleted session takes with it.
+
+Generation never runs on a turn's hot path: a trigger creates a ``GenerationJob`` and enqueues
+it after commit; a worker runs it with :func:`memory_job_run`. The model call (extraction)
+happens outside any lock; the write phase then takes the user's lock (a row lock on their
+``MemorySettings`` row), re-checks the user's choice and the session's watermark, and stores
+the consolidation results and the new watermark in one transaction. So jobs of one user never
+interleave their writes, each event is processed once, and a job run twice changes nothing the
+second time.
+
+Every write that changes what a user's searches can return calls ``memory_index_invalidate``.
+"""
+
+from memory_app.services.jobs import (
+    memory_job_fail,
+    memory_job_request,
+    memory_job_retry_note,
+    memory_job_run,
+    memory_jobs_redispatch,
+    memory_session_end,
+    memory_sessions_idle_enqueue,
+    memory_turn_completed,
+)
+from memory_app.services.memories import (
+    ForgetReport,
+    SessionReleaseReport,
+    memories_forget,
+    memory_create_explicit,
+    memory_delete,
+    memory_facts_store,
+    session_memories_release,
+)
+from memory_app.services.users import (
+    memory_index_invalidate,
+    memory_notices_send,
+    memory_settings_update,
+    user_lock,
+)
+
+__all__ = [
+    "ForgetReport",
+    "SessionReleaseReport",
+    "memories_forget",
+    "memory_create_explicit",
+    "memory_delete",
+    "memory_facts_store",
+    "memory_index_invalidate",
+    "memory_job_fail",
+    "memory_job_request",
+    "memory_job_retry_note",
+    "memory_job_run",
+    "memory_jobs_redispatch",
+    "memory_notices_send",
+    "memory_session_end",
+    "memory_sessions_idle_enqueue",
+    "memory_settings_update",
+    "memory_turn_completed",
+    "session_memories_release",
+    "user_lock",
+]

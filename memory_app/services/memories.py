@@ -1,0 +1,252 @@
+"""Memories written or removed outside a generation run: by hand, by the agent's tool, by
+forgetting and by a deleted session."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef, Q
+from django.utils import timezone
+
+from memory_app import selectors
+from memory_app.consolidation import (
+    ConsolidationReport,
+    consolidation_prepare,
+    memories_consolidate,
+)
+from memory_app.extraction import ExtractedFact
+from memory_app.models import (
+    GenerationJob,
+    Memory,
+    MemoryRevision,
+    MemorySource,
+    MemoryStatus,
+    SourceType,
+)
+from memory_app.services.jobs import job_finish
+from memory_app.services.users import memory_index_invalidate, memory_notices_send, user_lock
+from memory_app.topics import EXPLICIT_INSTRUCTIONS
+
+logger = logging.getLogger(__name__)
+
+
+# --- Memories written directly -----------------------------------------------------------------
+
+
+def _direct_job(*, app_name: str, user_pk: int, session_id: str | None) -> GenerationJob:
+    return GenerationJob.objects.create(
+        user_id=user_pk,
+        app_name=app_name,
+        session_id=session_id,
+        trigger=GenerationJob.Trigger.TOOL,
+        status=GenerationJob.Status.RUNNING,
+        attempts=1,
+        started_at=timezone.now(),
+    )
+
+
+def memory_facts_store(
+    *,
+    app_name: str,
+    user_pk: int,
+    session_id: str | None,
+    facts: list[ExtractedFact],
+    sequences: tuple[int, int] | None = None,
+    actor_user_pk: int | None = None,
+) -> ConsolidationReport:
+    """Store facts given directly (the ``create_memory`` tool, ``MemoryService.add_memory``)
+    through consolidation, under the user's lock, as a ``tool``-trigger job; notices after.
+    The facts are embedded before the lock is taken."""
+    prepared = consolidation_prepare(app_name=app_name, facts=facts)
+    job = _direct_job(app_name=app_name, user_pk=user_pk, session_id=session_id)
+    with transaction.atomic():
+        user_lock(user_pk)
+        report = memories_consolidate(
+            user_pk=user_pk,
+            app_name=app_name,
+            session_id=session_id,
+            facts=facts,
+            prepared=prepared,
+            job_id=job.id,
+            actor_user_pk=actor_user_pk,
+        )
+        first, last = sequences or (None, None)
+        job_finish(
+            job,
+            status=GenerationJob.Status.SUCCEEDED,
+            first_sequence=first,
+            last_sequence=last,
+        )
+    memory_index_invalidate(app_name=app_name, user_pk=user_pk)
+    transaction.on_commit(lambda: memory_notices_send(user_pk=user_pk, report=report))
+    return report
+
+
+def memory_create_explicit(
+    *, app_name: str, user_pk: int, session_id: str, invocation_id: str, text: str
+) -> ConsolidationReport | None:
+    """What the agent's ``create_memory`` tool stores: ``text`` as an explicit user statement,
+    sourced from the user message of this invocation. None when creation is not allowed."""
+    if not selectors.session_memory_access(user_pk=user_pk, session_id=session_id).create:
+        return None
+    user_event = selectors.session_user_event_get(
+        session_id=session_id, invocation_id=invocation_id
+    )
+    fact = ExtractedFact(
+        text=text,
+        topic=EXPLICIT_INSTRUCTIONS,
+        source_type=SourceType.EXPLICIT,
+        confidence=0.9,
+        importance=0.7,
+        event_ids=[user_event.event_id] if user_event else [],
+    )
+    sequence = (user_event.sequence, user_event.sequence) if user_event else None
+    return memory_facts_store(
+        app_name=app_name,
+        user_pk=user_pk,
+        session_id=session_id,
+        facts=[fact],
+        sequences=sequence,
+    )
+
+
+def memory_delete(
+    *, app_name: str, user_pk: int, memory_id: str, actor_user_pk: int | None = None
+) -> bool:
+    """Delete the user's memory with its sources and revisions; False if they have none such.
+
+    A deletion the user asks for removes the text everywhere, history included: keeping it in a
+    revision would defeat the point.
+    """
+    memory = selectors.memory_get(app_name=app_name, user_pk=user_pk, memory_id=memory_id)
+    if memory is None:
+        return False
+    memory.delete()
+    logger.info("memory %s of user %s deleted by %s", memory_id, user_pk, actor_user_pk or user_pk)
+    memory_index_invalidate(app_name=app_name, user_pk=user_pk)
+    return True
+
+
+# --- Forgetting ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    """What one forgetting run did: memories deleted (expired), decayed and pruned."""
+
+    expired: int
+    decayed: int
+    pruned: int
+
+
+def memories_forget(*, now: datetime | None = None) -> ForgetReport:
+    """Delete expired memories, decay the confidence of unused implicit and tool memories, and
+    invalidate (with a revision) stale ones whose confidence fell below the threshold.
+
+    "Unused" means not created or updated for ``MEMORY_DECAY_AFTER_DAYS``: a fact heard again
+    is updated by consolidation, which resets the clock. Each run multiplies confidence by
+    ``MEMORY_DECAY_FACTOR``, so the schedule's interval sets the pace. Explicit and bootstrapped
+    memories do not decay: the user said them on purpose.
+    """
+    now = now or timezone.now()
+    touched: set[tuple[str, int | None]] = set()
+    with transaction.atomic():
+        expired_rows = Memory.objects.filter(expires_at__lte=now)
+        touched.update(expired_rows.values_list("app_name", "user_id"))
+        expired = expired_rows.delete()[1].get(Memory._meta.label, 0)
+        decayed = Memory.objects.filter(
+            status=MemoryStatus.ACTIVE,
+            source_type__in=[SourceType.IMPLICIT, SourceType.TOOL],
+            updated_at__lt=now - timedelta(days=settings.MEMORY_DECAY_AFTER_DAYS),
+        ).update(confidence=F("confidence") * settings.MEMORY_DECAY_FACTOR)
+        stale = list(
+            Memory.objects.select_for_update().filter(
+                status=MemoryStatus.ACTIVE,
+                confidence__lt=settings.MEMORY_PRUNE_BELOW_CONFIDENCE,
+                updated_at__lt=now - timedelta(days=settings.MEMORY_PRUNE_AFTER_DAYS),
+            )
+        )
+        MemoryRevision.objects.bulk_create(
+            MemoryRevision(
+                memory=memory,
+                action=MemoryRevision.Action.INVALIDATED,
+                before={"status": memory.status, "confidence": memory.confidence},
+                after={"status": MemoryStatus.INVALIDATED},
+                reason=(
+                    f"Pruned: unused since {memory.updated_at:%Y-%m-%d}, confidence "
+                    f"{memory.confidence:.2f} below {settings.MEMORY_PRUNE_BELOW_CONFIDENCE}."
+                ),
+            )
+            for memory in stale
+        )
+        Memory.objects.filter(pk__in=[memory.pk for memory in stale]).update(
+            status=MemoryStatus.INVALIDATED
+        )
+        touched.update((memory.app_name, memory.user_id) for memory in stale)
+    for app_name, user_pk in touched:
+        memory_index_invalidate(app_name=app_name, user_pk=user_pk)
+    return ForgetReport(expired=expired, decayed=decayed, pruned=len(stale))
+
+
+# --- Session deletion ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionReleaseReport:
+    """Memories a deleted session took with it, and those revised because sources remain."""
+
+    deleted: list[str]
+    revised: list[str]
+
+
+def _source_list(sources) -> list[dict[str, str]]:
+    return [{"session_id": s.event.session_id, "event_id": s.event.event_id} for s in sources]
+
+
+def session_memories_release(*, session_id: str) -> SessionReleaseReport:
+    """Before a session's events go: delete the memories whose only sources were in it, and for
+    those that keep sources elsewhere drop this session's sources with a ``sources_changed``
+    revision saying why. Session-scope memories of the session go too.
+
+    Must run in the deleting transaction, before the events are deleted: source links cascade
+    with the events, and afterwards no one could tell which memories relied on them alone.
+    """
+    elsewhere = MemorySource.objects.filter(memory_id=OuterRef("pk")).exclude(
+        event__session_id=session_id
+    )
+    affected = list(
+        Memory.objects.filter(Q(sources__event__session_id=session_id) | Q(session_id=session_id))
+        .distinct()
+        .annotate(kept=Exists(elsewhere))
+        .prefetch_related("sources__event")
+    )
+    deleted = [m for m in affected if not m.kept or m.session_id == session_id]
+    revised = [m for m in affected if m not in deleted]
+    reason = f"Session {session_id} was deleted; its events no longer support this memory."
+    MemoryRevision.objects.bulk_create(
+        MemoryRevision(
+            memory=memory,
+            action=MemoryRevision.Action.SOURCES_CHANGED,
+            before={"sources": _source_list(memory.sources.all())},
+            after={
+                "sources": _source_list(
+                    s for s in memory.sources.all() if s.event.session_id != session_id
+                )
+            },
+            reason=reason,
+        )
+        for memory in revised
+    )
+    MemorySource.objects.filter(
+        memory__in=[m.pk for m in revised], event__session_id=session_id
+    ).delete()
+    Memory.objects.filter(pk__in=[m.pk for m in deleted]).delete()
+    for app_name, user_pk in {(m.app_name, m.user_id) for m in affected}:
+        memory_index_invalidate(app_name=app_name, user_pk=user_pk)
+    return SessionReleaseReport(
+        deleted=[str(m.pk) for m in deleted], revised=[str(m.pk) for m in revised]
+    )

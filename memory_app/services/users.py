@@ -1,0 +1,100 @@
+"""Per-user pieces every memory write shares: the user's lock, their settings, the search cache
+version and the notices sent to their open chat pages."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from asgiref.sync import async_to_sync
+from django.core.cache import cache
+from django.db import transaction
+
+from memory_app import selectors
+from memory_app.consolidation import (
+    ConsolidationReport,
+)
+from memory_app.models import (
+    Memory,
+    MemorySettings,
+)
+from sessions_app.notices import user_notice_send
+
+logger = logging.getLogger(__name__)
+
+
+NOTICE_TEXT_CHARS = 200
+
+
+# --- Cache invalidation -------------------------------------------------------------------
+
+
+def memory_index_invalidate(*, app_name: str, user_pk: int | None) -> None:
+    """Make every process rebuild its search index of this user (or, for None, of the app).
+
+    The version token is replaced now, so this process and this transaction see the change,
+    and again after commit, so no process caches an index built from rows not yet committed.
+    """
+    if user_pk is None:
+        key = selectors.APP_VERSION_KEY.format(app_name=app_name)
+    else:
+        key = selectors.USER_VERSION_KEY.format(app_name=app_name, user_pk=user_pk)
+
+    def replace() -> None:
+        cache.set(key, uuid.uuid4().hex, timeout=None)
+
+    replace()
+    transaction.on_commit(replace)
+
+
+# --- Settings -------------------------------------------------------------------------------
+
+
+def memory_settings_update(
+    *, user_pk: int, create_enabled: bool | None = None, use_enabled: bool | None = None
+) -> MemorySettings:
+    """Record the user's choices; a job already queued checks ``create_enabled`` again when it
+    runs, so turning creation off stops pending work too."""
+    with transaction.atomic():
+        row, _ = MemorySettings.objects.select_for_update().get_or_create(user_id=user_pk)
+        if create_enabled is not None:
+            row.create_enabled = create_enabled
+        if use_enabled is not None:
+            row.use_enabled = use_enabled
+        row.save()
+    return row
+
+
+def user_lock(user_pk: int) -> MemorySettings:
+    """Take the user's memory lock for the rest of the transaction and return their settings.
+
+    On PostgreSQL a ``SELECT ... FOR UPDATE`` of the user's settings row (created if missing);
+    on SQLite every write transaction already holds the database's write lock.
+    """
+    MemorySettings.objects.get_or_create(user_id=user_pk)
+    return MemorySettings.objects.select_for_update().get(user_id=user_pk)
+
+
+# --- Notices ----------------------------------------------------------------------------------
+
+
+def _notice_text(prefix: str, memories: list[Memory]) -> str:
+    text = prefix + "; ".join(memory.text for memory in memories)
+    return text if len(text) <= NOTICE_TEXT_CHARS else text[: NOTICE_TEXT_CHARS - 1] + "…"
+
+
+def memory_notices_send(*, user_pk: int, report: ConsolidationReport) -> None:
+    """Tell the user's open chat pages what was remembered or updated (nothing if neither).
+
+    Called after the transaction committed, from whichever process ran the job: the channel
+    layer carries it to the sockets.
+    """
+    for prefix, touched in (("Remembered: ", report.created), ("Updated: ", report.updated)):
+        memories = list({memory.pk: memory for memory in touched}.values())
+        if memories:
+            notice = {
+                "kind": "memory",
+                "message": _notice_text(prefix, memories),
+                "memory_ids": [str(memory.id) for memory in memories],
+            }
+            async_to_sync(user_notice_send)(user_pk=user_pk, notice=notice)
