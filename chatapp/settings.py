@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "chatapp",
     "sessions_app",
     "memory_app",
+    "access_app",
 ]
 
 MIDDLEWARE = [
@@ -254,6 +255,13 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# Model permissions and sign-in (ModelBackend, first so that logins and the test client's
+# force_login record it as the session's backend) and object permissions (rules); a permission
+# holds when either backend grants it.
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "rules.permissions.ObjectPermissionBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

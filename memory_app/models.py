@@ -188,6 +188,7 @@ class Memory(models.Model):
 
     class Meta:
         verbose_name_plural = "memories"
+        permissions = [("review_quarantine", "Can approve or reject quarantined memories")]
         indexes = [
             models.Index(fields=["user", "app_name", "status"], name="memory_owner_status"),
             models.Index(fields=["app_name", "scope", "status"], name="memory_app_scope"),

@@ -1,0 +1,114 @@
+"""Who may see a user's data besides the user: grants they gave, and the log of staff access.
+
+``AccessGrant`` is an object-level permission a user gives one staff account
+(read my memories until a date); ``AuditLogEntry`` records each time staff
+viewed or changed a user's data, so that the user can see it. An entry holds
+ids and kinds only, never the data itself, and goes with the user it is about.
+Rows are written only through ``access_app.services``.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class AccessScope(models.TextChoices):
+    """What a grant lets its holder read; every scope is read-only."""
+
+    MEMORIES = "memories", "My memories and where they came from"
+    CONVERSATIONS = "conversations", "My conversations"
+
+
+class AuditAction(models.TextChoices):
+    VIEW = "view", "Viewed"
+    CHANGE = "change", "Changed"
+    DELETE = "delete", "Deleted"
+    INVALIDATE = "invalidate", "Invalidated"
+    RESTORE = "restore", "Restored"
+    APPROVE = "approve", "Approved"
+    REJECT = "reject", "Rejected"
+    RERUN = "rerun", "Re-ran memory generation"
+    RETRY = "retry", "Retried a memory job"
+    EXPORT = "export", "Exported"
+
+
+class AuditLogEntry(models.Model):
+    """One staff view or change of a user's data: who, what, when, why.
+
+    ``actor_username`` survives the staff account's deletion; ``subject_user``
+    cascades, so deleting a user's data also deletes what was logged about it.
+    """
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="audit_entries_made",
+    )
+    actor_username = models.CharField(max_length=150)
+    subject_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="audit_entries_about"
+    )
+    action = models.CharField(max_length=16, choices=AuditAction.choices)
+    object_type = models.CharField(
+        max_length=100, help_text="app_label.model, e.g. memory_app.memory"
+    )
+    object_id = models.CharField(max_length=128, blank=True)
+    reason = models.TextField(blank=True)
+    path = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        verbose_name = "audit log entry"
+        verbose_name_plural = "audit log entries"
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["subject_user", "-created_at"], name="audit_subject_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.actor_username} {self.action} {self.object_type} {self.object_id}"
+
+
+class AccessGrant(models.Model):
+    """A user lets one staff account read a scope of their data until ``expires_at``.
+
+    A grant is active while it is neither revoked nor expired; it is never
+    edited, only revoked, so the list a user sees is the history of grants.
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="access_grants_given"
+    )
+    grantee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="access_grants_received"
+    )
+    scope = models.CharField(max_length=32, choices=AccessScope.choices)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["grantee", "scope", "expires_at"], name="grant_grantee_active"),
+            models.Index(fields=["owner", "-created_at"], name="grant_owner_recent"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(expires_at__gt=models.F("created_at")),
+                name="grant_expires_after_creation",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(owner=models.F("grantee")),
+                name="grant_not_to_oneself",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner_id} -> {self.grantee_id}: {self.scope} until {self.expires_at}"
+
+    def is_active(self, *, now=None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and self.expires_at > now

@@ -1,0 +1,124 @@
+"""Reads of the access layer, and the one answer to "may this staff user see that user's data?".
+
+Staff pages, admin and APIs ask ``staff_may_view_user_data`` for one user's
+data and narrow their querysets with ``memories_visible_to_staff`` or
+``sessions_visible_to_staff``; the object permissions in
+``access_app.permissions`` give the same answers for single objects. Staff see
+a user's data through a model permission of their role (global) or through an
+active grant from that user (that user only, read-only, until it ends).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from access_app.models import AccessGrant, AccessScope, AuditLogEntry
+
+# The model permission that lets a staff role read every user's data of a scope.
+GLOBAL_VIEW_PERMISSION = {
+    AccessScope.MEMORIES: "memory_app.view_memory",
+    AccessScope.CONVERSATIONS: "sessions_app.view_sessionrecord",
+}
+
+
+def _active(now: datetime | None = None) -> Q:
+    return Q(revoked_at__isnull=True, expires_at__gt=now or timezone.now())
+
+
+def grants_active_for(
+    *, grantee: AbstractBaseUser, scope: str | None = None
+) -> QuerySet[AccessGrant]:
+    """The unrevoked, unexpired grants a user holds (of one scope, if given), with owners."""
+    grants = AccessGrant.objects.filter(_active(), grantee_id=grantee.pk)
+    if scope is not None:
+        grants = grants.filter(scope=scope)
+    return grants.select_related("owner")
+
+
+def grants_of_owner(*, owner: AbstractBaseUser) -> QuerySet[AccessGrant]:
+    """Every grant a user gave, active or ended, newest first, with grantees."""
+    return AccessGrant.objects.filter(owner_id=owner.pk).select_related("grantee")
+
+
+def grant_active_exists(*, grantee_pk: int, owner_pk: int, scope: str) -> bool:
+    return AccessGrant.objects.filter(
+        _active(), grantee_id=grantee_pk, owner_id=owner_pk, scope=scope
+    ).exists()
+
+
+def audit_entries_for_subject(*, user: AbstractBaseUser) -> QuerySet[AuditLogEntry]:
+    """What staff did with a user's data, newest first."""
+    return AuditLogEntry.objects.filter(subject_user_id=user.pk)
+
+
+def _is_active_staff(user: AbstractBaseUser | AnonymousUser | None) -> bool:
+    return bool(user is not None and user.is_authenticated and user.is_active and user.is_staff)
+
+
+def staff_has_global_view(*, staff: AbstractBaseUser, scope: str) -> bool:
+    """Whether a staff account's role lets it read every user's data of ``scope``."""
+    return _is_active_staff(staff) and staff.has_perm(GLOBAL_VIEW_PERMISSION[scope])
+
+
+def staff_may_view_user_data(
+    *, staff: AbstractBaseUser | AnonymousUser, subject_user_pk: int | None, scope: str
+) -> bool:
+    """May ``staff`` read user ``subject_user_pk``'s data of ``scope`` (memories, conversations)?
+
+    True for one's own data, for an active staff account whose role holds the
+    scope's global view permission, and for one holding an active grant of that
+    scope from the user. A grant is checked at every call, so a revoked or
+    expired one stops working at once. Callers that show the data also record
+    it with ``access_app.services.audit_record``.
+    """
+    if not staff.is_authenticated or not staff.is_active or subject_user_pk is None:
+        return False
+    if staff.pk == subject_user_pk:
+        return True
+    if not staff.is_staff:
+        return False
+    if staff_has_global_view(staff=staff, scope=scope):
+        return True
+    return grant_active_exists(grantee_pk=staff.pk, owner_pk=subject_user_pk, scope=scope)
+
+
+def user_data_visible_to_staff(
+    *, staff: AbstractBaseUser | AnonymousUser, queryset: QuerySet, scope: str, owner_field: str
+) -> QuerySet:
+    """``queryset`` narrowed to the rows a staff account may read.
+
+    ``owner_field`` is the lookup to the owning user (``"user"``,
+    ``"memory__user"``, ``"session__user"``). Global view permission: every
+    row; otherwise one's own rows and those of users who granted ``scope``.
+    Rows with no owner (app-scope memories) need the global permission.
+    """
+    if not staff.is_authenticated or not staff.is_active:
+        return queryset.none()
+    if staff_has_global_view(staff=staff, scope=scope):
+        return queryset
+    visible = Q(**{f"{owner_field}_id": staff.pk})
+    if staff.is_staff:
+        owners = AccessGrant.objects.filter(_active(), grantee_id=staff.pk, scope=scope)
+        visible |= Q(**{f"{owner_field}_id__in": owners.values("owner_id")})
+    return queryset.filter(visible)
+
+
+def memories_visible_to_staff(*, staff: AbstractBaseUser, queryset: QuerySet) -> QuerySet:
+    """A ``Memory`` queryset narrowed to what ``staff`` may read.
+
+    See ``user_data_visible_to_staff``.
+    """
+    return user_data_visible_to_staff(
+        staff=staff, queryset=queryset, scope=AccessScope.MEMORIES, owner_field="user"
+    )
+
+
+def sessions_visible_to_staff(*, staff: AbstractBaseUser, queryset: QuerySet) -> QuerySet:
+    """A ``SessionRecord`` queryset narrowed to the conversations ``staff`` may read."""
+    return user_data_visible_to_staff(
+        staff=staff, queryset=queryset, scope=AccessScope.CONVERSATIONS, owner_field="user"
+    )

@@ -1,0 +1,175 @@
+"""Writes of the access layer: audit entries, grants and the staff roles.
+
+Grants are checked here rather than only in forms so that every door (page,
+REST API, shell) keeps the same invariants: the grantee is an active staff
+account other than the owner, the scope is known, and the expiry lies in the
+future and within ``GRANT_MAX_DAYS``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, Group, Permission
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from access_app.models import AccessGrant, AccessScope, AuditAction, AuditLogEntry
+
+GRANT_MAX_DAYS = 90
+
+REVIEWERS_GROUP = "Memory reviewers"
+ADMINS_GROUP = "Memory admins"
+
+# (app_label, codename) pairs; a reviewer reads memories and their provenance, including the
+# conversation turns they came from, and decides on quarantined memories.
+REVIEWER_PERMISSIONS = [
+    ("memory_app", "view_memory"),
+    ("memory_app", "view_memorysource"),
+    ("memory_app", "view_memoryrevision"),
+    ("memory_app", "view_generationjob"),
+    ("memory_app", "view_memorytopic"),
+    ("memory_app", "review_quarantine"),
+    ("sessions_app", "view_sessionrecord"),
+    ("sessions_app", "view_eventrecord"),
+]
+# A memory admin holds every permission of these apps.
+ADMIN_PERMISSION_APPS = ["memory_app", "sessions_app", "django_celery_beat"]
+ADMIN_EXTRA_PERMISSIONS = [("access_app", "view_auditlogentry")]
+
+
+def audit_record(
+    *,
+    actor: AbstractBaseUser,
+    subject_user_pk: int | None,
+    action: str,
+    object_type: str,
+    object_id: str | int = "",
+    reason: str = "",
+    path: str = "",
+) -> AuditLogEntry | None:
+    """Log that ``actor`` did ``action`` to an object of user ``subject_user_pk``.
+
+    Returns None, logging nothing, when there is no one to tell: an object with
+    no owner (app-scope memories) or a user looking at their own data. Only ids
+    and kinds are stored, so the log itself never holds the user's content.
+    """
+    if subject_user_pk is None or actor.pk == subject_user_pk:
+        return None
+    if action not in AuditAction.values:
+        raise ValueError(f"unknown audit action {action!r}")
+    return AuditLogEntry.objects.create(
+        actor=actor,
+        actor_username=actor.get_username(),
+        subject_user_id=subject_user_pk,
+        action=action,
+        object_type=object_type,
+        object_id=str(object_id),
+        reason=reason,
+        path=path[:500],
+    )
+
+
+def _grantee_resolve(*, grantee: AbstractBaseUser | None, grantee_username: str | None):
+    user_model = get_user_model()
+    if grantee is None:
+        username = (grantee_username or "").strip()
+        if not username:
+            raise ValidationError({"grantee": "Give the username of a staff account."})
+        grantee = user_model._default_manager.filter(
+            **{user_model.USERNAME_FIELD: username}
+        ).first()
+    if grantee is None or not grantee.is_staff or not grantee.is_active:
+        raise ValidationError({"grantee": "No active staff account has this username."})
+    return grantee
+
+
+def access_grant_create(
+    *,
+    owner: AbstractBaseUser,
+    scope: str,
+    expires_at: datetime,
+    grantee: AbstractBaseUser | None = None,
+    grantee_username: str | None = None,
+) -> AccessGrant:
+    """Let a staff account read ``scope`` of the owner's data until ``expires_at``.
+
+    Raises ``ValidationError`` (keyed by field) for an unknown or non-staff
+    grantee, the owner themself, an unknown scope, or an expiry that is past or
+    more than ``GRANT_MAX_DAYS`` ahead. A still-active grant to the same
+    grantee for the same scope is revoked and replaced, so at most one applies.
+    """
+    grantee = _grantee_resolve(grantee=grantee, grantee_username=grantee_username)
+    errors: dict[str, str] = {}
+    if grantee.pk == owner.pk:
+        errors["grantee"] = "You cannot grant access to yourself."
+    if scope not in AccessScope.values:
+        errors["scope"] = "Choose what the grant covers."
+    now = timezone.now()
+    if expires_at is None or timezone.is_naive(expires_at):
+        errors["expires_at"] = "Give a date and time, with its time zone."
+    elif expires_at <= now:
+        errors["expires_at"] = "The end of the grant must lie in the future."
+    elif expires_at > now + timedelta(days=GRANT_MAX_DAYS):
+        errors["expires_at"] = f"A grant lasts at most {GRANT_MAX_DAYS} days."
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        AccessGrant.objects.filter(
+            owner=owner, grantee=grantee, scope=scope, revoked_at__isnull=True, expires_at__gt=now
+        ).update(revoked_at=now)
+        return AccessGrant.objects.create(
+            owner=owner, grantee=grantee, scope=scope, created_at=now, expires_at=expires_at
+        )
+
+
+def access_grant_revoke(*, owner: AbstractBaseUser, grant_id: int | str) -> AccessGrant:
+    """End one of the owner's grants now; revoking an ended grant changes nothing.
+
+    Raises ``AccessGrant.DoesNotExist`` for an unknown id and for another
+    user's grant alike, so that callers answer 404 without telling them apart.
+    """
+    try:
+        grant = AccessGrant.objects.get(pk=int(grant_id), owner=owner)
+    except (TypeError, ValueError) as error:
+        raise AccessGrant.DoesNotExist from error
+    if grant.revoked_at is None and grant.expires_at > timezone.now():
+        grant.revoked_at = timezone.now()
+        grant.save(update_fields=["revoked_at"])
+    return grant
+
+
+def access_data_delete(*, user: AbstractBaseUser) -> None:
+    """Delete the grants a user gave or holds and what the audit log says about them.
+
+    Part of "delete all my data" when the account itself is kept (deleting the
+    account cascades to the same rows).
+    """
+    AccessGrant.objects.filter(Q(owner=user) | Q(grantee=user)).delete()
+    AuditLogEntry.objects.filter(subject_user=user).delete()
+
+
+def _permissions(pairs: list[tuple[str, str]]) -> list[Permission]:
+    query = Q(pk__in=[])
+    for app_label, codename in pairs:
+        query |= Q(content_type__app_label=app_label, codename=codename)
+    return list(Permission.objects.filter(query))
+
+
+def roles_ensure() -> None:
+    """Create or complete the "Memory reviewers" and "Memory admins" groups.
+
+    Idempotent; run after every migrate, once the permissions exist, so a new
+    model's permissions join the admin role without a manual step. Permissions
+    added to a group by hand are kept.
+    """
+    reviewers, _ = Group.objects.get_or_create(name=REVIEWERS_GROUP)
+    reviewers.permissions.add(*_permissions(REVIEWER_PERMISSIONS))
+    admins, _ = Group.objects.get_or_create(name=ADMINS_GROUP)
+    admins.permissions.add(
+        *Permission.objects.filter(content_type__app_label__in=ADMIN_PERMISSION_APPS),
+        *_permissions(ADMIN_EXTRA_PERMISSIONS),
+    )
