@@ -20,13 +20,15 @@ import numpy as np
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
-from django.db.models import Q
+from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from memory_app.embedding import embedder_get, vector_from_bytes
 from memory_app.models import (
     Memory,
+    MemoryRevision,
     MemoryScope,
+    MemorySettings,
     MemorySource,
     MemoryStatus,
     MemoryWatermark,
@@ -255,6 +257,17 @@ def _index_get(*, app_name: str, user_pk: int) -> _CachedIndex:
     return entry
 
 
+def index_cache_drop(*, user_pk: int) -> None:
+    """Forget this process's search indexes of the user, with the texts they hold.
+
+    Other processes' copies are already unusable once the version token changed (see
+    ``memory_index_invalidate``) and leave their caches as newer indexes push them out.
+    """
+    with _indexes_lock:
+        for key in [key for key in _indexes if key[1] == user_pk]:
+            del _indexes[key]
+
+
 def memory_sources(*, memory_ids: list) -> dict[str, list[SourceRef]]:
     """Each memory's source events, oldest first, as (session id, event id): one query."""
     rows = (
@@ -348,6 +361,30 @@ def memory_get(*, app_name: str, user_pk: int, memory_id: str) -> Memory | None:
         return Memory.objects.filter(app_name=app_name, user_id=user_pk, pk=memory_id).first()
     except ValidationError:
         return None
+
+
+def memory_settings_get(*, user_pk: int) -> MemorySettings:
+    """The user's choices; a user who never chose has both on (no row is created)."""
+    found = MemorySettings.objects.filter(user_id=user_pk).first()
+    return found or MemorySettings(user_id=user_pk)
+
+
+def user_memories(
+    *, app_name: str, user_pk: int, memory_ids: list[str] | None = None
+) -> QuerySet[Memory]:
+    """The user's own memories of the app (user and session scope, every status), by topic and
+    newest first, each with its sources (events in conversation order) and its revisions, for
+    the user's Memory page and API. ``memory_ids`` narrows them to those ids."""
+    rows = Memory.objects.filter(app_name=app_name, user_id=user_pk)
+    if memory_ids is not None:
+        rows = rows.filter(pk__in=memory_ids)
+    sources = MemorySource.objects.select_related("event").order_by(
+        "event__session_id", "event__sequence"
+    )
+    revisions = MemoryRevision.objects.order_by("created_at", "id")
+    return rows.order_by("topic", "-updated_at", "id").prefetch_related(
+        Prefetch("sources", queryset=sources), Prefetch("revisions", queryset=revisions)
+    )
 
 
 def session_user_event_get(*, session_id: str, invocation_id: str) -> EventRecord | None:

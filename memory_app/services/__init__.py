@@ -24,14 +24,18 @@ from memory_app.services.jobs import (
 )
 from memory_app.services.memories import (
     ForgetReport,
+    MemoryCorrectionError,
     SessionReleaseReport,
+    memories_delete_all,
     memories_forget,
+    memory_correct,
     memory_create_explicit,
     memory_delete,
     memory_facts_store,
     session_memories_release,
 )
 from memory_app.services.users import (
+    memory_change_notice_send,
     memory_index_invalidate,
     memory_notices_send,
     memory_settings_update,
@@ -40,8 +44,12 @@ from memory_app.services.users import (
 
 __all__ = [
     "ForgetReport",
+    "MemoryCorrectionError",
     "SessionReleaseReport",
+    "memories_delete_all",
     "memories_forget",
+    "memory_change_notice_send",
+    "memory_correct",
     "memory_create_explicit",
     "memory_delete",
     "memory_facts_store",

@@ -18,6 +18,7 @@ from memory_app.consolidation import (
     consolidation_prepare,
     memories_consolidate,
 )
+from memory_app.embedding import embedder_get, vector_to_bytes
 from memory_app.extraction import ExtractedFact
 from memory_app.models import (
     GenerationJob,
@@ -27,11 +28,24 @@ from memory_app.models import (
     MemoryStatus,
     SourceType,
 )
+from memory_app.safety import memory_text_check, pii_redact
 from memory_app.services.jobs import job_finish
-from memory_app.services.users import memory_index_invalidate, memory_notices_send, user_lock
+from memory_app.services.users import (
+    memory_change_notice_send,
+    memory_index_invalidate,
+    memory_notices_send,
+    user_lock,
+)
 from memory_app.topics import EXPLICIT_INSTRUCTIONS
 
 logger = logging.getLogger(__name__)
+
+CORRECTION_MAX_CHARS = 1000
+CORRECTION_CONFIDENCE = 1.0
+
+
+class MemoryCorrectionError(ValueError):
+    """A correction that cannot be stored; the message says why, in words for the user."""
 
 
 # --- Memories written directly -----------------------------------------------------------------
@@ -120,15 +134,122 @@ def memory_delete(
     """Delete the user's memory with its sources and revisions; False if they have none such.
 
     A deletion the user asks for removes the text everywhere, history included: keeping it in a
-    revision would defeat the point.
+    revision would defeat the point. Taken under the user's lock, so a generation job cannot
+    update (and so write back) the memory while it goes; open chat pages get a notice.
     """
-    memory = selectors.memory_get(app_name=app_name, user_pk=user_pk, memory_id=memory_id)
-    if memory is None:
+    if selectors.memory_get(app_name=app_name, user_pk=user_pk, memory_id=memory_id) is None:
         return False
-    memory.delete()
+    with transaction.atomic():
+        user_lock(user_pk)
+        deleted, _ = Memory.objects.filter(
+            app_name=app_name, user_id=user_pk, pk=memory_id
+        ).delete()
+    if not deleted:
+        return False
     logger.info("memory %s of user %s deleted by %s", memory_id, user_pk, actor_user_pk or user_pk)
     memory_index_invalidate(app_name=app_name, user_pk=user_pk)
+    memory_change_notice_send(
+        user_pk=user_pk,
+        notice={
+            "kind": "memory_deleted",
+            "message": "A memory was deleted; it will not be used again.",
+            "memory_ids": [str(memory_id)],
+        },
+    )
     return True
+
+
+def memories_delete_all(*, app_name: str, user_pk: int) -> int:
+    """Delete every memory of the user in the app (user and session scope, any status) with
+    their sources and revisions; returns how many. Under the user's lock, like one deletion."""
+    with transaction.atomic():
+        user_lock(user_pk)
+        rows = Memory.objects.filter(app_name=app_name, user_id=user_pk)
+        count = rows.delete()[1].get(Memory._meta.label, 0)
+    memory_index_invalidate(app_name=app_name, user_pk=user_pk)
+    if count:
+        memory_change_notice_send(
+            user_pk=user_pk,
+            notice={
+                "kind": "memory_deleted",
+                "message": f"All your memories were deleted ({count}); none will be used again.",
+                "memory_ids": [],
+                "all": True,
+            },
+        )
+    return count
+
+
+def _correction_snapshot(memory: Memory) -> dict:
+    return {
+        "text": memory.text,
+        "source_type": memory.source_type,
+        "confidence": memory.confidence,
+        "status": memory.status,
+    }
+
+
+def memory_correct(
+    *, app_name: str, user_pk: int, memory_id: str, text: str, actor_user_pk: int | None = None
+) -> Memory | None:
+    """Replace a memory's text with the user's correction; None if they have no such memory.
+
+    What the user says about themselves outranks anything inferred, so the corrected memory
+    becomes an explicit statement (the trust order's second rank, after bootstrapped facts)
+    with full confidence, active again if it was held or invalidated. The old text stays in an
+    ``updated`` revision naming the user. The correction passes the same safety check as any
+    extracted fact, so a memory cannot be turned into an instruction to the agent; it raises
+    :class:`MemoryCorrectionError` otherwise. The text is embedded before the lock is taken.
+    """
+    text = pii_redact(text=" ".join(str(text).split()), app_name=app_name)
+    if not text:
+        raise MemoryCorrectionError("A correction needs some text.")
+    if len(text) > CORRECTION_MAX_CHARS:
+        raise MemoryCorrectionError(f"A memory is at most {CORRECTION_MAX_CHARS} characters.")
+    verdict = memory_text_check(text=text)
+    if not verdict.ok:
+        raise MemoryCorrectionError(f"This cannot be stored as a memory: {verdict.reason}.")
+    if selectors.memory_get(app_name=app_name, user_pk=user_pk, memory_id=memory_id) is None:
+        return None
+    embedder = embedder_get()
+    vectors = embedder.encode([text]) if embedder.name != "none" else None
+    with transaction.atomic():
+        user_lock(user_pk)
+        memory = (
+            Memory.objects.select_for_update()
+            .filter(app_name=app_name, user_id=user_pk, pk=memory_id)
+            .first()
+        )
+        if memory is None:
+            return None
+        before = _correction_snapshot(memory)
+        memory.text = text
+        memory.structured = None
+        memory.source_type = SourceType.EXPLICIT
+        memory.confidence = CORRECTION_CONFIDENCE
+        memory.status = MemoryStatus.ACTIVE
+        memory.review_reason = ""
+        memory.embedding = None if vectors is None else vector_to_bytes(vectors[0])
+        memory.embedding_model = "" if vectors is None else embedder.name
+        memory.save()
+        MemoryRevision.objects.create(
+            memory=memory,
+            action=MemoryRevision.Action.UPDATED,
+            before=before,
+            after=_correction_snapshot(memory),
+            reason="Corrected by the user.",
+            actor_user_id=actor_user_pk or user_pk,
+        )
+    memory_index_invalidate(app_name=app_name, user_pk=user_pk)
+    memory_change_notice_send(
+        user_pk=user_pk,
+        notice={
+            "kind": "memory_updated",
+            "message": f"Memory corrected: {text[:160]}",
+            "memory_ids": [str(memory.id)],
+        },
+    )
+    return memory
 
 
 # --- Forgetting ---------------------------------------------------------------------------------

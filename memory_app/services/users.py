@@ -54,7 +54,8 @@ def memory_settings_update(
     *, user_pk: int, create_enabled: bool | None = None, use_enabled: bool | None = None
 ) -> MemorySettings:
     """Record the user's choices; a job already queued checks ``create_enabled`` again when it
-    runs, so turning creation off stops pending work too."""
+    runs, so turning creation off stops pending work too. The next turn reads the choices
+    afresh, and the user's open chat pages get a notice."""
     with transaction.atomic():
         row, _ = MemorySettings.objects.select_for_update().get_or_create(user_id=user_pk)
         if create_enabled is not None:
@@ -62,6 +63,19 @@ def memory_settings_update(
         if use_enabled is not None:
             row.use_enabled = use_enabled
         row.save()
+    memory_change_notice_send(
+        user_pk=user_pk,
+        notice={
+            "kind": "memory_settings",
+            "message": (
+                f"Memory settings changed: creating memories "
+                f"{'on' if row.create_enabled else 'off'}, using memories in replies "
+                f"{'on' if row.use_enabled else 'off'}."
+            ),
+            "create_enabled": row.create_enabled,
+            "use_enabled": row.use_enabled,
+        },
+    )
     return row
 
 
@@ -81,6 +95,12 @@ def user_lock(user_pk: int) -> MemorySettings:
 def _notice_text(prefix: str, memories: list[Memory]) -> str:
     text = prefix + "; ".join(memory.text for memory in memories)
     return text if len(text) <= NOTICE_TEXT_CHARS else text[: NOTICE_TEXT_CHARS - 1] + "…"
+
+
+def memory_change_notice_send(*, user_pk: int, notice: dict) -> None:
+    """Send ``notice`` to the user's open chat pages once the current transaction commits
+    (at once outside one), so a page never hears of a change that was rolled back."""
+    transaction.on_commit(lambda: async_to_sync(user_notice_send)(user_pk=user_pk, notice=notice))
 
 
 def memory_notices_send(*, user_pk: int, report: ConsolidationReport) -> None:

@@ -1,0 +1,214 @@
+"""The memory REST API: a signed-in user's own memories (list, search, read, correct, delete)
+and their memory settings.
+
+Every view reaches only the requesting user's memories: another user's memory, an unknown id
+and a malformed one all answer the same 404. Bad input answers 400 and writes nothing.
+"""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory_app import selectors, services
+from memory_app.serializers import (
+    SEARCH_LIMIT,
+    AppQuerySerializer,
+    MemoriesDeletedSerializer,
+    MemoryCorrectSerializer,
+    MemoryPageSerializer,
+    MemoryQuerySerializer,
+    MemorySerializer,
+    MemorySettingsSerializer,
+)
+from sessions_app.api import (
+    BAD_REQUEST,
+    NOT_SIGNED_IN,
+    TOO_LARGE,
+    UNSUPPORTED,
+    BadRequest,
+    SessionStoreAPIView,
+    _validated,
+)
+from sessions_app.serializers import ErrorSerializer
+
+MEMORY_ID = OpenApiParameter(
+    "memory_id",
+    OpenApiTypes.UUID,
+    OpenApiParameter.PATH,
+    description="The memory's id. Another user's memory answers 404.",
+)
+MEMORY_NOT_FOUND = OpenApiResponse(
+    ErrorSerializer, description="You have no memory with this id (also another user's)."
+)
+
+
+def _serialized(request: Request, memories, *, many: bool = False):
+    return MemorySerializer(memories, many=many, context={"user_pk": request.user.pk}).data
+
+
+class MemoryListView(SessionStoreAPIView):
+    @extend_schema(
+        operation_id="memories_list",
+        summary="Your memories of an app by topic, or the best matches of a search",
+        parameters=[MemoryQuerySerializer],
+        responses={200: MemoryPageSerializer, 400: BAD_REQUEST, 403: NOT_SIGNED_IN},
+    )
+    def get(self, request: Request) -> Response:
+        query = _validated(MemoryQuerySerializer, request.query_params)
+        app_name, user_pk = query["app_name"], request.user.pk
+        words = query.get("q", "").strip()
+        if words:
+            found = selectors.memory_search(
+                app_name=app_name, user_pk=user_pk, query=words, limit=SEARCH_LIMIT
+            )
+            rows = selectors.user_memories(
+                app_name=app_name, user_pk=user_pk, memory_ids=[result.id for result in found]
+            )
+            by_id = {str(memory.id): memory for memory in rows}
+            memories = []
+            for result in found:
+                memory = by_id.get(result.id)
+                if memory is not None:
+                    memory.score = result.score
+                    memories.append(memory)
+            return Response(
+                {"results": _serialized(request, memories, many=True), "next_page": None}
+            )
+        paginator = Paginator(
+            selectors.user_memories(app_name=app_name, user_pk=user_pk), query["page_size"]
+        )
+        if query["page"] > max(paginator.num_pages, 1):
+            raise BadRequest(f"There are {paginator.num_pages} pages.")
+        page = paginator.page(query["page"])
+        return Response(
+            {
+                "results": _serialized(request, list(page.object_list), many=True),
+                "next_page": page.next_page_number() if page.has_next() else None,
+            }
+        )
+
+    @extend_schema(
+        operation_id="memories_destroy_all",
+        summary="Delete all your memories of an app",
+        description="Sources and history go with them; no reply uses them again.",
+        parameters=[AppQuerySerializer],
+        responses={200: MemoriesDeletedSerializer, 400: BAD_REQUEST, 403: NOT_SIGNED_IN},
+    )
+    def delete(self, request: Request) -> Response:
+        query = _validated(AppQuerySerializer, request.query_params)
+        count = services.memories_delete_all(app_name=query["app_name"], user_pk=request.user.pk)
+        return Response(MemoriesDeletedSerializer({"deleted": count}).data)
+
+
+def _owned_memory(request: Request, memory_id: str, app_name: str):
+    """The requesting user's memory with sources and history; 404 for any other id."""
+    user_pk = request.user.pk
+    if selectors.memory_get(app_name=app_name, user_pk=user_pk, memory_id=memory_id) is None:
+        raise NotFound()
+    found = selectors.user_memories(app_name=app_name, user_pk=user_pk, memory_ids=[memory_id])
+    memory = found.first()
+    if memory is None:
+        raise NotFound()
+    return memory
+
+
+class MemoryDetailView(SessionStoreAPIView):
+    @extend_schema(
+        operation_id="memories_retrieve",
+        summary="One of your memories with why it exists and its history",
+        parameters=[MEMORY_ID, AppQuerySerializer],
+        responses={
+            200: MemorySerializer,
+            400: BAD_REQUEST,
+            403: NOT_SIGNED_IN,
+            404: MEMORY_NOT_FOUND,
+        },
+    )
+    def get(self, request: Request, memory_id: str) -> Response:
+        query = _validated(AppQuerySerializer, request.query_params)
+        return Response(_serialized(request, _owned_memory(request, memory_id, query["app_name"])))
+
+    @extend_schema(
+        operation_id="memories_destroy",
+        summary="Delete one of your memories, with its sources and history",
+        parameters=[MEMORY_ID, AppQuerySerializer],
+        responses={204: None, 400: BAD_REQUEST, 403: NOT_SIGNED_IN, 404: MEMORY_NOT_FOUND},
+    )
+    def delete(self, request: Request, memory_id: str) -> Response:
+        query = _validated(AppQuerySerializer, request.query_params)
+        if not services.memory_delete(
+            app_name=query["app_name"], user_pk=request.user.pk, memory_id=memory_id
+        ):
+            raise NotFound()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MemoryCorrectView(SessionStoreAPIView):
+    @extend_schema(
+        operation_id="memories_correct_create",
+        summary="Correct one of your memories",
+        description="The memory takes the new text as an explicit statement of yours, fully "
+        "trusted; the old text is kept as a revision. Text that reads like an instruction "
+        "to the assistant or holds a secret is refused.",
+        parameters=[MEMORY_ID, AppQuerySerializer],
+        request=MemoryCorrectSerializer,
+        responses={
+            200: MemorySerializer,
+            400: BAD_REQUEST,
+            403: NOT_SIGNED_IN,
+            404: MEMORY_NOT_FOUND,
+            413: TOO_LARGE,
+            415: UNSUPPORTED,
+        },
+    )
+    def post(self, request: Request, memory_id: str) -> Response:
+        query = _validated(AppQuerySerializer, request.query_params)
+        data = _validated(MemoryCorrectSerializer, request.data)
+        try:
+            memory = services.memory_correct(
+                app_name=query["app_name"],
+                user_pk=request.user.pk,
+                memory_id=memory_id,
+                text=data["text"],
+            )
+        except services.MemoryCorrectionError as error:
+            raise BadRequest(str(error)) from None
+        if memory is None:
+            raise NotFound()
+        return Response(_serialized(request, _owned_memory(request, memory_id, query["app_name"])))
+
+
+class MemorySettingsView(SessionStoreAPIView):
+    @extend_schema(
+        operation_id="memory_settings_retrieve",
+        summary="Your memory settings",
+        responses={200: MemorySettingsSerializer, 403: NOT_SIGNED_IN},
+    )
+    def get(self, request: Request) -> Response:
+        row = selectors.memory_settings_get(user_pk=request.user.pk)
+        return Response(MemorySettingsSerializer(row).data)
+
+    @extend_schema(
+        operation_id="memory_settings_partial_update",
+        summary="Turn creating or using memories on or off",
+        description="Effective at once: the next reply reads the choice, and a memory job "
+        "already queued checks it again when it runs.",
+        request=MemorySettingsSerializer,
+        responses={
+            200: MemorySettingsSerializer,
+            400: BAD_REQUEST,
+            403: NOT_SIGNED_IN,
+            413: TOO_LARGE,
+            415: UNSUPPORTED,
+        },
+    )
+    def patch(self, request: Request) -> Response:
+        data = _validated(MemorySettingsSerializer, request.data)
+        row = services.memory_settings_update(user_pk=request.user.pk, **data)
+        return Response(MemorySettingsSerializer(row).data)

@@ -1,0 +1,165 @@
+"""Request validation and response shapes of the memory REST API, and the words the Memory
+page and the API share: a source's excerpt and link, a revision's actor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+from rest_framework import serializers
+
+from memory_app.models import Memory, MemoryRevision, MemorySource
+from memory_app.selectors import event_text
+from memory_app.services.memories import CORRECTION_MAX_CHARS
+from sessions_app.serializers import _identifier_field
+
+EXCERPT_MAX_CHARS = 300
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+SEARCH_LIMIT = 50
+
+
+def source_excerpt(source: MemorySource) -> str:
+    """The words that support the memory: the stored excerpt, else the event's own text."""
+    text = source.excerpt or event_text(source.event)
+    text = " ".join(text.split())
+    return text if len(text) <= EXCERPT_MAX_CHARS else text[: EXCERPT_MAX_CHARS - 1] + "…"
+
+
+def source_url(source: MemorySource) -> str:
+    """The chat page of the source's conversation, scrolled to that turn."""
+    chat = reverse("chat-session", kwargs={"session_id": source.event.session_id})
+    return f"{chat}#event-{source.event.event_id}"
+
+
+def revision_actor(revision: MemoryRevision, *, user_pk: int) -> str:
+    """Who made a change, as its owner should read it (no staff member's name)."""
+    if revision.actor_user_id == user_pk:
+        return "you"
+    if revision.actor_user_id is not None:
+        return "staff"
+    if revision.actor_job_id is not None:
+        return "memory generation"
+    return "automatic maintenance"
+
+
+def _default_app_name() -> str:
+    return settings.DEFAULT_APP_NAME
+
+
+class MemoryQuerySerializer(serializers.Serializer):
+    app_name = _identifier_field(
+        default=_default_app_name, help_text="Defaults to the site's default app."
+    )
+    q = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=1000,
+        help_text="Search words: answers the best matches among active memories, best first "
+        "(at most 50, no further pages). Empty or left out lists every memory by topic.",
+    )
+    page = serializers.IntegerField(min_value=1, default=1)
+    page_size = serializers.IntegerField(min_value=1, max_value=MAX_PAGE_SIZE, default=50)
+
+
+class AppQuerySerializer(serializers.Serializer):
+    app_name = _identifier_field(
+        default=_default_app_name, help_text="Defaults to the site's default app."
+    )
+
+
+class MemoryCorrectSerializer(serializers.Serializer):
+    text = serializers.CharField(
+        max_length=CORRECTION_MAX_CHARS,
+        help_text="What is true instead. It becomes an explicit, fully trusted memory; the "
+        "old text is kept in the memory's history.",
+    )
+
+
+class MemorySourceSerializer(serializers.Serializer):
+    session_id = serializers.CharField(source="event.session_id")
+    event_id = serializers.CharField(source="event.event_id")
+    author = serializers.CharField(source="event.author")
+    timestamp = serializers.FloatField(source="event.timestamp", help_text="Seconds since epoch.")
+    excerpt = serializers.SerializerMethodField(help_text="The words the memory came from.")
+    url = serializers.SerializerMethodField(help_text="The chat page at that turn.")
+
+    def get_excerpt(self, source: MemorySource) -> str:
+        return source_excerpt(source)
+
+    def get_url(self, source: MemorySource) -> str:
+        return source_url(source)
+
+
+class MemoryRevisionSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(choices=MemoryRevision.Action.choices)
+    before = serializers.JSONField(allow_null=True)
+    after = serializers.JSONField(allow_null=True)
+    reason = serializers.CharField()
+    actor = serializers.SerializerMethodField(
+        help_text='"you", "staff", "memory generation" or "automatic maintenance".'
+    )
+    created_at = serializers.DateTimeField()
+
+    def get_actor(self, revision: MemoryRevision) -> str:
+        return revision_actor(revision, user_pk=self.context["user_pk"])
+
+
+class MemorySerializer(serializers.ModelSerializer):
+    sources = MemorySourceSerializer(
+        many=True, help_text="Why it exists: the turns it came from, in conversation order."
+    )
+    revisions = MemoryRevisionSerializer(many=True, help_text="Its history, oldest first.")
+    session_id = serializers.CharField(
+        read_only=True, allow_null=True, help_text="Set for session-scope memories only."
+    )
+    score = serializers.FloatField(
+        required=False, help_text="Relevance to the search words; only in search results."
+    )
+
+    class Meta:
+        model = Memory
+        fields = [
+            "id",
+            "app_name",
+            "scope",
+            "session_id",
+            "topic",
+            "text",
+            "structured",
+            "source_type",
+            "confidence",
+            "importance",
+            "status",
+            "created_at",
+            "updated_at",
+            "expires_at",
+            "score",
+            "sources",
+            "revisions",
+        ]
+
+    def to_representation(self, instance: Memory) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if getattr(instance, "score", None) is None:
+            data.pop("score", None)
+        return data
+
+
+class MemoryPageSerializer(serializers.Serializer):
+    results = MemorySerializer(many=True)
+    next_page = serializers.IntegerField(
+        allow_null=True, help_text="Pass as `page` for the next page; null on the last."
+    )
+
+
+class MemoriesDeletedSerializer(serializers.Serializer):
+    deleted = serializers.IntegerField(help_text="How many memories were deleted.")
+
+
+class MemorySettingsSerializer(serializers.Serializer):
+    create_enabled = serializers.BooleanField(
+        required=False, help_text="Create memories from my chats."
+    )
+    use_enabled = serializers.BooleanField(required=False, help_text="Use memories in replies.")

@@ -1,0 +1,135 @@
+"""The memory REST API: owner-only memories (list, search, read, correct, delete) and settings."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.urls import reverse
+
+from memory_app import selectors
+from memory_app.models import Memory, MemorySettings, SourceType
+from tests.memory_app.support import (  # noqa: F401 (fixture)
+    APP,
+    lexical_only,
+    memory_make,
+    session_make,
+    turn_add,
+    user_events,
+)
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lexical_only")]
+
+LIST = reverse("memory_api:memory-list")
+SETTINGS = reverse("memory_api:memory-settings")
+
+
+def detail(memory_id) -> str:
+    return reverse("memory_api:memory-detail", args=[memory_id])
+
+
+def correct(memory_id) -> str:
+    return reverse("memory_api:memory-correct", args=[memory_id])
+
+
+@pytest.fixture(autouse=True)
+def default_app(settings):
+    settings.DEFAULT_APP_NAME = APP
+
+
+def test_anonymous_requests_are_refused(client):
+    assert client.get(LIST).status_code == 403
+    assert client.get(SETTINGS).status_code == 403
+
+
+def test_list_has_own_memories_with_sources_and_history(api_client, user, other_user):
+    session = session_make(user)
+    turn_add(session, "My sister is called Mia")
+    event = user_events(session.id)[0]
+    mine = memory_make(user=user, text="Has a sister called Mia", sources=[event])
+    memory_make(user=other_user, text="Not yours")
+
+    body = api_client.get(LIST).json()
+
+    assert [m["text"] for m in body["results"]] == ["Has a sister called Mia"]
+    assert body["next_page"] is None
+    source = body["results"][0]["sources"][0]
+    assert source["excerpt"] == "My sister is called Mia"
+    assert source["url"].endswith(f"/chat/{session.id}/#event-{event.event_id}")
+    assert body["results"][0]["id"] == str(mine.id)
+
+
+def test_list_pages(api_client, user):
+    for number in range(3):
+        memory_make(user=user, text=f"fact {number}")
+
+    first = api_client.get(LIST, {"page_size": 2}).json()
+    second = api_client.get(LIST, {"page_size": 2, "page": first["next_page"]}).json()
+
+    assert len(first["results"]) == 2
+    assert len(second["results"]) == 1
+    assert second["next_page"] is None
+    assert api_client.get(LIST, {"page": 9}).status_code == 400
+
+
+def test_search_answers_the_best_matches_with_scores(api_client, user):
+    memory_make(user=user, text="Drives an old Volvo")
+    memory_make(user=user, text="Grows tomatoes")
+
+    results = api_client.get(LIST, {"q": "volvo"}).json()["results"]
+
+    assert [m["text"] for m in results] == ["Drives an old Volvo"]
+    assert results[0]["score"] > 0
+
+
+def test_others_memories_answer_404_and_stay(api_client, other_user):
+    theirs = memory_make(user=other_user, text="Theirs")
+
+    for url in (detail(theirs.id), detail(uuid.uuid4()), detail("nonsense")):
+        assert api_client.get(url).status_code == 404
+        assert api_client.delete(url).status_code == 404
+    assert api_client.post(correct(theirs.id), {"text": "x"}, format="json").status_code == 404
+    assert Memory.objects.get(pk=theirs.pk).text == "Theirs"
+
+
+def test_delete_one_and_all(api_client, user, other_user):
+    one = memory_make(user=user, text="Runs marathons")
+    memory_make(user=user, text="Reads sci-fi")
+    theirs = memory_make(user=other_user, text="Theirs")
+
+    assert api_client.delete(detail(one.id)).status_code == 204
+    assert api_client.get(detail(one.id)).status_code == 404
+    assert selectors.memory_search(app_name=APP, user_pk=user.pk, query="marathons") == []
+
+    assert api_client.delete(LIST).json() == {"deleted": 1}
+    assert not Memory.objects.filter(user=user).exists()
+    assert Memory.objects.filter(pk=theirs.pk).exists()
+
+
+def test_correct_makes_an_explicit_memory_and_refuses_bad_text(api_client, user):
+    memory = memory_make(user=user, text="Works at Acme")
+
+    body = api_client.post(correct(memory.id), {"text": "Works at Globex"}, format="json").json()
+
+    assert body["text"] == "Works at Globex"
+    assert body["source_type"] == SourceType.EXPLICIT
+    assert body["confidence"] == 1.0
+    assert body["revisions"][-1]["before"]["text"] == "Works at Acme"
+    assert body["revisions"][-1]["actor"] == "you"
+    bad = api_client.post(correct(memory.id), {"text": "my password is hunter2"}, format="json")
+    assert bad.status_code == 400
+    assert "secret" in bad.json()["detail"]
+    assert api_client.post(correct(memory.id), {"text": ""}, format="json").status_code == 400
+    assert (
+        api_client.post(correct(memory.id), "{", content_type="application/json").status_code == 400
+    )
+
+
+def test_settings_read_and_update(api_client, user):
+    assert api_client.get(SETTINGS).json() == {"create_enabled": True, "use_enabled": True}
+
+    updated = api_client.patch(SETTINGS, {"use_enabled": False}, format="json").json()
+
+    assert updated == {"create_enabled": True, "use_enabled": False}
+    assert MemorySettings.objects.get(user=user).use_enabled is False
+    assert api_client.patch(SETTINGS, {"use_enabled": "maybe"}, format="json").status_code == 400
