@@ -2,16 +2,26 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from chatapp import views
+from chatapp import api, views
+from memory_app import views as memory_views
 from sessions_app import views as chat_views
 
 urlpatterns = [
     path("", chat_views.chat, name="home"),
     path("chat/<str:session_id>/", chat_views.chat, name="chat-session"),
+    path("memory/", memory_views.memory_page, name="memory"),
+    path("memory/delete-all/", memory_views.memories_delete_all, name="memory-delete-all"),
+    path("memory/<str:memory_id>/delete/", memory_views.memory_delete, name="memory-delete"),
+    path("memory/<str:memory_id>/correct/", memory_views.memory_correct, name="memory-correct"),
+    path("settings/", views.settings_page, name="settings"),
+    path("settings/export/", views.data_export, name="data-export"),
+    path("settings/delete/", views.data_delete, name="data-delete"),
     path("accounts/signup/", views.SignupView.as_view(), name="signup"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/", include("sessions_app.urls")),
+    path("api/", include("memory_app.urls")),
+    path("api/export/", api.ExportView.as_view(), name="api-export"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

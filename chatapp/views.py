@@ -1,8 +1,23 @@
-from django.contrib.auth import login
+from collections.abc import AsyncIterator, Iterator
+
+from asgiref.sync import sync_to_async
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import login, logout
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
-from django.shortcuts import redirect
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods
 from django.views.generic import CreateView
+
+from chatapp import selectors as chat_selectors
+from chatapp import services as chat_services
+from memory_app import selectors as memory_selectors
+from memory_app import services as memory_services
 
 
 class SignupView(CreateView):
@@ -21,3 +36,88 @@ class SignupView(CreateView):
         response = super().form_valid(form)
         login(self.request, self.object, backend="django.contrib.auth.backends.ModelBackend")
         return response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def settings_page(request: HttpRequest) -> HttpResponse:
+    """Memory on/off switches (saved at once) and the user's data rights: export, delete."""
+    if request.method == "POST":
+        memory_services.memory_settings_update(
+            user_pk=request.user.pk,
+            create_enabled=request.POST.get("create_enabled") == "on",
+            use_enabled=request.POST.get("use_enabled") == "on",
+        )
+        messages.success(request, "Memory settings saved. They apply from the next reply.")
+        return redirect("settings")
+    context = {"memory_settings": memory_selectors.memory_settings_get(user_pk=request.user.pk)}
+    return render(request, "account/settings.html", context)
+
+
+def export_response(request: HttpRequest) -> StreamingHttpResponse:
+    """The user's data as a JSON attachment, streamed as it is read.
+
+    Under ASGI each piece is read in the request's database thread through ``sync_to_async``:
+    Django would otherwise read a synchronous iterator to the end before sending any of it.
+    """
+    pieces = chat_selectors.user_data_export(user=request.user)
+    if isinstance(request, ASGIRequest):
+        pieces = _async_pieces(pieces)
+    response = StreamingHttpResponse(pieces, content_type="application/json; charset=utf-8")
+    stamp = timezone.now().strftime("%Y-%m-%d")
+    response["Content-Disposition"] = f'attachment; filename="my-data-{stamp}.json"'
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+async def _async_pieces(pieces: Iterator[str]) -> AsyncIterator[str]:
+    take = sync_to_async(lambda: next(pieces, None))
+    while (piece := await take()) is not None:
+        yield piece
+
+
+@login_required
+@require_http_methods(["GET"])
+def data_export(request: HttpRequest) -> StreamingHttpResponse:
+    return export_response(request)
+
+
+class DataDeleteForm(forms.Form):
+    password = forms.CharField(
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+        help_text="Your password, to confirm it is you.",
+    )
+    delete_account = forms.BooleanField(
+        required=False,
+        label="Also delete my account",
+        help_text="Without it, you stay signed in with an empty history and your memory "
+        "settings kept.",
+    )
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def clean_password(self) -> str:
+        password = self.cleaned_data["password"]
+        if not self.user.check_password(password):
+            raise forms.ValidationError("That is not your password.")
+        return password
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def data_delete(request: HttpRequest) -> HttpResponse:
+    """Delete all my data, after the user's password; the account too if they ask."""
+    form = DataDeleteForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        delete_account = form.cleaned_data["delete_account"]
+        chat_services.user_data_delete(user=request.user, delete_account=delete_account)
+        if delete_account:
+            logout(request)
+            messages.success(request, "Your account and all its data were deleted.")
+            return redirect("login")
+        messages.success(request, "All your chats, memories and state were deleted.")
+        return redirect("settings")
+    status = 400 if form.is_bound else 200
+    return render(request, "account/delete.html", {"form": form}, status=status)
