@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import CharField, Exists, OuterRef
 from django.db.models.functions import Cast
 
+from access_app.services import access_data_delete
 from memory_app import selectors as memory_selectors
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemoryScope, MemorySource
 from memory_app.services import memory_change_notice_send, memory_index_invalidate, user_lock
@@ -82,8 +83,13 @@ def _admin_log_release(*, user_pk: int, memory_ids: list[str], delete_account: b
 
 def user_data_delete(*, user, delete_account: bool) -> DataDeletionReport:
     """Delete everything kept about ``user``: sessions with their events and state, ``user:``
-    state, memories with sources, revisions and embeddings, generation jobs, admin log entries
-    about those rows, and shared memories that only their conversations supported. With
+    state, memories with sources, revisions and embeddings, generation jobs, access grants
+    they gave or hold, the audit log of staff access to their data, admin log entries about
+    those rows, and shared memories that only their conversations supported.
+
+    The audit log goes too: it is the user's record of staff access to data that no longer
+    exists, and its entries name that data (ids, staff reasons). Entries of what the user, as
+    staff, did to other users' data stay in those users' logs under their username. With
     ``delete_account`` the account goes too (with their memory settings); without it the
     account and its memory settings stay, so an opt-out survives a clean slate.
 
@@ -113,6 +119,7 @@ def user_data_delete(*, user, delete_account: bool) -> DataDeletionReport:
             .get(SessionRecord._meta.label, 0)
         )
         UserState.objects.filter(user_id=user_pk).delete()
+        access_data_delete(user=user)
         if delete_account:
             get_user_model().objects.filter(pk=user_pk).delete()
     for app_name in apps:

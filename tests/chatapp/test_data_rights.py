@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.apps import apps
@@ -19,8 +20,10 @@ from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 from django.test import AsyncClient
 from django.urls import reverse
+from django.utils import timezone
 from google.genai import types
 
+from access_app.services import access_grant_create, audit_record
 from chatapp import services as chat_services
 from memory_app import selectors as memory_selectors
 from memory_app.models import (
@@ -100,6 +103,17 @@ def plant(user, marker: str) -> dict:
         object_repr=f"Code word is {marker}",
         action_flag=CHANGE,
     )
+    access_grant_create(
+        owner=user, grantee=staff, scope="memories", expires_at=timezone.now() + timedelta(days=3)
+    )
+    audit_record(
+        actor=staff,
+        subject_user_pk=user.pk,
+        action="view",
+        object_type="memory_app.memory",
+        object_id=memory.id,
+        reason=f"support ticket about {marker}",
+    )
     return {
         "session_id": session.id,
         "memory_ids": [str(memory.id), str(session_memory.id)],
@@ -161,7 +175,9 @@ def test_no_row_anywhere_holds_the_users_content_after_deletion(user, other_user
     plant(other_user, other_marker)
     memory_selectors.memory_search(app_name=APP, user_pk=user.pk, query="code word")
     assert rows_holding(marker)  # the walk does find what was planted
-    assert rows_pointing_at(user.pk, allowed=set())
+    assert {"access_app.AccessGrant.owner", "access_app.AuditLogEntry.subject_user"} <= set(
+        rows_pointing_at(user.pk, allowed=set())
+    )
 
     report = chat_services.user_data_delete(user=user, delete_account=delete_account)
 
@@ -188,6 +204,7 @@ def test_no_row_anywhere_holds_the_users_content_after_deletion(user, other_user
         "memory_app.MemoryRevision",
         "memory_app.GenerationJob",
         "admin.LogEntry",
+        "access_app.AuditLogEntry",
     }
 
 
