@@ -6,4 +6,14 @@ class ChatappConfig(AppConfig):
     verbose_name = "Chat app"
 
     def ready(self) -> None:
+        from django.apps import apps
+        from django.db.models.signals import post_migrate
+
         from chatapp import checks  # noqa: F401  (registers the system checks)
+        from chatapp.periodic import periodic_tasks_install_after_migrate
+
+        post_migrate.connect(
+            periodic_tasks_install_after_migrate,
+            sender=apps.get_app_config("django_celery_beat"),
+            dispatch_uid="chatapp-periodic-tasks",
+        )

@@ -130,7 +130,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Schedules are rows of django-celery-beat, editable in the staff console; the
+# CELERY_BEAT_SCHEDULE entries below are the defaults that fill in missing rows.
+CELERY_BEAT_SCHEDULER = "chatapp.periodic:EditableDatabaseScheduler"
 
 # --- Sessions store ---------------------------------------------------------------
 DEFAULT_APP_NAME = env.str("DEFAULT_APP_NAME", default="chat")

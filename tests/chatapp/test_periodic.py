@@ -1,0 +1,60 @@
+"""The periodic tasks are django-celery-beat rows staff can edit, and a restart of beat keeps
+what they changed."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import reverse
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from chatapp.celery import app
+from chatapp.periodic import EditableDatabaseScheduler, periodic_tasks_install
+from tests.factories import UserFactory
+
+
+@pytest.mark.django_db
+def test_every_scheduled_task_is_a_row_after_migrate():
+    rows = {task.name: task for task in PeriodicTask.objects.all()}
+
+    for name, entry in settings.CELERY_BEAT_SCHEDULE.items():
+        assert rows[name].task == entry["task"]
+        assert rows[name].interval.every == int(entry["schedule"])
+        assert rows[name].enabled
+
+
+@pytest.mark.django_db
+def test_staff_sees_and_edits_the_schedules_in_the_console():
+    member = UserFactory(is_staff=True)
+    member.user_permissions.set(
+        Permission.objects.filter(
+            content_type__app_label="django_celery_beat",
+            codename__in=["view_periodictask", "change_periodictask"],
+        )
+    )
+    client = Client()
+    client.force_login(member)
+
+    page = client.get(reverse("admin:django_celery_beat_periodictask_changelist"))
+
+    assert page.status_code == 200
+    for name in settings.CELERY_BEAT_SCHEDULE:
+        assert name in page.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_beat_start_keeps_an_edited_schedule_and_fills_in_a_missing_one():
+    forget = PeriodicTask.objects.get(name="memories-forget")
+    forget.interval = IntervalSchedule.objects.create(every=7, period=IntervalSchedule.HOURS)
+    forget.enabled = False
+    forget.save()
+    PeriodicTask.objects.filter(name="memory-jobs-redispatch").delete()
+
+    EditableDatabaseScheduler(app=app)
+
+    forget.refresh_from_db()
+    assert (forget.interval.every, forget.interval.period, forget.enabled) == (7, "hours", False)
+    assert PeriodicTask.objects.filter(name="memory-jobs-redispatch").exists()
+    assert periodic_tasks_install() == []
