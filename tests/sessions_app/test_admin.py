@@ -1,0 +1,166 @@
+"""Sessions in the staff console: read-only, events shown as the conversation, hostile text
+inert, and closed to staff without the permission."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import reverse
+from django.utils.html import escape
+from google.genai import types
+
+from access_app.models import AuditLogEntry
+from sessions_app import services as session_services
+from sessions_app.events import Event, new_invocation_id
+from sessions_app.models import EventRecord, SessionRecord
+from tests.factories import AccessGrantFactory, UserFactory
+from tests.memory_app.support import session_make, turn_add
+
+HOSTILE = 'Hi <script>alert("x")</script> <img src=x onerror=alert(1)> **bold**'
+
+
+def staff_client(*codenames: str) -> Client:
+    member = UserFactory(is_staff=True)
+    member.user_permissions.set(Permission.objects.filter(codename__in=codenames))
+    client = Client()
+    client.force_login(member)
+    return client
+
+
+@pytest.fixture
+def session(user):
+    session = session_make(user)
+    turn_add(session, HOSTILE, reply="A *reply* with [a link](javascript:alert(1)).")
+    invocation_id = new_invocation_id()
+    session_services.event_append(
+        session=session,
+        event=Event(
+            invocation_id=invocation_id,
+            author="assistant",
+            content=types.Content(
+                role="model",
+                parts=[
+                    types.Part(
+                        function_call=types.FunctionCall(
+                            name="load_memory", args={"query": "<b>trip</b>"}
+                        )
+                    )
+                ],
+            ),
+        ),
+    )
+    session_services.event_append(
+        session=session,
+        event=Event(
+            invocation_id=invocation_id,
+            author="assistant",
+            content=types.Content(
+                role="user",
+                parts=[
+                    types.Part(
+                        function_response=types.FunctionResponse(
+                            name="load_memory", response={"memories": ["Lisbon in May"]}
+                        )
+                    )
+                ],
+            ),
+        ),
+    )
+    return SessionRecord.objects.get(pk=session.id)
+
+
+def page_of(client: Client, session: SessionRecord):
+    return client.get(reverse("admin:sessions_app_sessionrecord_change", args=[session.pk]))
+
+
+def test_conversation_is_shown_in_order_with_anchors_per_event(session):
+    client = staff_client("view_sessionrecord")
+    response = page_of(client, session)
+    page = response.content.decode()
+
+    assert response.status_code == 200
+    events = list(EventRecord.objects.filter(session=session).order_by("sequence"))
+    positions = [page.index(f'id="event-{event.event_id}"') for event in events]
+    assert positions == sorted(positions) and len(events) == 4
+    assert "<strong>bold</strong>" in page
+    assert "<em>reply</em>" in page
+    assert escape('Called load_memory({"query": "<b>trip</b>"})') in page
+    assert escape('Result of load_memory → {"memories": ["Lisbon in May"]}') in page
+    viewer = response.wsgi_request.user
+    [entry] = AuditLogEntry.objects.filter(actor=viewer)
+    assert (entry.subject_user_id, entry.action, entry.object_id) == (
+        session.user_id,
+        "view",
+        session.pk,
+    )
+
+
+def test_hostile_text_is_shown_escaped_never_as_markup(session):
+    page = page_of(staff_client("view_sessionrecord"), session).content.decode()
+    conversation = page[page.index('class="conversation"') :]
+
+    assert "<script>" not in conversation
+    assert '&lt;script&gt;alert("x")&lt;/script&gt;' in conversation
+    assert "&lt;img src=x onerror=alert(1)&gt;" in conversation
+    assert "<img" not in conversation
+    assert 'href="javascript:' not in conversation
+
+
+def test_sessions_are_read_only(session):
+    client = staff_client("view_sessionrecord", "change_sessionrecord", "delete_sessionrecord")
+    url = reverse("admin:sessions_app_sessionrecord_change", args=[session.pk])
+
+    client.post(url, {"title": "renamed"})
+    deleted = client.post(
+        reverse("admin:sessions_app_sessionrecord_delete", args=[session.pk]), {"post": "yes"}
+    )
+
+    assert deleted.status_code == 403
+    assert SessionRecord.objects.get(pk=session.pk).title == session.title
+
+
+def test_staff_without_the_permission_cannot_read_conversations(session):
+    client = staff_client("view_memory")
+
+    assert page_of(client, session).status_code == 403
+    assert client.get(reverse("admin:sessions_app_sessionrecord_changelist")).status_code == 403
+
+
+def test_a_conversations_grant_opens_that_users_sessions_only(session, other_user):
+    others = session_make(other_user)
+    turn_add(others, "Someone else's secret plans.")
+    grant = AccessGrantFactory(owner=session.user, scope="conversations")
+    client = Client()
+    client.force_login(grant.grantee)
+
+    listing = client.get(reverse("admin:sessions_app_sessionrecord_changelist"))
+    other_page = client.get(reverse("admin:sessions_app_sessionrecord_change", args=[others.id]))
+
+    assert [row.pk for row in listing.context["cl"].result_list] == [session.pk]
+    assert page_of(client, session).status_code == 200
+    assert other_page.status_code == 302
+    assert "secret plans" not in client.get(other_page.url).content.decode()
+
+
+def test_a_memories_grant_does_not_open_conversations(session):
+    grant = AccessGrantFactory(owner=session.user, scope="memories")
+    client = Client()
+    client.force_login(grant.grantee)
+
+    assert page_of(client, session).status_code in (302, 403)
+    assert (
+        "bold"
+        not in client.get(
+            reverse("admin:sessions_app_sessionrecord_change", args=[session.pk]), follow=True
+        ).content.decode()
+    )
+
+
+def test_list_shows_sessions_with_event_counts(session):
+    response = staff_client("view_sessionrecord").get(
+        reverse("admin:sessions_app_sessionrecord_changelist")
+    )
+
+    [listed] = response.context["cl"].result_list
+    assert listed.pk == session.pk and listed.events_stored == 4
