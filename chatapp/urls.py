@@ -19,9 +19,11 @@ urlpatterns = [
     path("accounts/signup/", views.SignupView.as_view(), name="signup"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
+    path("me/access/", include("access_app.urls")),
     path("api/", include("sessions_app.urls")),
     path("api/", include("memory_app.urls")),
     path("api/export/", api.ExportView.as_view(), name="api-export"),
+    path("api/access/", include("access_app.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

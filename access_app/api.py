@@ -1,0 +1,147 @@
+"""REST API of the access layer: a signed-in user's grants and the audit log about them.
+
+Owner-only: each view reads and writes only the requesting user's grants and
+audit entries; another user's grant id answers 404 like an unknown one.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import ValidationError as APIValidationError
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from access_app import selectors, services
+from access_app.models import AccessGrant, AccessScope, AuditLogEntry
+from sessions_app.serializers import ErrorSerializer
+
+
+class GrantSerializer(serializers.ModelSerializer):
+    grantee = serializers.CharField(source="grantee.get_username", read_only=True)
+    active = serializers.SerializerMethodField()
+
+    class Meta:
+        model = AccessGrant
+        fields = ["id", "grantee", "scope", "created_at", "expires_at", "revoked_at", "active"]
+        read_only_fields = fields
+
+    def get_active(self, grant: AccessGrant) -> bool:
+        return grant.is_active()
+
+
+class GrantCreateSerializer(serializers.Serializer):
+    grantee = serializers.CharField(
+        max_length=150, help_text="Username of the staff account that may read your data."
+    )
+    scope = serializers.ChoiceField(choices=AccessScope.choices, default=AccessScope.MEMORIES)
+    expires_at = serializers.DateTimeField(
+        help_text=f"When the access ends: in the future, at most {services.GRANT_MAX_DAYS} "
+        "days ahead; with a time zone offset (UTC if none is given)."
+    )
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor_username", read_only=True)
+
+    class Meta:
+        model = AuditLogEntry
+        fields = ["id", "actor", "action", "object_type", "object_id", "reason", "created_at"]
+        read_only_fields = fields
+
+
+class NewestFirstPagination(CursorPagination):
+    ordering = ("-created_at", "-id")
+
+
+NOT_SIGNED_IN = OpenApiResponse(ErrorSerializer, description="Not signed in.")
+BAD_CURSOR = OpenApiResponse(ErrorSerializer, description="The page cursor is invalid.")
+GRANT_ID = OpenApiParameter(
+    "grant_id", int, OpenApiParameter.PATH, description="Another user's grant answers 404."
+)
+
+
+class GrantListView(generics.ListAPIView):
+    """Grants the user gave, newest first (active and ended)."""
+
+    serializer_class = GrantSerializer
+    pagination_class = NewestFirstPagination
+
+    def get_queryset(self):
+        return selectors.grants_of_owner(owner=self.request.user)
+
+    @extend_schema(
+        operation_id="access_grants_list",
+        summary="Your grants, newest first",
+        responses={200: GrantSerializer(many=True), 404: BAD_CURSOR, 403: NOT_SIGNED_IN},
+    )
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        operation_id="access_grants_create",
+        summary="Let a staff account read your data until a date",
+        description="A still-active grant to the same account for the same scope is replaced.",
+        request=GrantCreateSerializer,
+        responses={
+            201: GrantSerializer,
+            400: OpenApiResponse(description="Invalid input: `{field: [messages]}`."),
+            403: NOT_SIGNED_IN,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        serializer = GrantCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            grant = services.access_grant_create(
+                owner=request.user,
+                grantee_username=serializer.validated_data["grantee"],
+                scope=serializer.validated_data["scope"],
+                expires_at=serializer.validated_data["expires_at"],
+            )
+        except ValidationError as error:
+            raise APIValidationError(error.message_dict) from None
+        return Response(GrantSerializer(grant).data, status=status.HTTP_201_CREATED)
+
+
+class GrantRevokeView(APIView):
+    @extend_schema(
+        operation_id="access_grants_revoke",
+        summary="End one of your grants now",
+        description="Revoking an ended grant changes nothing and answers the grant as it is.",
+        request=None,
+        parameters=[GRANT_ID],
+        responses={
+            200: GrantSerializer,
+            403: NOT_SIGNED_IN,
+            404: OpenApiResponse(ErrorSerializer, description="You have no grant with this id."),
+        },
+    )
+    def post(self, request: Request, grant_id: int) -> Response:
+        try:
+            grant = services.access_grant_revoke(owner=request.user, grant_id=grant_id)
+        except AccessGrant.DoesNotExist:
+            raise NotFound() from None
+        return Response(GrantSerializer(grant).data)
+
+
+class AuditEntryListView(generics.ListAPIView):
+    """What staff did with the user's data, newest first."""
+
+    serializer_class = AuditEntrySerializer
+    pagination_class = NewestFirstPagination
+
+    def get_queryset(self):
+        return selectors.audit_entries_for_subject(user=self.request.user)
+
+    @extend_schema(
+        operation_id="access_audit_list",
+        summary="The log of staff access to your data, newest first",
+        responses={200: AuditEntrySerializer(many=True), 404: BAD_CURSOR, 403: NOT_SIGNED_IN},
+    )
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)

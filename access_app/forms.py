@@ -1,0 +1,48 @@
+"""The form a user fills in to let a staff account read their data until a date."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta
+
+from django import forms
+from django.utils import timezone
+
+from access_app.models import AccessScope
+from access_app.services import GRANT_MAX_DAYS
+
+
+def end_of_day(day: date) -> datetime:
+    """The first instant after ``day`` in the current time zone: a grant "until" a date
+    covers that whole day."""
+    return timezone.make_aware(datetime.combine(day + timedelta(days=1), time.min))
+
+
+class GrantForm(forms.Form):
+    grantee = forms.CharField(
+        label="Staff username",
+        max_length=150,
+        help_text="The username support gave you. Only staff accounts can receive access.",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+    scope = forms.ChoiceField(
+        label="What they may read", choices=AccessScope.choices, initial=AccessScope.MEMORIES
+    )
+    until = forms.DateField(
+        label="Until (inclusive)",
+        help_text=f"Read-only access ends after this day; at most {GRANT_MAX_DAYS} days ahead.",
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        today = timezone.localdate()
+        self.fields["until"].initial = today + timedelta(days=7)
+        self.fields["until"].widget.attrs.update(
+            {
+                "min": today.isoformat(),
+                "max": (today + timedelta(days=GRANT_MAX_DAYS - 1)).isoformat(),
+            }
+        )
+
+    def expires_at(self) -> datetime:
+        return end_of_day(self.cleaned_data["until"])

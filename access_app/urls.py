@@ -1,0 +1,11 @@
+from django.urls import path
+
+from access_app import views
+
+app_name = "access"
+
+urlpatterns = [
+    path("", views.access_overview, name="overview"),
+    path("grants/", views.grant_create, name="grant-create"),
+    path("grants/<int:grant_id>/revoke/", views.grant_revoke, name="grant-revoke"),
+]

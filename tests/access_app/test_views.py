@@ -1,0 +1,151 @@
+"""The "Access to your data" page: grants given and revoked, errors shown, the audit log."""
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from access_app import services
+from access_app.models import AccessGrant
+from tests.factories import AccessGrantFactory, StaffFactory
+
+OVERVIEW = "access:overview"
+
+
+@pytest.fixture
+def signed_in(client, user):
+    client.force_login(user)
+    return client
+
+
+def _until(days: int) -> str:
+    return (timezone.localdate() + timedelta(days=days)).isoformat()
+
+
+@pytest.mark.django_db
+def test_anonymous_is_sent_to_sign_in(client):
+    for url in (reverse(OVERVIEW), reverse("access:grant-create")):
+        response = client.get(url) if url.endswith("access/") else client.post(url)
+        assert response.status_code == 302
+        assert response["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.django_db
+def test_page_says_nobody_has_access_yet(signed_in):
+    response = signed_in.get(reverse(OVERVIEW))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "Nobody has been given access to your data." in body
+    assert "No staff member has looked at or changed your data." in body
+    assert 'name="csrfmiddlewaretoken"' in body
+
+
+@pytest.mark.django_db
+def test_grant_then_revoke_through_the_page(signed_in, user, staff):
+    response = signed_in.post(
+        reverse("access:grant-create"),
+        {"grantee": staff.username, "scope": "memories", "until": _until(6)},
+        follow=True,
+    )
+    body = response.content.decode()
+    assert f"{staff.username} may read my memories and where they came from until" in body
+    grant = AccessGrant.objects.get(owner=user)
+    assert grant.grantee == staff
+    end = timezone.localtime(grant.expires_at)
+    assert (end.date(), end.hour, end.minute) == (timezone.localdate() + timedelta(days=7), 0, 0)
+    assert 'id="active-grants"' in body
+
+    response = signed_in.post(reverse("access:grant-revoke", args=[grant.pk]), follow=True)
+    body = response.content.decode()
+    assert f"{staff.username} no longer has access." in body
+    assert "Nobody has been given access to your data." in body
+    assert "Ended grants (1)" in body
+    grant.refresh_from_db()
+    assert grant.revoked_at is not None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ({"grantee": "nobody-here", "scope": "memories", "until": "+3"}, "No active staff account"),
+        ({"grantee": "", "scope": "memories", "until": "+3"}, "This field is required."),
+        ({"grantee": "STAFF", "scope": "memories", "until": "-1"}, "must lie in the future"),
+        ({"grantee": "STAFF", "scope": "memories", "until": "+90"}, "at most 90 days"),
+        ({"grantee": "STAFF", "scope": "memories", "until": "soon"}, "Enter a valid date."),
+        ({"grantee": "STAFF", "scope": "all", "until": "+3"}, "Select a valid choice."),
+    ],
+)
+def test_bad_grants_show_the_form_again_with_the_error(signed_in, staff, form, message):
+    data = dict(form)
+    if data["grantee"] == "STAFF":
+        data["grantee"] = staff.username
+    if data["until"][0] in "+-":
+        data["until"] = _until(int(data["until"]))
+    response = signed_in.post(reverse("access:grant-create"), data)
+    assert response.status_code == 400
+    assert message in response.content.decode()
+    assert not AccessGrant.objects.exists()
+
+
+@pytest.mark.django_db
+def test_revoking_another_users_grant_is_not_found_and_changes_nothing(signed_in, other_user):
+    grant = AccessGrantFactory(owner=other_user)
+    response = signed_in.post(reverse("access:grant-revoke", args=[grant.pk]))
+    assert response.status_code == 404
+    assert grant.grantee.username not in response.content.decode()
+    grant.refresh_from_db()
+    assert grant.revoked_at is None
+
+
+@pytest.mark.django_db
+def test_revoke_needs_post(signed_in, user):
+    grant = AccessGrantFactory(owner=user)
+    assert signed_in.get(reverse("access:grant-revoke", args=[grant.pk])).status_code == 405
+
+
+@pytest.mark.django_db
+def test_page_shows_only_my_grants_and_my_audit_log(signed_in, user, other_user):
+    mine = AccessGrantFactory(owner=user, grantee=StaffFactory(username="support-mine"))
+    AccessGrantFactory(owner=other_user, grantee=StaffFactory(username="support-theirs"))
+    services.audit_record(
+        actor=mine.grantee,
+        subject_user_pk=user.pk,
+        action="view",
+        object_type="memory_app.memory",
+        object_id="1234",
+        reason="ticket 77: wrong reminder",
+    )
+    services.audit_record(
+        actor=mine.grantee,
+        subject_user_pk=other_user.pk,
+        action="delete",
+        object_type="memory_app.memory",
+        object_id="9999",
+        reason="someone else's ticket",
+    )
+    body = signed_in.get(reverse(OVERVIEW)).content.decode()
+    assert "support-mine" in body
+    assert "support-theirs" not in body
+    assert "Viewed memory 1234" in body
+    assert "ticket 77: wrong reminder" in body
+    assert "9999" not in body
+    assert "someone else&#x27;s ticket" not in body
+
+
+@pytest.mark.django_db
+def test_staff_see_the_access_they_hold(client, user):
+    grant = AccessGrantFactory(owner=user)
+    client.force_login(grant.grantee)
+    body = client.get(reverse(OVERVIEW)).content.decode()
+    assert 'id="held-grants"' in body
+    assert user.username in body
+
+
+@pytest.mark.django_db
+def test_an_expired_grant_is_listed_as_ended(signed_in, user, expired_staff):
+    body = signed_in.get(reverse(OVERVIEW)).content.decode()
+    assert "Nobody has been given access to your data." in body
+    assert "Ended grants (1)" in body
+    assert "expired" in body
