@@ -249,6 +249,11 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # PATCH bodies here are not partial updates (renaming needs its title).
     "COMPONENT_SPLIT_PATCH": False,
+    # Several models have a "scope"; each choice set gets a name of its own.
+    "ENUM_NAME_OVERRIDES": {
+        "AccessScopeEnum": "access_app.models.AccessScope",
+        "MemoryScopeEnum": "memory_app.models.MemoryScope",
+    },
 }
 
 # --- Auth, i18n, static -------------------------------------------------------------

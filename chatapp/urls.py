@@ -19,7 +19,7 @@ urlpatterns = [
     path("accounts/signup/", views.SignupView.as_view(), name="signup"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
-    path("me/access/", include("access_app.urls")),
+    path("access/", include("access_app.urls")),
     path("api/", include("sessions_app.urls")),
     path("api/", include("memory_app.urls")),
     path("api/export/", api.ExportView.as_view(), name="api-export"),
