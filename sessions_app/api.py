@@ -187,11 +187,15 @@ class SessionListView(SessionStoreAPIView):
             page_size=query["page_size"],
             page_token=query.get("page_token"),
         )
-        titles = selectors.session_titles(
-            user_pk=request.user.pk, session_ids=[session.id for session in page.sessions]
-        )
+        session_ids = [session.id for session in page.sessions]
+        titles = selectors.session_titles(user_pk=request.user.pk, session_ids=session_ids)
+        temporary = selectors.sessions_temporary(user_pk=request.user.pk, session_ids=session_ids)
         sessions = [
-            {**session.model_dump(), "title": titles.get(session.id, "")}
+            {
+                **session.model_dump(),
+                "title": titles.get(session.id, ""),
+                "temporary": session.id in temporary,
+            }
             for session in page.sessions
         ]
         return Response(
@@ -216,7 +220,8 @@ class SessionListView(SessionStoreAPIView):
     def post(self, request: Request) -> Response:
         data = _validated(SessionCreateSerializer, request.data)
         session = services.session_create(user_id=_user_id(request), **data)
-        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+        body = {**session.model_dump(exclude={"events"}), "temporary": data["temporary"]}
+        return Response(SessionSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
 class SessionDetailView(SessionStoreAPIView):
@@ -238,7 +243,12 @@ class SessionDetailView(SessionStoreAPIView):
         events = selectors.stored_events_recent(
             session_id=session.id, limit=query["num_recent_events"]
         )
-        detail = {**session.model_dump(exclude={"events"}), "title": record.title, "events": events}
+        detail = {
+            **session.model_dump(exclude={"events"}),
+            "title": record.title,
+            "temporary": record.temporary,
+            "events": events,
+        }
         return Response(SessionDetailSerializer(detail).data)
 
     @extend_schema(
@@ -268,7 +278,11 @@ class SessionDetailView(SessionStoreAPIView):
         session = self.session_load(record)
         return Response(
             SessionSerializer(
-                {**session.model_dump(exclude={"events"}), "title": record.title}
+                {
+                    **session.model_dump(exclude={"events"}),
+                    "title": record.title,
+                    "temporary": record.temporary,
+                }
             ).data
         )
 

@@ -358,6 +358,12 @@ def session_titles(*, user_pk: int, session_ids: Iterable[str]) -> dict[str, str
     return dict(rows.values_list("id", "title"))
 
 
+def sessions_temporary(*, user_pk: int, session_ids: Iterable[str]) -> set[str]:
+    """The ids among ``session_ids`` of the user's temporary chats (no long-term memory)."""
+    rows = SessionRecord.objects.filter(user_id=user_pk, pk__in=list(session_ids), temporary=True)
+    return set(rows.values_list("id", flat=True))
+
+
 class StoredEvent(NamedTuple):
     """An event as stored: its place in the session and whether a rewind hid it."""
 

@@ -97,6 +97,10 @@ class SessionCreateSerializer(serializers.Serializer):
         help_text="Initial state; `user:` and `app:` keys go to the shared scopes, "
         "`temp:` keys are dropped.",
     )
+    temporary = serializers.BooleanField(
+        default=False,
+        help_text="A temporary chat: it neither reads nor writes long-term memory.",
+    )
 
 
 class SessionRenameSerializer(serializers.Serializer):
@@ -200,6 +204,9 @@ class SessionSerializer(serializers.Serializer):
     )
     app_name = serializers.CharField()
     user_id = serializers.CharField(help_text="The owner's user id.")
+    temporary = serializers.BooleanField(
+        default=False, help_text="A temporary chat neither reads nor writes long-term memory."
+    )
     state = serializers.DictField(
         help_text="Merged state: session keys, then `app:` and `user:` keys with their prefix."
     )

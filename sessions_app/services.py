@@ -75,11 +75,13 @@ def session_create(
     user_id: str,
     state: dict[str, Any] | None = None,
     session_id: str | None = None,
+    temporary: bool = False,
 ) -> Session:
     """Create a session; ``user:`` and ``app:`` keys of ``state`` go to their shared scopes.
 
     ``temp:`` keys are dropped, as nothing outlives an invocation. A
-    ``session_id`` already in use (by anyone) is refused.
+    ``session_id`` already in use (by anyone) is refused. A ``temporary``
+    session is a chat that neither reads nor writes long-term memory.
     """
     identifier_validate(value=app_name, what="app_name")
     if session_id is None:
@@ -97,6 +99,7 @@ def session_create(
                 user_id=user_pk,
                 last_update_time=now,
                 initial_state=scoped.session,
+                temporary=temporary,
             )
             storage.state_rows_upsert(
                 session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=scoped

@@ -82,6 +82,7 @@ def test_list_shows_only_my_sessions_of_the_app_newest_first(api_client, user, o
         "title": "",
         "app_name": APP,
         "user_id": str(user.pk),
+        "temporary": False,
         "state": {"topic": "newer", "user:name": "Ada"},
         "last_update_time": 2000.0,
     }
@@ -774,3 +775,17 @@ def test_ids_in_use_by_another_user_cannot_be_taken_over(api_client, other_user,
     assert response.status_code == 409
     assert SECRET not in response.content.decode()
     assert SessionRecord.objects.get(pk=secret_session.id).user_id == other_user.pk
+
+
+def test_a_temporary_chat_is_created_and_listed_as_such(api_client, user):
+    created = api_client.post("/api/sessions/", {"temporary": True}, format="json").json()
+    plain = api_client.post("/api/sessions/", {}, format="json").json()
+
+    assert created["temporary"] is True
+    assert plain["temporary"] is False
+    assert SessionRecord.objects.get(pk=created["id"]).temporary is True
+    listed = {
+        item["id"]: item["temporary"] for item in api_client.get("/api/sessions/").json()["results"]
+    }
+    assert listed == {created["id"]: True, plain["id"]: False}
+    assert api_client.get(f"/api/sessions/{created['id']}/").json()["temporary"] is True
