@@ -17,10 +17,12 @@ from django.urls import reverse
 
 from chatapp.asgi import application
 from chatapp.background import background_wait_idle
+from chatapp.services import user_data_delete
 from memory_app import selectors, services
 from memory_app.models import GenerationJob, Memory
 from memory_app.provider import DjangoMemoryProvider
 from memory_app.services import jobs
+from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
 from tests.factories import UserFactory
 from tests.memory_app.support import (  # noqa: F401 (fixture)
@@ -185,7 +187,9 @@ async def test_a_deleted_memory_is_gone_from_search_preload_and_open_chats(owner
     memory = await sync_to_async(memory_make)(user=owner, text="Allergic to hazelnuts")
     session = await sync_to_async(session_make)(owner)
     provider = DjangoMemoryProvider()
-    loaded = await session_services_get(owner, session.id)
+    loaded = await sync_to_async(session_selectors.session_get)(
+        app_name=APP, user_id=str(owner.pk), session_id=session.id
+    )
     assert [s.id for s in await provider.preload(session=loaded, query="hazelnuts", limit=5)] == [
         str(memory.id)
     ]
@@ -209,20 +213,11 @@ async def test_a_deleted_memory_is_gone_from_search_preload_and_open_chats(owner
     await socket.disconnect()
 
 
-async def session_services_get(user, session_id):
-    from sessions_app import selectors as session_selectors
-
-    return await sync_to_async(session_selectors.session_get)(
-        app_name=APP, user_id=str(user.pk), session_id=session_id
-    )
-
-
 async def test_deleting_all_data_tells_open_chats(owner):
     session = await sync_to_async(session_services.session_create)(
         app_name=APP, user_id=str(owner.pk)
     )
     socket = await _socket(owner, session.id)
-    from chatapp.services import user_data_delete
 
     await sync_to_async(user_data_delete)(user=owner, delete_account=False)
 
