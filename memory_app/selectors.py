@@ -128,8 +128,7 @@ class _CachedIndex:
     """One (app, user)'s index with what search filters on, valid for one pair of versions."""
 
     versions: tuple
-    index: MemoryIndex
-    priors: dict[str, float]
+    index: MemoryIndex  # priors: mean of recency and importance
     session_of: dict[str, str]  # session-scope memory id -> its session
     expiry: dict[str, datetime]  # id -> expiry, for memories that have one
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -198,10 +197,6 @@ def _index_build(
         )
     )
     ids = [str(row["id"]) for row in rows]
-    index = MemoryIndex(embedder=embedder)
-    index.add_many(
-        doc_ids=ids, texts=[row["text"] for row in rows], vectors=_vectors(embedder, rows)
-    )
     now = timezone.now()
     recency = recency_prior(
         ages_seconds={
@@ -210,9 +205,18 @@ def _index_build(
         },
         half_life_days=settings.MEMORY_RECENCY_HALF_LIFE_DAYS,
     )
-    entry = _CachedIndex(versions=versions, index=index, priors={}, session_of={}, expiry={})
+    index = MemoryIndex(embedder=embedder)
+    index.add_many(
+        doc_ids=ids,
+        texts=[row["text"] for row in rows],
+        vectors=_vectors(embedder, rows),
+        priors=[
+            (recency[memory_id] + row["importance"]) / 2
+            for memory_id, row in zip(ids, rows, strict=True)
+        ],
+    )
+    entry = _CachedIndex(versions=versions, index=index, session_of={}, expiry={})
     for memory_id, row in zip(ids, rows, strict=True):
-        entry.priors[memory_id] = (recency[memory_id] + row["importance"]) / 2
         if row["scope"] == MemoryScope.SESSION:
             entry.session_of[memory_id] = row["session_id"]
         if row["expires_at"]:
@@ -317,7 +321,6 @@ def memory_search(
         ranked = entry.index.search(
             query=query,
             limit=limit + len(excluded),
-            priors=entry.priors,
             prior_weight=settings.MEMORY_PRIOR_WEIGHT,
         )
     scores = {r.doc_id: r.score for r in ranked if r.doc_id not in excluded}

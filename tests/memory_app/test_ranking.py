@@ -161,3 +161,13 @@ def test_limit_and_vector_removal_keep_rows_consistent():
     results = index.search(query="tea", limit=3, semantic_weight=1.0)
     assert results[0].doc_id == "m4"
     assert {r.doc_id for r in index.search(query="x", limit=10)} == {"m1", "m3", "m4"}
+
+
+def test_index_priors_follow_their_memory_when_slots_move():
+    index = ranking.MemoryIndex()
+    index.add_many(doc_ids=["a", "gone", "z"], texts=["likes jazz"] * 3, priors=[0.5, 0.0, 1.0])
+    index.remove(doc_id="gone")  # "z" moves into the freed slot, its prior with it
+    assert [r.doc_id for r in index.search(query="jazz")] == ["a", "z"]
+    assert [r.doc_id for r in index.search(query="jazz", prior_weight=0.5)] == ["z", "a"]
+    index.add(doc_id="z", text="likes jazz", prior=0.0)
+    assert [r.doc_id for r in index.search(query="jazz", prior_weight=0.5)] == ["a", "z"]
