@@ -35,6 +35,13 @@ For each fact, in order:
    fact changes nothing: a lower-trust fact never overwrites a higher-trust memory, and it
    is not linked as a source of a memory it contradicts.
 
+Records of whole turns (offline rule 4, :func:`memory_app.extraction.fact_is_turn_record`:
+"[8 May 2023] Caroline: ...") are append-only: what was said on a day stays true as a record
+even when a later turn says otherwise, and their many words make them look related to almost
+any fact. So a record is merged only into an active record of the same words (case and
+punctuation aside; step a, sources added) and otherwise created; it never invalidates,
+updates or merges into a fact, and no fact ever invalidates, updates or merges into a record.
+
 Every write (memories with embeddings, revisions with the acting job or person, source links
 to the session's ``EventRecord`` rows with their excerpts) happens in one transaction: a
 failure leaves the memories as they were. Texts are embedded before that transaction, by
@@ -59,6 +66,7 @@ from memory_app.embedding import embedder_get, vector_from_bytes, vector_to_byte
 from memory_app.extraction import (
     ExtractedFact,
     FactKind,
+    fact_is_turn_record,
     fact_negated,
     fact_subject,
     fact_text_normalise,
@@ -131,10 +139,17 @@ class _Known:
     negated: bool
     last_seen: float
     event_pks: set[int]
+    record: bool
 
 
 def _terms(text: str) -> frozenset[str]:
     return frozenset(tokenize(text))
+
+
+def _record_key(text: str) -> str:
+    """A turn record's words, case and punctuation aside: records with the same key are the
+    same thing said on the same day by the same speaker."""
+    return " ".join(tokenize(text, stemming=False, drop_stopwords=False))
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -174,6 +189,7 @@ class _Run:
         self.report = ConsolidationReport()
         self.index = MemoryIndex(embedder=NoEmbedder())
         self.known: dict[uuid.UUID, _Known] = {}
+        self.records: dict[str, _Known] = {}  # turn records by _record_key
         memories = Memory.objects.filter(
             user_id=user_pk, app_name=app_name, scope=MemoryScope.USER, status=MemoryStatus.ACTIVE
         ).annotate(last_source_time=Max("sources__event__timestamp"))
@@ -191,20 +207,26 @@ class _Run:
             if memory.embedding_model == embedder_name:
                 stored = vector_from_bytes(memory.embedding)
             self._remember(memory, last_seen=last_seen, events=links.get(memory.id, set()))
-            self.index.add(doc_id=memory.id, text=memory.text, vector=stored)
+            self._index(memory, stored)
 
     def _remember(self, memory: Memory, *, last_seen: float, events: set[int]) -> None:
-        self.known[memory.id] = _Known(
+        known = _Known(
             memory=memory,
             terms=_terms(memory.text),
             subject=fact_subject(text=memory.text),
             negated=fact_negated(text=memory.text),
             last_seen=last_seen,
             event_pks=events,
+            record=fact_is_turn_record(text=memory.text, topic=memory.topic),
         )
+        self.known[memory.id] = known
+        if known.record:
+            self.records.setdefault(_record_key(memory.text), known)
 
     def _index(self, memory: Memory, vector: np.ndarray | None) -> None:
-        self.index.add(doc_id=memory.id, text=memory.text, vector=vector)
+        """Make ``memory`` a candidate for later facts' similarity (turn records never are)."""
+        if not self.known[memory.id].record:
+            self.index.add(doc_id=memory.id, text=memory.text, vector=vector)
 
     # --- writes ---------------------------------------------------------------------------
 
@@ -398,7 +420,8 @@ class _Run:
         return item.fact.kind in (FactKind.CORRECTION, FactKind.RETRACTION)
 
     def _similar(self, item: PreparedFact) -> list[tuple[_Known, float, float]]:
-        """The ranked memories with their Jaccard and cosine similarity to the fact."""
+        """The ranked memories (turn records are not indexed) with their Jaccard and cosine
+        similarity to the fact."""
         terms = _terms(item.text)
         ranked = self.index.search(query=item.text, limit=CANDIDATES, query_vector=item.vector)
         return [
@@ -429,6 +452,13 @@ class _Run:
         applied = self._applied_before(item)
         if applied is not None:
             self.report.unchanged.append(applied)
+            return
+        if fact_is_turn_record(text=item.text, topic=item.fact.topic):
+            same = self.records.get(_record_key(item.text))
+            if same is None:
+                self.create(item, reason="extracted from the conversation")
+            else:
+                self.merge(same, item)
             return
         kind = item.fact.kind
         negated = fact_negated(text=item.text)

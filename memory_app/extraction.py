@@ -567,6 +567,16 @@ def fact_text_normalise(*, text: str) -> str:
     return clean if clean.endswith((".", "!", "?")) else clean + "."
 
 
+_TURN_RECORD = re.compile(r"^\[\d{1,2} [A-Z][a-z]+ \d{4}\] [^:\n]{1,100}: ")
+
+
+def fact_is_turn_record(*, text: str, topic: str) -> bool:
+    """Whether a fact or memory is a rule-4 record of a whole turn ("[8 May 2023] Caroline:
+    ..."): what was said and when, true as a record even when a later turn says otherwise,
+    which consolidation therefore only appends (see :mod:`memory_app.consolidation`)."""
+    return topic == KEY_CONVERSATION_DETAILS and bool(_TURN_RECORD.match(text))
+
+
 def fact_negated(*, text: str) -> bool:
     """Whether a fact denies something ("does not", "no longer", "never", "not")."""
     return bool(_NEGATION.search(text))

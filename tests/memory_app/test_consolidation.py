@@ -495,3 +495,90 @@ def test_a_statement_contradicting_a_negated_memory_invalidates_it(user, session
     never.refresh_from_db()
     assert never.status == "invalidated"
     assert active(user) == ["The user eats meat on Sundays now."]
+
+
+def turn_record(text, event):
+    """A rule-4 record of a whole turn, as the offline extraction writes it."""
+    return ExtractedFact(
+        text=f"[14 November 2023] User: {text}",
+        topic="key_conversation_details",
+        source_type="implicit",
+        confidence=0.8,
+        importance=0.5,
+        event_ids=[event.id],
+        excerpt=text,
+    )
+
+
+RECORD = "We love the coffee place near the office, best coffee in town."
+
+
+def test_a_contradicting_fact_leaves_a_turn_record_active(user, session):
+    said, denied = say(session, RECORD, "I don't love the coffee place near the office.")
+    [record] = consolidate(user, session, [turn_record(RECORD, said)]).created
+
+    report = consolidate(
+        user,
+        session,
+        [fact("The user does not love the coffee place near the office.", denied)],
+    )
+
+    assert report.invalidated == [] and len(report.created) == 1
+    record.refresh_from_db()
+    assert record.status == "active" and actions(record) == ["created"]
+
+
+def test_a_negated_turn_record_invalidates_nothing_and_is_kept_beside_facts(user, session):
+    [liked] = remember(user, session, "I love the coffee place near the office").created
+    [event] = say(session, "We did not love the coffee place near the office, bad coffee in town.")
+
+    report = consolidate(
+        user,
+        session,
+        [
+            turn_record(
+                "We did not love the coffee place near the office, bad coffee in town.", event
+            )
+        ],
+    )
+
+    liked.refresh_from_db()
+    assert liked.status == "active" and report.invalidated == [] and len(report.created) == 1
+    assert len(active(user)) == 2
+
+
+def test_a_correction_does_not_rewrite_a_turn_record(user, session):
+    said, corrected = say(session, "I moved into a flat in Lisbon near the river.", "Actually...")
+    [record] = consolidate(
+        user, session, [turn_record("I moved into a flat in Lisbon near the river.", said)]
+    ).created
+
+    consolidate(
+        user,
+        session,
+        [
+            fact(
+                "The user moved into a flat in Porto near the river.",
+                corrected,
+                kind=FactKind.CORRECTION,
+            )
+        ],
+    )
+
+    record.refresh_from_db()
+    assert record.text == "[14 November 2023] User: I moved into a flat in Lisbon near the river."
+    assert record.status == "active"
+
+
+def test_a_turn_record_merges_only_into_the_same_text(user, session):
+    first, again, other = say(session, RECORD, RECORD, RECORD.replace("best", "the best"))
+    [record] = consolidate(user, session, [turn_record(RECORD, first)]).created
+
+    report = consolidate(
+        user,
+        session,
+        [turn_record(RECORD, again), turn_record(RECORD.replace("best", "the best"), other)],
+    )
+
+    assert report.unchanged == [record] and len(report.created) == 1
+    assert source_event_ids(record) == sorted([first.id, again.id])

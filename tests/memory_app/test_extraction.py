@@ -5,7 +5,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory_app.extraction import ExtractedFact, FactKind, fact_text_normalise, facts_extract
+from memory_app.extraction import (
+    ExtractedFact,
+    FactKind,
+    fact_is_turn_record,
+    fact_text_normalise,
+    facts_extract,
+)
 from memory_app.models import Memory
 from memory_app.services import memory_job_request, memory_job_run
 from memory_app.topics import KEY_CONVERSATION_DETAILS, MANAGED_TOPICS, TopicSpec
@@ -499,3 +505,13 @@ def test_distinct_short_turns_of_one_session_stay_distinct_memories(user):
         "User: Went to the painting class today.",
     ]
     assert [m.sources.count() for m in memories] == [2, 1]
+
+
+@pytest.mark.usefixtures("offline")
+def test_turn_records_are_recognised_by_topic_and_form():
+    [record] = extract(user_says("We finally went to the coffee place near the office."))
+    assert fact_is_turn_record(text=record.text, topic=record.topic)
+    assert not fact_is_turn_record(text=record.text, topic="preferences")
+    assert not fact_is_turn_record(
+        text="The user went to the coffee place.", topic=KEY_CONVERSATION_DETAILS
+    )
