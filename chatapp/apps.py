@@ -7,9 +7,11 @@ class ChatappConfig(AppConfig):
 
     def ready(self) -> None:
         from django.apps import apps
+        from django.core.signals import request_finished
         from django.db.models.signals import post_migrate
 
         from chatapp import checks  # noqa: F401  (registers the system checks)
+        from chatapp.log_context import log_context_clear_on_request_finished
         from chatapp.periodic import periodic_tasks_install_after_migrate
 
         post_migrate.connect(
@@ -17,3 +19,4 @@ class ChatappConfig(AppConfig):
             sender=apps.get_app_config("django_celery_beat"),
             dispatch_uid="chatapp-periodic-tasks",
         )
+        request_finished.connect(log_context_clear_on_request_finished)

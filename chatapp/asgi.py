@@ -12,6 +12,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from chatapp.background import periodic_start  # noqa: E402
+from chatapp.middleware import WebSocketLogContextMiddleware  # noqa: E402
 from chatapp.process import process_tune_gc  # noqa: E402
 from chatapp.routing import websocket_urlpatterns  # noqa: E402
 
@@ -19,7 +20,7 @@ application = ProtocolTypeRouter(
     {
         "http": django_asgi_application,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            AuthMiddlewareStack(WebSocketLogContextMiddleware(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

@@ -65,6 +65,11 @@ def task_enqueue(*, task: Task, **kwargs: Any) -> None:
     transaction.on_commit(send)
 
 
+def background_pending_count() -> int:
+    """In-process background tasks started and not finished yet (the embedded mode's queue)."""
+    return len(_pending)
+
+
 def background_wait_idle(timeout: float = 30.0) -> None:
     """Wait until in-process background work started so far has finished.
 

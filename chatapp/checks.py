@@ -45,6 +45,13 @@ def check_settings_consistency(app_configs, **kwargs) -> list[Error]:
                 id="chatapp.E003",
             )
         )
+    if settings.LOG_FORMAT not in ("json", "text"):
+        errors.append(
+            Error(
+                f"LOG_FORMAT must be 'json' or 'text', not {settings.LOG_FORMAT!r}.",
+                id="chatapp.E004",
+            )
+        )
     if settings.PRODUCTION:
         if settings.DEBUG:
             errors.append(

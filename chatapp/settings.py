@@ -25,6 +25,18 @@ SECRET_KEY = env.str("SECRET_KEY", default=INSECURE_DEVELOPMENT_SECRET_KEY)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# --- HTTPS (on by default with PRODUCTION; each can be turned off on its own) ----
+# Behind a proxy that ends TLS, name the header it sets, e.g. "HTTP_X_FORWARDED_PROTO,https";
+# only set it when the proxy overwrites that header on every request.
+_proxy_ssl_header = env.str("SECURE_PROXY_SSL_HEADER", default="")
+SECURE_PROXY_SSL_HEADER = tuple(_proxy_ssl_header.split(",", 1)) if _proxy_ssl_header else None
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=PRODUCTION)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=PRODUCTION)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=PRODUCTION)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=PRODUCTION)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=PRODUCTION)
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
@@ -46,9 +58,14 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Probes (/healthz, /readyz, /metrics) are answered before the host check and the
+    # HTTPS redirect: orchestrators call them over plain HTTP by address.
+    "chatapp.middleware.RequestIdMiddleware",
+    "chatapp.middleware.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "chatapp.middleware.LogUserMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -94,6 +111,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: channel layer, cache, broker ----------------------------------------
 REDIS_URL = env.str("REDIS_URL", default="")
+# Prefix of this deployment's keys in Redis (cache, worker heartbeats).
+CACHE_KEY_PREFIX = env.str("CACHE_KEY_PREFIX", default="chatapp")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -112,7 +131,7 @@ if REDIS_URL:
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
-            "KEY_PREFIX": env.str("CACHE_KEY_PREFIX", default="chatapp"),
+            "KEY_PREFIX": CACHE_KEY_PREFIX,
         }
     }
 else:
@@ -133,6 +152,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Schedules are rows of django-celery-beat, editable in the staff console; the
 # CELERY_BEAT_SCHEDULE entries below are the defaults that fill in missing rows.
 CELERY_BEAT_SCHEDULER = "chatapp.periodic:EditableDatabaseScheduler"
+# Workers log through LOGGING below (JSON lines in production) instead of Celery's own setup.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Each worker writes a heartbeat to Redis this often; /readyz wants one seen in 3 intervals.
+WORKER_HEARTBEAT_INTERVAL_SECONDS = env.float("WORKER_HEARTBEAT_INTERVAL_SECONDS", default=10.0)
 
 # --- Sessions store ---------------------------------------------------------------
 DEFAULT_APP_NAME = env.str("DEFAULT_APP_NAME", default="chat")
@@ -279,7 +302,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "build" / "staticfiles"
+STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(BASE_DIR / "build" / "staticfiles")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -291,9 +314,31 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = DEBUG
 
+# --- Operations: logs, probes, metrics -------------------------------------------------
+# "json": one JSON object a line (time, level, logger, message, request_id, invocation_id,
+# user_id), for log shippers; "text": a line for a terminal.
+LOG_FORMAT = env.str("LOG_FORMAT", default="text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "chatapp.log_context.LogContextFilter"}},
+    "formatters": {
+        "json": {"()": "chatapp.log_context.JsonLogFormatter"},
+        "text": {"()": "chatapp.log_context.TextLogFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["context"],
+            # An unknown LOG_FORMAT is reported by the system check (chatapp.E004).
+            "formatter": "json" if LOG_FORMAT == "json" else "text",
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # Django's own console handler would print its lines a second time, unformatted.
+    "loggers": {"django": {"handlers": [], "level": "INFO", "propagate": True}},
 }
+# /readyz: whether a missing worker heartbeat makes this process unready (it is listed anyway).
+READYZ_REQUIRE_WORKERS = env.bool("READYZ_REQUIRE_WORKERS", default=True)
+# /metrics answers only when this is set, and only to "Authorization: Bearer <token>".
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")

@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from google.genai import types
 
+from chatapp.metrics import turn_observe, turn_outcome
 from sessions_app import selectors
 from sessions_app.errors import SessionNotFoundError
 from sessions_app.events import Event
@@ -107,6 +109,7 @@ class _Turn:
     seq: int = 0
     sent_event_ids: set[str] = field(default_factory=set)
     final: Event | None = None
+    started: float = field(default_factory=time.monotonic)
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -272,6 +275,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._turn_send_stored(
                 turn, user_event_id=user_event_id_for(turn.client_message_id)
             )
+        turn_observe(
+            outcome=turn_outcome(final_event=turn.final), seconds=time.monotonic() - turn.started
+        )
         await self._turn_complete(turn, duplicate=False)
 
     async def _turn_forward(self, turn: _Turn, event: Event) -> None:

@@ -19,6 +19,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from google.genai import types
 
+from chatapp.log_context import log_context_bind
 from sessions_app import selectors
 from sessions_app.errors import DuplicateEventError, InvalidStateError, SessionNotFoundError
 from sessions_app.events import Event, EventActions, new_event_id, new_invocation_id
@@ -148,6 +149,7 @@ class Runner:
         if session is None:
             raise SessionNotFoundError(f"Session {session_id!r} not found.")
         invocation_id = new_invocation_id()
+        log_context_bind(invocation_id=invocation_id)
         user_event = Event(
             invocation_id=invocation_id,
             author="user",

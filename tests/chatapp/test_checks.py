@@ -62,6 +62,7 @@ def test_distributed_without_production_flag_passes():
     ("overrides", "expected"),
     [
         pytest.param({**EMBEDDED, "BACKGROUND_TASKS": "threads"}, ["chatapp.E001"], id="E001"),
+        pytest.param({**EMBEDDED, "LOG_FORMAT": "xml"}, ["chatapp.E004"], id="E004-log-format"),
         pytest.param(
             {**PRODUCTION_LIKE, "PRODUCTION": False, "CELERY_BROKER_URL": "memory://"},
             ["chatapp.E002"],

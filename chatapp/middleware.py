@@ -1,0 +1,122 @@
+"""Middleware for operations: request ids on logs, and the probe endpoints.
+
+``RequestIdMiddleware`` and ``ProbeMiddleware`` come first in ``MIDDLEWARE``:
+a probe is answered before the host check, the HTTPS redirect and the session,
+because load balancers and orchestrators call it over plain HTTP with an
+address (not the public host name) in the Host header.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.contrib.auth import SESSION_KEY
+from django.http import HttpRequest, HttpResponse
+
+from chatapp import health, metrics
+from chatapp.log_context import log_context_bind, log_context_clear, request_id_from
+
+REQUEST_ID_HEADER = "X-Request-ID"
+
+PROBES: dict[str, Callable[[HttpRequest], HttpResponse]] = {
+    "/healthz": health.healthz,
+    "/readyz": health.readyz,
+    "/metrics": metrics.metrics_view,
+}
+
+
+class _SyncAndAsyncMiddleware:
+    """Runs natively in both Django modes, so neither mode pays a thread switch for it."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+
+class RequestIdMiddleware(_SyncAndAsyncMiddleware):
+    """Give every request an id (the caller's ``X-Request-ID`` if sane), log it, echo it."""
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
+        request_id = self._bind(request)
+        response = self.get_response(request)
+        response[REQUEST_ID_HEADER] = request_id
+        return response
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        request_id = self._bind(request)
+        response = await self.get_response(request)
+        response[REQUEST_ID_HEADER] = request_id
+        return response
+
+    @staticmethod
+    def _bind(request: HttpRequest) -> str:
+        request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
+        request.request_id = request_id
+        log_context_clear()
+        log_context_bind(request_id=request_id)
+        return request_id
+
+
+class ProbeMiddleware(_SyncAndAsyncMiddleware):
+    """Answer ``/healthz``, ``/readyz`` and ``/metrics`` before any other middleware."""
+
+    def __call__(self, request: HttpRequest) -> Any:
+        probe = PROBES.get(request.path_info.rstrip("/") or "/")
+        if self.is_async:
+            if probe is None:
+                return self.get_response(request)
+            # On the thread that Django's request signals keep the database connection of.
+            return sync_to_async(probe)(request)
+        if probe is None:
+            return self.get_response(request)
+        return probe(request)
+
+
+class LogUserMiddleware(_SyncAndAsyncMiddleware):
+    """Put the signed-in user's id on this request's log lines (after SessionMiddleware).
+
+    The id comes from the session, which the request loads anyway, rather than
+    from ``request.user``, which would cost a user query on requests that never
+    needed one.
+    """
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
+        log_context_bind(user_id=request.session.get(SESSION_KEY))
+        return self.get_response(request)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        log_context_bind(user_id=await request.session.aget(SESSION_KEY))
+        return await self.get_response(request)
+
+
+class WebSocketLogContextMiddleware:
+    """ASGI middleware for WebSockets: a request id and the user on the connection's log lines.
+
+    Sits inside ``AuthMiddlewareStack`` so the user is resolved; the consumer
+    and every turn task it starts inherit the binding.
+    """
+
+    def __init__(self, inner: Callable) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> Any:
+        headers = dict(scope.get("headers") or ())
+        header = headers.get(REQUEST_ID_HEADER.lower().encode(), b"").decode("latin-1")
+        user = scope.get("user")
+        log_context_bind(
+            request_id=request_id_from(header),
+            invocation_id=None,
+            user_id=user.pk if user is not None and user.is_authenticated else None,
+        )
+        return await self.inner(scope, receive, send)

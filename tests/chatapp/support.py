@@ -1,0 +1,41 @@
+"""A chat turn over the real ASGI application, for the operations tests."""
+
+import uuid
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.db import connections
+from django.test import Client
+
+from chatapp.asgi import application
+from sessions_app import services
+
+WAIT = 20  # seconds a frame may take before the test gives up (not an assertion)
+
+
+async def turn(user, *, text: str = "Hello there") -> list[dict]:
+    """One turn over the real ASGI application; the frames up to turn_complete."""
+    session = await database_sync_to_async(services.session_create)(
+        app_name="chat", user_id=str(user.pk)
+    )
+    client = Client()
+    await sync_to_async(client.force_login)(user)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    socket = WebsocketCommunicator(
+        application,
+        f"/ws/chat/{session.id}/",
+        headers=[(b"origin", b"http://testserver"), (b"cookie", cookie.encode())],
+    )
+    connected, _ = await socket.connect(timeout=WAIT)
+    assert connected
+    await socket.send_json_to(
+        {"type": "user_message", "text": text, "client_message_id": uuid.uuid4().hex}
+    )
+    frames = []
+    while not frames or frames[-1]["type"] != "turn_complete":
+        frames.append(await socket.receive_json_from(timeout=WAIT))
+    await socket.disconnect()
+    await database_sync_to_async(connections.close_all)()
+    return frames
