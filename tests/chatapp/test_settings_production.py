@@ -86,11 +86,13 @@ def test_production_turns_on_https_and_secure_cookies():
 
 def test_each_https_setting_can_be_set_on_its_own():
     values = settings_of(
-        **PRODUCTION_ENVIRONMENT,
-        SECURE_SSL_REDIRECT="false",
-        SECURE_HSTS_SECONDS="3600",
-        SECURE_HSTS_PRELOAD="false",
-        SECURE_PROXY_SSL_HEADER="",
+        **{
+            **PRODUCTION_ENVIRONMENT,
+            "SECURE_SSL_REDIRECT": "false",
+            "SECURE_HSTS_SECONDS": "3600",
+            "SECURE_HSTS_PRELOAD": "false",
+            "SECURE_PROXY_SSL_HEADER": "",
+        }
     )
 
     assert values["SECURE_SSL_REDIRECT"] is False
