@@ -211,25 +211,40 @@ class MemoryAdmin(admin.ModelAdmin):
     list_select_related = ["user"]
     date_hierarchy = "created_at"
     ordering = ["-updated_at"]
-    fields = [
-        "text",
-        "structured",
-        "user",
-        "app_name",
-        "scope",
-        "session",
-        "topic",
-        "status",
-        "review_reason",
-        "source_type",
-        "confidence",
-        "importance",
-        "created_at",
-        "updated_at",
-        "expires_at",
-        "embedding_model",
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "text",
+                    "structured",
+                    "user",
+                    "app_name",
+                    "scope",
+                    "session",
+                    "topic",
+                    "status",
+                    "review_reason",
+                ]
+            },
+        ),
+        (
+            "Details",
+            {
+                "classes": ["collapse"],
+                "fields": [
+                    "source_type",
+                    "confidence",
+                    "importance",
+                    "created_at",
+                    "updated_at",
+                    "expires_at",
+                    "embedding_model",
+                ],
+            },
+        ),
     ]
-    readonly_fields = fields
+    readonly_fields = [field for _name, options in fieldsets for field in options["fields"]]
     change_form_template = "admin/memory_app/memory/change_form.html"
     actions = [
         _memory_action(

@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -61,9 +61,16 @@ class Server:
     log_path: Path
     usernames: list[str]
     password: str = PASSWORD
+    env: dict[str, str] = field(default_factory=dict)
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def shell(self, script: str) -> str:
+        """Run ``script`` in ``manage.py shell`` on the server's database; returns its output."""
+        manage = [str(BIN / "python"), str(ROOT / "manage.py"), "shell", "-c", script]
+        done = subprocess.run(manage, env=self.env, check=True, capture_output=True, text=True)
+        return done.stdout
 
 
 def sign_in(page: Page, server: Server, username: str) -> None:
@@ -170,6 +177,7 @@ def running_server(
                 base_url=base_url,
                 log_path=log_path,
                 usernames=[f"reader-{n:02d}" for n in range(USER_POOL_SIZE)],
+                env=env,
             )
         finally:
             process.terminate()

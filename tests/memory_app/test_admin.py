@@ -309,6 +309,9 @@ def test_detail_page_buttons_come_back_to_the_page(reviewer, quarantined):
     page = client.get(url).content.decode()
     assert "Approve quarantined memories" in page
     assert "Invalidate memories" not in page
+    assert page.index("Approve quarantined memories") < page.index('id="memory_form"'), (
+        "an action's form must not be nested in the change form"
+    )
     response = act(client, "approve", quarantined, next=url)
 
     assert response.status_code == 302 and response.url == url

@@ -1,0 +1,7 @@
+"""The staff console's name; the models' admins live in their apps."""
+
+from django.contrib import admin
+
+admin.site.site_header = "Agent memory: staff console"
+admin.site.site_title = "Staff console"
+admin.site.index_title = "Memories, conversations and schedules"
