@@ -28,15 +28,17 @@ def chat(request: HttpRequest, session_id: str | None = None) -> HttpResponse:
     deleted one) answers 404. The page says when the offline model answers.
     """
     title = ""
+    temporary = False
     if session_id is not None:
         record = selectors.session_record_get(user_pk=request.user.pk, session_id=session_id)
         if record is None:
             raise Http404("No such chat.")
-        title = record.title
+        title, temporary = record.title, record.temporary
     session_url = reverse("chat-session", kwargs={"session_id": SESSION_ID_PLACEHOLDER})
     config = {
         "session_id": session_id,
         "title": title,
+        "temporary": temporary,
         "app_name": settings.DEFAULT_APP_NAME,
         "sessions_url": reverse("sessions_api:session-list"),
         "chat_url": reverse("home"),

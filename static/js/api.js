@@ -72,8 +72,9 @@ export class SessionsApi {
     return request("GET", `${this.sessionsUrl}?${query}`);
   }
 
-  createSession() {
-    return request("POST", this.sessionsUrl, {});
+  /** A new chat; a `temporary` one neither reads nor writes long-term memory. */
+  createSession({ temporary = false } = {}) {
+    return request("POST", this.sessionsUrl, temporary ? { temporary: true } : {});
   }
 
   getSession(sessionId) {

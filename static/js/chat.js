@@ -42,6 +42,11 @@ let socket = null;
 let turn = null;
 let creating = false;
 let openCount = 0;
+let temporary = false;
+let noticeTimer = null;
+
+const NOTICE_SECONDS = 8;
+const EVENT_ANCHOR = "#event-";
 
 const urlFor = (id) =>
   config.session_url_template.replace(config.session_id_placeholder, encodeURIComponent(id));
@@ -70,6 +75,52 @@ function setConnection(state, detail) {
   const connection = $("connection");
   connection.dataset.state = state;
   connection.textContent = typeof text === "function" ? text(detail) : text;
+}
+
+/** Mark the open chat (or the draft) as temporary: no memory read or written. */
+function setTemporary(on) {
+  temporary = on;
+  $("temporary-banner").hidden = !on;
+  $("temporary-chat").setAttribute("aria-pressed", String(on));
+  layout.classList.toggle("is-temporary", on);
+}
+
+/** A notice from the server (a memory saved or deleted, settings changed), shown a while. */
+function showNotice(notice) {
+  if (!notice || typeof notice.message !== "string") {
+    return;
+  }
+  const box = $("chat-notice");
+  box.textContent = notice.message;
+  box.dataset.kind = notice.kind ?? "";
+  box.hidden = false;
+  clearTimeout(noticeTimer);
+  noticeTimer = setTimeout(() => {
+    box.hidden = true;
+  }, NOTICE_SECONDS * 1000);
+  if (notice.kind === "data_deleted") {
+    showDraft({ push: sessionId !== null });
+    sidebar.loadPage({ reset: true });
+    showAlert(notice.message);
+  }
+}
+
+/** Scroll to the turn named by the address (#event-<id>, from the Memory page) and mark it. */
+function revealAnchoredEvent() {
+  if (!location.hash.startsWith(EVENT_ANCHOR)) {
+    return;
+  }
+  const id = decodeURIComponent(location.hash.slice(EVENT_ANCHOR.length));
+  const entry = entryById(id);
+  if (!entry) {
+    showAlert("That turn is no longer in this chat's history.");
+    return;
+  }
+  messages.querySelector(".entry-anchored")?.classList.remove("entry-anchored");
+  entry.classList.add("entry-anchored");
+  entry.tabIndex = -1;
+  entry.scrollIntoView({ block: "center" });
+  entry.focus({ preventScroll: true });
 }
 
 function setTitle(newTitle) {
@@ -244,6 +295,9 @@ function onFrame(frame) {
     case "error":
       serverError(frame);
       break;
+    case "notice":
+      showNotice(frame.notice);
+      break;
     default:
       break;
   }
@@ -290,7 +344,7 @@ async function sendMessage() {
   if (!sessionId) {
     creating = true;
     try {
-      const session = await api.createSession();
+      const session = await api.createSession({ temporary });
       sidebar.upsert(session);
       await openSession(session.id, { push: true, fresh: true });
     } catch (error) {
@@ -351,6 +405,7 @@ async function openSession(id, { push = false, fresh = false } = {}) {
   const opening = openCount;
   sessionId = id;
   setTitle(sidebar.titleOf(id) || (id === config.session_id ? config.title : ""));
+  setTemporary(sidebar.isTemporary(id) || (id === config.session_id && config.temporary));
   if (push) {
     history.pushState({ sessionId: id }, "", urlFor(id));
   }
@@ -384,6 +439,7 @@ async function openSession(id, { push = false, fresh = false } = {}) {
       }
     });
     conversation.scrollTop = conversation.scrollHeight;
+    revealAnchoredEvent();
     const last = events.findLast((event) => event.custom_metadata?.context);
     if (last) {
       renderContext(contextView, last.custom_metadata.context);
@@ -395,10 +451,11 @@ async function openSession(id, { push = false, fresh = false } = {}) {
   input.focus();
 }
 
-function showDraft({ push = false } = {}) {
+function showDraft({ push = false, temporaryDraft = false } = {}) {
   leaveCurrent();
   sessionId = null;
   setTitle("");
+  setTemporary(temporaryDraft);
   if (push) {
     history.pushState({ sessionId: null }, "", config.chat_url);
   }
@@ -511,6 +568,14 @@ $("chat-alert-close").addEventListener("click", () => {
 $("new-chat").addEventListener("click", (event) => {
   event.preventDefault();
   showDraft({ push: sessionId !== null });
+});
+$("temporary-chat").addEventListener("click", () => {
+  if (sessionId === null) {
+    setTemporary(!temporary);
+    input.focus();
+  } else {
+    showDraft({ push: true, temporaryDraft: !temporary });
+  }
 });
 window.addEventListener("popstate", () => {
   const id = sessionIdFromPath(location.pathname);

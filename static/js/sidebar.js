@@ -79,13 +79,18 @@ export class Sidebar {
     return this.item(sessionId)?.dataset.title ?? "";
   }
 
+  isTemporary(sessionId) {
+    return this.item(sessionId)?.dataset.temporary === "true";
+  }
+
   /** Add a session ({id, title, last_update_time}) or refresh its row, on top unless `atTop`
    * is false (then a new row goes last). A row being renamed is moved, never rebuilt. */
   upsert(session, { atTop = true } = {}) {
     let row = this.item(session.id);
     const title = session.title ?? row?.dataset.title ?? "";
+    const temporary = session.temporary ?? row?.dataset.temporary === "true";
     if (!row || (title !== row.dataset.title && !row.classList.contains("renaming"))) {
-      const fresh = this.row(session.id, title);
+      const fresh = this.row(session.id, title, temporary);
       row?.replaceWith(fresh);
       row = fresh;
     }
@@ -99,13 +104,17 @@ export class Sidebar {
     this.setActive(this.activeId);
   }
 
-  row(sessionId, title) {
+  row(sessionId, title, temporary = false) {
     const li = element("li", "session-item");
     li.dataset.sessionId = sessionId;
     li.dataset.title = title;
+    li.dataset.temporary = String(temporary);
     const link = element("a", "session-link");
     link.href = this.urlFor(sessionId);
     link.append(element("span", "session-name", title || UNTITLED));
+    if (temporary) {
+      link.append(element("span", "session-badge", "Temporary"));
+    }
     link.append(element("span", "session-time"));
     link.addEventListener("click", (event) => {
       if (event.button === 0 && !event.metaKey && !event.ctrlKey && !event.shiftKey) {
@@ -140,7 +149,7 @@ export class Sidebar {
   setTitle(sessionId, title) {
     const li = this.item(sessionId);
     if (li) {
-      const row = this.row(sessionId, title);
+      const row = this.row(sessionId, title, li.dataset.temporary === "true");
       row.querySelector(".session-time").textContent = li.querySelector(".session-time").textContent;
       li.replaceWith(row);
       this.setActive(this.activeId);
