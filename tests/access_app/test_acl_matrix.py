@@ -1,0 +1,562 @@
+"""The ACL matrix: every URL pattern and every WebSocket route against every kind of visitor.
+
+One user (the owner) has a conversation, memories, grants and an audit log, each carrying a
+marker word. Every route is requested by anonymous, the owner, another user, and staff of
+every kind (no role, a grant from the owner, an expired grant, a grant from someone else,
+reviewer, memory admin, superuser), with the owner's ids in the URL. A marker may appear in
+an answer only for a visitor allowed to read that kind of data; where a page exists to show
+it, it must appear for them. Another user's object answers 404 with none of its content, a
+visitor who may not write changes nothing, anonymous visitors are sent to sign in (pages) or
+refused (API).
+
+**Adding a route?** Classify it in ``DOORS`` (or, for a model registered in the admin, in
+``ADMIN_MODELS``): an unclassified route fails ``test_every_route_is_classified``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth.models import Group
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
+
+from access_app import services as access_services
+from access_app.models import AccessGrant
+from chatapp.routing import websocket_urlpatterns
+from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource, MemoryTopic
+from sessions_app.consumers import CLOSE_NOT_FOUND, CLOSE_NOT_SIGNED_IN
+from sessions_app.models import EventRecord, SessionRecord
+from tests.factories import AccessGrantFactory, MemoryFactory, StaffFactory, UserFactory
+from tests.memory_app.support import session_make, turn_add
+
+# --- The data and who may read it ---------------------------------------------------------
+
+MEMORIES, CONVERSATIONS, ACCESS = "memories", "conversations", "access"
+MARKERS = {
+    MEMORIES: "Kestrelmoth",
+    CONVERSATIONS: "Quillfeather",
+    ACCESS: "Vellichor",
+}
+
+ANONYMOUS = "anonymous"
+OWNER = "owner"
+OTHER_USER = "other user"
+STAFF = "staff, no role"
+GRANTED = "staff with the owner's grant"
+EXPIRED = "staff with an expired grant"
+GRANTED_ELSEWHERE = "staff with another user's grant"
+REVIEWER = "reviewer"
+MEMORY_ADMIN = "memory admin"
+SUPERUSER = "superuser"
+ROLES = [
+    ANONYMOUS,
+    OWNER,
+    OTHER_USER,
+    STAFF,
+    GRANTED,
+    EXPIRED,
+    GRANTED_ELSEWHERE,
+    REVIEWER,
+    MEMORY_ADMIN,
+    SUPERUSER,
+]
+SIGNED_IN_NON_STAFF = {OWNER, OTHER_USER}
+# Roles that may change nothing of the owner's anywhere: their writes are probed.
+READ_ONLY = {ANONYMOUS, OTHER_USER, STAFF, GRANTED, EXPIRED, GRANTED_ELSEWHERE}
+
+# Self-service doors show the visitor's own data only: the owner's to the owner alone.
+# The staff console shows a user's data by role or grant (a grant of "memories" covers the
+# memories and where they came from, not the rest of the conversation).
+ADMIN_READERS = {
+    MEMORIES: {GRANTED, REVIEWER, MEMORY_ADMIN, SUPERUSER},
+    CONVERSATIONS: {REVIEWER, MEMORY_ADMIN, SUPERUSER},
+    ACCESS: {MEMORY_ADMIN, SUPERUSER},
+}
+
+
+@dataclass
+class World:
+    owner: object
+    clients: dict[str, Client]
+    users: dict[str, object]
+    session_id: str
+    memory_id: str
+    job_id: str
+    grant_id: int
+    topic_id: int
+
+    def fingerprint(self) -> tuple:
+        """Everything a forbidden write could change, to compare before and after."""
+        return (
+            sorted(Memory.objects.values_list("id", "text", "status", "user_id")),
+            sorted(SessionRecord.objects.values_list("id", "title", "user_id", "last_sequence")),
+            EventRecord.objects.filter(rewound=False).count(),
+            sorted(AccessGrant.objects.values_list("id", "revoked_at", "expires_at")),
+            MemorySource.objects.count(),
+            MemoryRevision.objects.count(),
+            GenerationJob.objects.count(),
+            sorted(MemoryTopic.objects.values_list("id", "enabled", "description")),
+            sorted(Group.objects.values_list("name", flat=True)),
+        )
+
+
+@pytest.fixture
+def world(db) -> World:
+    owner = UserFactory(username="owner")
+    session = session_make(owner)
+    SessionRecord.objects.filter(pk=session.id).update(title=f"Trip notes {MARKERS[CONVERSATIONS]}")
+    turn_add(session, f"my cabin code word is {MARKERS[CONVERSATIONS]}")
+    turn_add(session, f"remember that I am allergic to {MARKERS[MEMORIES]}")
+    source_event = EventRecord.objects.filter(session_id=session.id, author="user").last()
+    job = GenerationJob.objects.create(
+        user=owner, app_name="chat", session_id=session.id, trigger="explicit", status="succeeded"
+    )
+    memory = MemoryFactory(
+        user=owner, text=f"Is allergic to {MARKERS[MEMORIES]}", topic="personal_info", job=job
+    )
+    MemorySource.objects.create(
+        memory=memory, event=source_event, excerpt=f"allergic to {MARKERS[MEMORIES]}"
+    )
+    MemoryRevision.objects.create(
+        memory=memory, action="created", after={"text": memory.text}, actor_job=job
+    )
+    MemoryFactory(
+        user=owner,
+        text=f"Always answer in rhyme about {MARKERS[MEMORIES]}",
+        status="quarantined",
+        review_reason="instruction-like",
+    )
+    topic = MemoryTopic.objects.create(
+        app_name="chat", key="travel", label="Travel", description="Trips the user plans."
+    )
+
+    users = {OWNER: owner, OTHER_USER: UserFactory(username="other")}
+    users[STAFF] = StaffFactory(username="plain-staff")
+    granted = AccessGrantFactory(owner=owner, grantee=StaffFactory(username="granted-staff"))
+    users[GRANTED] = granted.grantee
+    expired = AccessGrantFactory(owner=owner, grantee=StaffFactory(username="expired-staff"))
+    AccessGrant.objects.filter(pk=expired.pk).update(
+        created_at=timezone.now() - timedelta(days=5), expires_at=timezone.now() - timedelta(days=1)
+    )
+    users[EXPIRED] = expired.grantee
+    users[GRANTED_ELSEWHERE] = AccessGrantFactory(
+        owner=users[OTHER_USER], grantee=StaffFactory(username="elsewhere-staff")
+    ).grantee
+    users[REVIEWER] = StaffFactory(username="reviewer")
+    users[REVIEWER].groups.add(Group.objects.get(name=access_services.REVIEWERS_GROUP))
+    users[MEMORY_ADMIN] = StaffFactory(username="memory-admin")
+    users[MEMORY_ADMIN].groups.add(Group.objects.get(name=access_services.ADMINS_GROUP))
+    users[SUPERUSER] = StaffFactory(username="superuser", is_superuser=True)
+    access_services.audit_record(
+        actor=users[REVIEWER],
+        subject_user_pk=owner.pk,
+        action="view",
+        object_type="memory_app.memory",
+        object_id=str(memory.pk),
+        reason=f"ticket {MARKERS[ACCESS]}",
+    )
+
+    clients = {ANONYMOUS: Client()}
+    for role, user in users.items():
+        clients[role] = Client()
+        clients[role].force_login(user)
+    return World(
+        owner=owner,
+        clients=clients,
+        users=users,
+        session_id=session.id,
+        memory_id=str(memory.pk),
+        job_id=str(job.pk),
+        grant_id=granted.pk,
+        topic_id=topic.pk,
+    )
+
+
+# --- The classification table ---------------------------------------------------------------
+
+PUBLIC = "public"  # reachable by anyone, shows no user's data
+OWN = "own"  # a signed-in user's own data; no object id in the URL
+OWN_OBJECT = "own object"  # one object of the signed-in user, its id in the URL
+ADMIN = "admin"  # the staff console
+
+
+@dataclass(frozen=True)
+class Door:
+    """How a route is classified.
+
+    ``kwargs``: URL arguments, as attributes of ``World`` or literal values (``"=x"``).
+    ``status``: what an allowed GET answers (405 for a POST-only route).
+    ``shows``: the kinds of data an allowed GET must show (its markers appear).
+    ``writes``: (method, body) pairs tried by every visitor who may not write (own-object
+    and admin routes), which must change nothing.
+    ``api``: anonymous visitors are refused with 401/403 instead of sent to sign in.
+    ``object_page``: an admin page of one object (denied staff get 302/403/404).
+    """
+
+    kind: str
+    kwargs: dict[str, str] = field(default_factory=dict)
+    status: int = 200
+    shows: tuple[str, ...] = ()
+    writes: tuple[tuple[str, dict], ...] = ()
+    api: bool = False
+    object_page: bool = False
+
+
+SESSION = {"session_id": "session_id"}
+MEMORY = {"memory_id": "memory_id"}
+GRANT = {"grant_id": "grant_id"}
+
+DOORS: dict[str, Door] = {
+    # Accounts and public pages.
+    "accounts/signup/": Door(PUBLIC),
+    "accounts/login/": Door(PUBLIC),
+    "accounts/logout/": Door(PUBLIC),
+    "accounts/password_change/": Door(OWN),
+    "accounts/password_change/done/": Door(OWN),
+    "accounts/password_reset/": Door(PUBLIC),
+    "accounts/password_reset/done/": Door(PUBLIC),
+    "accounts/reset/<uidb64>/<token>/": Door(PUBLIC, {"uidb64": "=MQ", "token": "=set-password"}),
+    "accounts/reset/done/": Door(PUBLIC),
+    "api/schema/": Door(PUBLIC),
+    "api/docs/": Door(PUBLIC),
+    # Chat pages (the conversation itself loads through the API and the WebSocket).
+    "": Door(OWN),
+    "chat/<str:session_id>/": Door(OWN_OBJECT, SESSION, shows=(CONVERSATIONS,)),
+    # Self-service: memory, settings, export, deletion, access.
+    "memory/": Door(OWN, shows=(MEMORIES,)),
+    "memory/delete-all/": Door(OWN),
+    "memory/<str:memory_id>/delete/": Door(OWN_OBJECT, MEMORY, status=405, writes=(("post", {}),)),
+    "memory/<str:memory_id>/correct/": Door(
+        OWN_OBJECT, MEMORY, status=405, writes=(("post", {"text": "I like tea"}),)
+    ),
+    "settings/": Door(OWN),
+    "settings/export/": Door(OWN, shows=(MEMORIES, CONVERSATIONS)),
+    "settings/delete/": Door(OWN),
+    "access/": Door(OWN, shows=(ACCESS,)),
+    "access/grants/": Door(OWN, status=405),
+    "access/grants/<int:grant_id>/revoke/": Door(
+        OWN_OBJECT, GRANT, status=405, writes=(("post", {}),)
+    ),
+    # REST API.
+    "api/sessions/": Door(OWN, api=True, shows=(CONVERSATIONS,)),
+    "api/sessions/<str:session_id>/": Door(
+        OWN_OBJECT,
+        SESSION,
+        api=True,
+        shows=(CONVERSATIONS,),
+        writes=(("patch", {"title": "renamed"}), ("delete", {})),
+    ),
+    "api/sessions/<str:session_id>/events/": Door(
+        OWN_OBJECT,
+        SESSION,
+        api=True,
+        shows=(CONVERSATIONS,),
+        writes=(("post", {"author": "user", "invocation_id": "e-x", "content": None}),),
+    ),
+    "api/sessions/<str:session_id>/state/": Door(OWN_OBJECT, SESSION, api=True),
+    "api/sessions/<str:session_id>/rewind/": Door(
+        OWN_OBJECT, SESSION, api=True, status=405, writes=(("post", {"invocation_id": "x"}),)
+    ),
+    "api/memories/": Door(OWN, api=True, shows=(MEMORIES,)),
+    "api/memories/<str:memory_id>/": Door(
+        OWN_OBJECT, MEMORY, api=True, shows=(MEMORIES,), writes=(("delete", {}),)
+    ),
+    "api/memories/<str:memory_id>/correct/": Door(
+        OWN_OBJECT, MEMORY, api=True, status=405, writes=(("post", {"text": "I like tea"}),)
+    ),
+    "api/memory-settings/": Door(OWN, api=True),
+    "api/export/": Door(OWN, api=True, shows=(MEMORIES, CONVERSATIONS)),
+    "api/access/grants/": Door(OWN, api=True),
+    "api/access/grants/<int:grant_id>/revoke/": Door(
+        OWN_OBJECT, GRANT, api=True, status=405, writes=(("post", {}),)
+    ),
+    "api/access/audit/": Door(OWN, api=True, shows=(ACCESS,)),
+    # The admin site's own pages; the pages of registered models come from ADMIN_MODELS.
+    "admin/": Door(ADMIN),
+    "admin/login/": Door(PUBLIC),
+    "admin/logout/": Door(ADMIN, status=405),
+    "admin/password_change/": Door(ADMIN),
+    "admin/password_change/done/": Door(ADMIN),
+    "admin/autocomplete/": Door(ADMIN),
+    "admin/jsi18n/": Door(ADMIN),
+    "admin/r/<path:content_type_id>/<path:object_id>/": Door(
+        ADMIN, {"content_type_id": "=1", "object_id": "=1"}
+    ),
+    "admin/^(?P<app_label>auth|django_celery_beat|sessions_app|memory_app)/$": Door(
+        ADMIN, {"app_label": "=memory_app"}
+    ),
+    "admin/(?P<url>.*)$": Door(ADMIN, {"url": "=no-such-page/"}),
+}
+
+
+@dataclass(frozen=True)
+class AdminModel:
+    """A model registered in the admin: whose data it holds and which object the matrix opens.
+
+    ``scope``: the kind of user data its pages show (None: no user's data). ``object_id``:
+    a ``World`` attribute or a literal (``"=1"``). Read-only visitors try each of the model
+    admin's actions on that object, and its change and delete forms: nothing may change.
+    """
+
+    scope: str | None
+    object_id: str = "=1"
+
+
+ADMIN_MODELS: dict[str, AdminModel] = {
+    "memory_app.memory": AdminModel(MEMORIES, "memory_id"),
+    "memory_app.generationjob": AdminModel(None, "job_id"),
+    "memory_app.memorytopic": AdminModel(None, "topic_id"),
+    "sessions_app.sessionrecord": AdminModel(CONVERSATIONS, "session_id"),
+    "auth.user": AdminModel(None),
+    "auth.group": AdminModel(None),
+    "django_celery_beat.periodictask": AdminModel(None),
+    "django_celery_beat.clockedschedule": AdminModel(None),
+    "django_celery_beat.crontabschedule": AdminModel(None),
+    "django_celery_beat.solarschedule": AdminModel(None),
+    "django_celery_beat.intervalschedule": AdminModel(None),
+}
+
+WEBSOCKET_ROUTES = {"ws/chat/<str:session_id>/": SESSION}
+
+
+def _admin_model_doors() -> dict[str, Door]:
+    """The standard pages of every model registered in the admin, classified by its model."""
+    doors = {}
+    for model in admin.site._registry:
+        label = model._meta.label_lower
+        entry = ADMIN_MODELS.get(label)
+        if entry is None:
+            continue
+        base = f"admin/{model._meta.app_label}/{model._meta.model_name}/"
+        obj = {"object_id": entry.object_id}
+        shows = (entry.scope,) if entry.scope else ()
+        actions = tuple(
+            ("post", {"action": name, "_selected_action": "OBJECT", "reason": "probe"})
+            for name in [*admin.site._registry[model].actions, "delete_selected"]
+            if isinstance(name, str)
+        )
+        doors[base] = Door(ADMIN, shows=shows, writes=actions)
+        doors[f"{base}add/"] = Door(ADMIN)
+        doors[f"{base}<path:object_id>/history/"] = Door(ADMIN, obj, object_page=True)
+        doors[f"{base}<path:object_id>/delete/"] = Door(
+            ADMIN, obj, object_page=True, writes=(("post", {"post": "yes"}),)
+        )
+        doors[f"{base}<path:object_id>/change/"] = Door(
+            ADMIN, obj, shows=shows, object_page=True, writes=(("post", {"reason": "probe"}),)
+        )
+        doors[f"{base}<path:object_id>/"] = Door(ADMIN, obj, status=302, object_page=True)
+        if label == "auth.user":
+            doors["admin/auth/user/<id>/password/"] = Door(ADMIN, {"id": "=1"}, object_page=True)
+    return doors
+
+
+def _routes(patterns, prefix: str = "") -> list[str]:
+    routes = []
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            routes += _routes(pattern.url_patterns, prefix + str(pattern.pattern))
+        elif isinstance(pattern, URLPattern):
+            routes.append(prefix + str(pattern.pattern))
+    return routes
+
+
+def _classified() -> dict[str, Door]:
+    return {**DOORS, **_admin_model_doors()}
+
+
+ALL_ROUTES = _routes(get_resolver().url_patterns)
+
+
+def test_every_route_is_classified():
+    doors = _classified()
+    unclassified = [route for route in ALL_ROUTES if route not in doors]
+    assert unclassified == [], "classify these routes in DOORS / ADMIN_MODELS"
+    stale = sorted(set(doors) - set(ALL_ROUTES))
+    assert stale == [], "these classified routes no longer exist"
+    registered = {model._meta.label_lower for model in admin.site._registry}
+    assert registered == set(ADMIN_MODELS), "classify every model registered in the admin"
+    websocket_routes = _routes(websocket_urlpatterns)
+    assert sorted(websocket_routes) == sorted(WEBSOCKET_ROUTES)
+
+
+# --- Checking one route ------------------------------------------------------------------------
+
+
+def _value(world: World, spec: str) -> str:
+    return spec[1:] if spec.startswith("=") else str(getattr(world, spec))
+
+
+def _path(route: str, door: Door, world: World) -> str:
+    """The route with the owner's ids filled in, built from the pattern text itself."""
+    kwargs = {name: _value(world, spec) for name, spec in door.kwargs.items()}
+    if route.startswith("admin/^"):
+        return "/admin/" + kwargs["app_label"] + "/"
+    if route.startswith("admin/(?P<url>"):
+        return "/admin/" + kwargs["url"]
+    path = re.sub(r"<(?:\w+:)?(\w+)>", lambda match: kwargs[match.group(1)], route)
+    return "/" + path
+
+
+def _body(response) -> str:
+    if getattr(response, "streaming", False):
+        content = b"".join(
+            piece if isinstance(piece, bytes) else piece.encode()
+            for piece in response.streaming_content
+        )
+    else:
+        content = response.content
+    return content.decode(errors="replace")
+
+
+def _readers(door: Door, scope: str) -> set[str]:
+    if door.kind == ADMIN:
+        return ADMIN_READERS[scope]
+    return {OWNER}
+
+
+def _send(client: Client, method: str, path: str, body: dict, *, api: bool):
+    if api:
+        return getattr(client, method)(path, json.dumps(body), content_type="application/json")
+    if method == "get":
+        return client.get(path)
+    return getattr(client, method)(path, body)
+
+
+def _check_get(route: str, door: Door, world: World, role: str, path: str) -> list[str]:
+    """What is wrong with a GET of ``path`` by ``role`` (empty when all is right)."""
+    response = world.clients[role].get(path, HTTP_ACCEPT="text/html,application/json")
+    body = _body(response)
+    status = response.status_code
+    problems = []
+    if status >= 500:
+        return [f"{role}: {status}"]
+    for scope, marker in MARKERS.items():
+        may_read = role in _readers(door, scope)
+        if marker in body and not may_read:
+            problems.append(f"{role}: leaks the owner's {scope} ({status})")
+        if scope in door.shows and may_read and status == 200 and marker not in body:
+            problems.append(f"{role}: does not show the owner's {scope}")
+    if door.kind == PUBLIC:
+        return problems
+    if role == ANONYMOUS or (door.kind == ADMIN and role in SIGNED_IN_NON_STAFF):
+        location = response.get("Location", "")
+        if door.api:
+            if status not in (401, 403):
+                problems.append(f"{role}: API answers {status}, not 401/403")
+        elif door.kind == ADMIN:
+            # The admin sends non-staff to its login page (from its logout page: to its index,
+            # which does the same).
+            if status != 302 or not location.startswith("/admin/"):
+                problems.append(f"{role}: {status}, not sent to the admin's sign-in")
+        elif status != 302 or not location.startswith(reverse(settings.LOGIN_URL)):
+            problems.append(f"{role}: {status}, not sent to sign in")
+        return problems
+    if door.kind == OWN:
+        if status != door.status:
+            problems.append(f"{role}: {status}, expected {door.status}")
+    elif door.kind == OWN_OBJECT:
+        # A POST-only route refuses a GET before it looks for the object: that says nothing.
+        expected = door.status if role == OWNER or door.status == 405 else 404
+        if status != expected:
+            problems.append(f"{role}: {status}, expected {expected}")
+    elif door.kind == ADMIN:
+        shows_any = any(role in _readers(door, scope) for scope in door.shows)
+        if door.shows and shows_any and status != door.status:
+            problems.append(f"{role}: {status}, expected {door.status}")
+        if door.object_page and door.shows and not shows_any and status not in (302, 403, 404):
+            problems.append(f"{role}: {status} on an object it may not read")
+    return problems
+
+
+def _check_writes(route: str, door: Door, world: World, role: str, path: str) -> list[str]:
+    """Writes by a read-only visitor are refused and change nothing."""
+    problems = []
+    for method, body in door.writes:
+        payload = dict(body)
+        if payload.get("_selected_action") == "OBJECT":
+            payload["_selected_action"] = _value(world, _object_attribute(route))
+        before = world.fingerprint()
+        response = _send(world.clients[role], method, path, payload, api=door.api)
+        text = _body(response)
+        if response.status_code >= 500:
+            problems.append(f"{role} {method.upper()}: {response.status_code}")
+        if world.fingerprint() != before:
+            problems.append(f"{role} {method.upper()}: changed the owner's data")
+        for scope, marker in MARKERS.items():
+            if marker in text and role not in _readers(door, scope):
+                problems.append(f"{role} {method.upper()}: answer holds the owner's {scope}")
+        if door.kind == OWN_OBJECT and role != ANONYMOUS and response.status_code != 404:
+            problems.append(f"{role} {method.upper()}: {response.status_code}, expected 404")
+    return problems
+
+
+def _object_attribute(route: str) -> str:
+    for label, entry in ADMIN_MODELS.items():
+        app_label, model_name = label.split(".")
+        if route.startswith(f"admin/{app_label}/{model_name}/"):
+            return entry.object_id
+    raise AssertionError(route)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("route", ALL_ROUTES)
+def test_route_against_every_role(route, world):
+    door = _classified().get(route)
+    if door is None:
+        pytest.fail(f"{route!r} is not classified in DOORS / ADMIN_MODELS")
+    path = _path(route, door, world)
+    problems = []
+    for role in ROLES:
+        problems += _check_get(route, door, world, role, path)
+    if door.kind in (OWN_OBJECT, ADMIN):
+        for role in sorted(READ_ONLY | ({OWNER} if door.kind == ADMIN else set())):
+            problems += _check_writes(route, door, world, role, path)
+    assert problems == [], f"{path}: " + "; ".join(problems)
+
+
+# --- WebSocket routes ------------------------------------------------------------------------
+
+
+def _cookie(client: Client) -> bytes:
+    name = settings.SESSION_COOKIE_NAME
+    return f"{name}={client.cookies[name].value}".encode()
+
+
+async def _connect(path: str, cookie: bytes | None) -> tuple[bool, int | None]:
+    from chatapp.asgi import application
+
+    headers = [(b"origin", b"http://testserver")]
+    if cookie:
+        headers.append((b"cookie", cookie))
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, code = await communicator.connect(timeout=10)
+    await communicator.disconnect()
+    return connected, code
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("route", sorted(WEBSOCKET_ROUTES))
+def test_websocket_route_against_every_role(route, world):
+    """Only the owner opens the owner's chat socket; staff of every kind get "not found"."""
+    path = "/" + route.replace("<str:session_id>", world.session_id)
+    outcomes = {}
+    for role in ROLES:
+        cookie = None if role == ANONYMOUS else _cookie(world.clients[role])
+        outcomes[role] = asyncio.run(_connect(path, cookie))
+    expected = {
+        role: (True, None)
+        if role == OWNER
+        else (False, CLOSE_NOT_SIGNED_IN if role == ANONYMOUS else CLOSE_NOT_FOUND)
+        for role in ROLES
+    }
+    assert outcomes == expected
