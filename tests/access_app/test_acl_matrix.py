@@ -9,8 +9,9 @@ it, it must appear for them. Another user's object answers 404 with none of its 
 visitor who may not write changes nothing, anonymous visitors are sent to sign in (pages) or
 refused (API).
 
-**Adding a route?** Classify it in ``DOORS`` (or, for a model registered in the admin, in
-``ADMIN_MODELS``): an unclassified route fails ``test_every_route_is_classified``.
+**Adding a route?** Classify it in ``DOORS`` (a model registered in the admin: in
+``ADMIN_MODELS``; a path answered by middleware: in ``MIDDLEWARE_DOORS``; a WebSocket route:
+in ``WEBSOCKET_ROUTES``): an unclassified route fails ``test_every_route_is_classified``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from django.utils import timezone
 
 from access_app import services as access_services
 from access_app.models import AccessGrant
+from chatapp.middleware import PROBES
 from chatapp.routing import websocket_urlpatterns
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource, MemoryTopic
 from sessions_app.consumers import CLOSE_NOT_FOUND, CLOSE_NOT_SIGNED_IN
@@ -328,6 +330,13 @@ ADMIN_MODELS: dict[str, AdminModel] = {
 
 WEBSOCKET_ROUTES = {"ws/chat/<str:session_id>/": SESSION}
 
+# Paths answered by chatapp.middleware before URL routing (probes and metrics).
+MIDDLEWARE_DOORS = {
+    "/healthz": Door(PUBLIC),
+    "/readyz": Door(PUBLIC),
+    "/metrics": Door(PUBLIC),
+}
+
 
 def _admin_model_doors() -> dict[str, Door]:
     """The standard pages of every model registered in the admin, classified by its model."""
@@ -371,10 +380,10 @@ def _routes(patterns, prefix: str = "") -> list[str]:
 
 
 def _classified() -> dict[str, Door]:
-    return {**DOORS, **_admin_model_doors()}
+    return {**DOORS, **_admin_model_doors(), **MIDDLEWARE_DOORS}
 
 
-ALL_ROUTES = _routes(get_resolver().url_patterns)
+ALL_ROUTES = _routes(get_resolver().url_patterns) + sorted(PROBES)
 
 
 def test_every_route_is_classified():
@@ -385,6 +394,7 @@ def test_every_route_is_classified():
     assert stale == [], "these classified routes no longer exist"
     registered = {model._meta.label_lower for model in admin.site._registry}
     assert registered == set(ADMIN_MODELS), "classify every model registered in the admin"
+    assert set(MIDDLEWARE_DOORS) == set(PROBES)
     websocket_routes = _routes(websocket_urlpatterns)
     assert sorted(websocket_routes) == sorted(WEBSOCKET_ROUTES)
 
@@ -398,6 +408,8 @@ def _value(world: World, spec: str) -> str:
 
 def _path(route: str, door: Door, world: World) -> str:
     """The route with the owner's ids filled in, built from the pattern text itself."""
+    if route.startswith("/"):
+        return route
     kwargs = {name: _value(world, spec) for name, spec in door.kwargs.items()}
     if route.startswith("admin/^"):
         return "/admin/" + kwargs["app_label"] + "/"
