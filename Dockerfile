@@ -1,19 +1,24 @@
-# The image run by every application service of docker-compose.yml (web, worker, beat).
+# The image run by every application service of docker-compose.yml
+# (migrate, web, worker, beat); docs/deploy.md.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONPATH=/app \
     DJANGO_SETTINGS_MODULE=chatapp.settings
 
+# The processes run as this user, which cannot write the code or the static files.
+RUN useradd --create-home --uid 1000 app
+
 WORKDIR /app
 COPY . .
+# Hashed, compressed static files (whitenoise serves them); collectstatic only
+# reads settings, so a placeholder key is enough at build time.
 RUN pip install --no-cache-dir . \
     && PRODUCTION=true DEBUG=false SECRET_KEY=collectstatic \
        python manage.py collectstatic --noinput --verbosity 0
 
-RUN useradd --create-home --uid 1000 app && chown -R app /app
 USER app
-
 EXPOSE 8000
-CMD ["daphne", "--bind", "0.0.0.0", "--port", "8000", "chatapp.asgi:application"]
+CMD ["daphne", "--bind", "0.0.0.0", "--port", "8000", "--proxy-headers", "chatapp.asgi:application"]

@@ -1,6 +1,8 @@
-"""docker-compose.yml and the Dockerfile name things that exist and start in the right order."""
+"""docker-compose.yml, the Dockerfile and .env.example name things that exist, start in the
+right order and are documented. No Docker engine runs here, so the files are parsed."""
 
 import re
+import shlex
 import tomllib
 
 import pytest
@@ -10,10 +12,41 @@ from celery.app.utils import find_app
 from celery.utils.imports import symbol_by_name
 from daphne.utils import import_by_path
 from django.conf import settings
+from django.core.management import get_commands
 from django_celery_beat.schedulers import DatabaseScheduler
+
+from chatapp.middleware import PROBES
 
 ROOT = settings.BASE_DIR
 APP_SERVICES = ("web", "worker", "beat")
+# Read by libraries (numpy, torch), not by settings: one thread per process.
+THREAD_LIMITS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+# Read by docker-compose.yml itself, for the postgres service and DATABASE_URL.
+COMPOSE_VARIABLES = {"POSTGRES_PASSWORD"}
+
+
+def read_by_settings() -> set[str]:
+    return set(
+        re.findall(r'env\.\w+\(\s*"([A-Z0-9_]+)"', (ROOT / "chatapp" / "settings.py").read_text())
+    )
+
+
+def readme_table_variables() -> set[str]:
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("\n## Configuration\n") :]
+    table = table[: table.find("\n## ", 1)]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    return {name for row in rows for name in re.findall(r"`([A-Z0-9_]+)`", row.split("|")[1])}
+
+
+def env_example_variables() -> set[str]:
+    text = (ROOT / ".env.example").read_text()
+    return set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", text, re.MULTILINE))
+
+
+def interpolated(value: str) -> set[str]:
+    """Variables a compose value takes from the environment or .env: ${NAME...}."""
+    return set(re.findall(r"\$\{([A-Z0-9_]+)", value))
 
 
 @pytest.fixture(scope="module")
@@ -51,17 +84,50 @@ def test_app_services_wait_for_healthy_backing_services_and_migrations(services,
 
 def test_app_services_share_one_environment_of_variables_settings_reads(services):
     environments = [services[name]["environment"] for name in (*APP_SERVICES, "migrate")]
-    read_by_settings = set(
-        re.findall(r'env\.\w+\(\s*"([A-Z_]+)"', (ROOT / "chatapp" / "settings.py").read_text())
-    )
+    environment = environments[0]
 
-    assert all(environment == environments[0] for environment in environments)
+    assert all(each == environment for each in environments)
     assert {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "PRODUCTION", "ALLOWED_HOSTS"} <= set(
-        environments[0]
+        environment
     )
-    assert set(environments[0]) <= read_by_settings
-    assert environments[0]["DATABASE_URL"].startswith("postgres://")
-    assert environments[0]["PRODUCTION"] == "true"
+    assert set(environment) - set(THREAD_LIMITS) <= read_by_settings()
+    assert environment["DATABASE_URL"].startswith("postgres://")
+    assert environment["PRODUCTION"] == "true"
+    assert environment["LOG_FORMAT"] == "json"
+    assert {name: environment[name] for name in THREAD_LIMITS} == THREAD_LIMITS
+
+
+def test_app_services_also_take_the_env_file(services):
+    for name in (*APP_SERVICES, "migrate"):
+        assert services[name]["env_file"] == [{"path": ".env", "required": False}]
+
+
+def test_every_variable_the_compose_file_uses_is_documented(services):
+    """In README's configuration table (settings' variables) and in .env.example (all)."""
+    environment = services["web"]["environment"]
+    used = set(environment) | {
+        name for value in environment.values() for name in interpolated(str(value))
+    }
+    for service in services.values():
+        for value in (service.get("environment") or {}).values():
+            used |= interpolated(str(value))
+
+    assert sorted(used - env_example_variables()) == []
+    assert sorted(used - set(THREAD_LIMITS) - COMPOSE_VARIABLES - readme_table_variables()) == []
+
+
+def test_env_example_lists_every_variable_settings_reads_and_no_other():
+    documented = env_example_variables()
+
+    assert sorted(read_by_settings() - documented) == [], "read by settings, not in .env.example"
+    assert sorted(documented - read_by_settings() - set(THREAD_LIMITS) - COMPOSE_VARIABLES) == []
+
+
+def test_env_example_sets_nothing_by_itself():
+    """Copied to .env as it is, it changes no setting (make run reads .env too)."""
+    lines = (ROOT / ".env.example").read_text().splitlines()
+
+    assert [line for line in lines if line and not line.startswith("#")] == []
 
 
 def test_web_serves_the_asgi_application_with_daphne(services):
@@ -69,6 +135,28 @@ def test_web_serves_the_asgi_application_with_daphne(services):
 
     assert command[0] == "daphne"
     assert callable(import_by_path(command[-1]))
+    assert option_value(command, "--port") == "8000"
+    assert "--proxy-headers" in command
+
+
+def test_web_healthcheck_calls_the_liveness_probe(services):
+    healthcheck = services["web"]["healthcheck"]
+    script = healthcheck["test"][healthcheck["test"].index("-c") + 1]
+
+    url = re.search(r"'(http://127\.0\.0\.1:(\d+)(/\w+))'", script)
+    assert url.group(2) == option_value(services["web"]["command"], "--port")
+    assert url.group(3) in PROBES
+    compile(script, "healthcheck", "exec")
+
+
+def test_worker_healthcheck_pings_this_worker_of_the_project_app(services):
+    test = services["worker"]["healthcheck"]["test"]
+    command = shlex.split(test[1])
+
+    assert test[0] == "CMD-SHELL"
+    assert command[:5] == ["celery", "-A", "chatapp", "inspect", "ping"]
+    assert find_app(command[2]).main == "chatapp"
+    assert option_value(command, "--destination") == "celery@$$HOSTNAME"
 
 
 @pytest.mark.parametrize(("name", "subcommand"), [("worker", "worker"), ("beat", "beat")])
@@ -90,8 +178,20 @@ def test_beat_keeps_its_schedule_in_the_database(services):
 
 
 def test_migrate_runs_django_migrations(services):
-    assert services["migrate"]["command"][:3] == ["python", "manage.py", "migrate"]
+    command = services["migrate"]["command"]
+
+    assert command[:2] == ["python", "manage.py"]
+    assert command[2] == "migrate"
+    assert get_commands()[command[2]] == "django.core"
+    assert (ROOT / command[1]).is_file()
     assert services["migrate"]["restart"] == "no"
+
+
+def test_redis_keeps_nothing_on_disk(services):
+    command = services["redis"]["command"]
+
+    assert option_value(command, "--save") == ""
+    assert option_value(command, "--appendonly") == "no"
 
 
 def test_dockerfile_builds_on_a_supported_python_and_collects_static_files():
@@ -102,3 +202,19 @@ def test_dockerfile_builds_on_a_supported_python_and_collects_static_files():
     assert requires == ">=3.11"
     assert "pip install --no-cache-dir ." in dockerfile
     assert "manage.py collectstatic" in dockerfile
+
+
+def test_the_image_runs_as_a_user_without_write_access_to_the_code():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    instructions = [line.split()[0] for line in dockerfile.splitlines() if line[:1].isupper()]
+
+    assert re.search(r"^USER app$", dockerfile, re.MULTILINE)
+    assert instructions[-3:] == ["USER", "EXPOSE", "CMD"], "nothing runs as root after USER"
+    assert "chown" not in dockerfile
+    assert re.search(r"^ENV .*PYTHONPATH=/app", dockerfile, re.MULTILINE | re.DOTALL)
+
+
+def test_the_image_leaves_out_local_state():
+    ignored = (ROOT / ".dockerignore").read_text().split()
+
+    assert {".git", ".venv", "build", ".env"} <= set(ignored)
