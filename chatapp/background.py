@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 _pending: set[Future] = set()
+# How often the in-process runner reads the schedules again, so staff edits apply.
+PERIODIC_REFRESH_SECONDS = 30.0
 
 
 def _in_process_executor() -> ThreadPoolExecutor:
@@ -81,10 +83,12 @@ def background_wait_idle(timeout: float = 30.0) -> None:
 
 
 def periodic_start() -> threading.Thread | None:
-    """In the embedded mode, run ``CELERY_BEAT_SCHEDULE`` on a daemon thread.
+    """In the embedded mode, run the periodic tasks on a daemon thread.
 
     Celery beat does this job when there is a broker; without one the web
-    process is the only process there is, so it keeps the schedule itself.
+    process is the only process there is, so it keeps the schedule itself:
+    the enabled ``PeriodicTask`` rows staff edit in the console, read again
+    every ``PERIODIC_REFRESH_SECONDS`` (see ``chatapp.periodic``).
     Task modules are imported first, as a worker does at start, so every
     scheduled task is registered.
     Returns the thread, or None when beat is in charge.
@@ -92,26 +96,32 @@ def periodic_start() -> threading.Thread | None:
     if settings.BACKGROUND_TASKS != "inprocess":
         return None
     from chatapp.celery import app
+    from chatapp.periodic import periodic_due, periodic_entries
 
     app.loader.import_default_modules()
-    entries = [
-        (app.tasks[entry["task"]], float(entry["schedule"]))
-        for entry in settings.CELERY_BEAT_SCHEDULE.values()
-    ]
     stop = threading.Event()
 
     def loop() -> None:
         import time
 
-        next_run = {task.name: time.monotonic() + interval for task, interval in entries}
+        entries: dict = {}
+        last_run: dict = {}
+        refreshed = float("-inf")
         while not stop.wait(1.0):
-            now = time.monotonic()
-            for task, interval in entries:
-                if now >= next_run[task.name]:
-                    next_run[task.name] = now + interval
-                    future = _in_process_executor().submit(_run_in_process, task, {})
-                    _pending.add(future)
-                    future.add_done_callback(_pending.discard)
+            if time.monotonic() - refreshed >= PERIODIC_REFRESH_SECONDS:
+                try:
+                    entries = periodic_entries()
+                finally:
+                    connections.close_all()
+                refreshed = time.monotonic()
+            for name in periodic_due(entries=entries, last_run=last_run):
+                task = app.tasks.get(name)
+                if task is None:
+                    logger.error("periodic task %s is not a registered task", name)
+                    continue
+                future = _in_process_executor().submit(_run_in_process, task, {})
+                _pending.add(future)
+                future.add_done_callback(_pending.discard)
 
     thread = threading.Thread(target=loop, name="periodic", daemon=True)
     thread.start()

@@ -5,12 +5,19 @@ when it has none (after ``migrate``, and again when beat starts), so the schedul
 staff console from the start. A row that exists is never overwritten: django-celery-beat's own
 ``DatabaseScheduler`` rewrites the rows from the settings at every start, which would undo what
 staff changed (interval, enabled) at the next deploy; :class:`EditableDatabaseScheduler` only
-adds what is missing.
+adds what is missing. Without a broker, the web process's own runner
+(``chatapp.background.periodic_start``) reads the same rows through :func:`periodic_entries`, so
+an edit applies in both modes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from celery import schedules
 from django.conf import settings
+from django.db import DatabaseError
 from django_celery_beat.schedulers import DatabaseScheduler, ModelEntry
 
 
@@ -43,3 +50,47 @@ class EditableDatabaseScheduler(DatabaseScheduler):
     def setup_schedule(self) -> None:
         periodic_tasks_install(schedule=self.app.conf.beat_schedule)
         self.install_default_entries(self.schedule)
+
+
+@dataclass(frozen=True)
+class PeriodicEntry:
+    """A recurring task as the in-process runner keeps it."""
+
+    task: str
+    schedule: schedules.BaseSchedule
+
+
+def periodic_entries() -> dict[str, PeriodicEntry]:
+    """The enabled recurring ``PeriodicTask`` rows by name (one-off clocked rows are beat's);
+    the settings' schedule when the table cannot be read yet (a database not migrated)."""
+    from django_celery_beat.models import PeriodicTask
+
+    try:
+        rows = list(
+            PeriodicTask.objects.filter(enabled=True, one_off=False, clocked__isnull=True)
+            .select_related("interval", "crontab", "solar")
+            .order_by("name")
+        )
+    except DatabaseError:
+        return {
+            name: PeriodicEntry(
+                task=entry["task"],
+                schedule=schedules.schedule(timedelta(seconds=float(entry["schedule"]))),
+            )
+            for name, entry in settings.CELERY_BEAT_SCHEDULE.items()
+        }
+    return {row.name: PeriodicEntry(task=row.task, schedule=row.schedule) for row in rows}
+
+
+def periodic_due(*, entries: dict[str, PeriodicEntry], last_run: dict[str, datetime]) -> list[str]:
+    """The task names due now, with ``last_run`` moved on for them. An entry seen for the first
+    time starts its clock now, so nothing runs at process start."""
+    due = []
+    for name, entry in entries.items():
+        if name not in last_run:
+            last_run[name] = entry.schedule.now()
+            continue
+        if entry.schedule.is_due(last_run[name]).is_due:
+            last_run[name] = entry.schedule.now()
+            due.append(entry.task)
+    return due

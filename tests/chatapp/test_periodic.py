@@ -3,6 +3,8 @@ what they changed."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Permission
@@ -11,7 +13,12 @@ from django.urls import reverse
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from chatapp.celery import app
-from chatapp.periodic import EditableDatabaseScheduler, periodic_tasks_install
+from chatapp.periodic import (
+    EditableDatabaseScheduler,
+    periodic_due,
+    periodic_entries,
+    periodic_tasks_install,
+)
 from tests.factories import UserFactory
 
 
@@ -58,3 +65,26 @@ def test_beat_start_keeps_an_edited_schedule_and_fills_in_a_missing_one():
     assert (forget.interval.every, forget.interval.period, forget.enabled) == (7, "hours", False)
     assert PeriodicTask.objects.filter(name="memory-jobs-redispatch").exists()
     assert periodic_tasks_install() == []
+
+
+@pytest.mark.django_db
+def test_the_in_process_runner_follows_the_edited_rows():
+    forget = PeriodicTask.objects.get(name="memories-forget")
+    forget.interval = IntervalSchedule.objects.create(every=2, period=IntervalSchedule.HOURS)
+    forget.save()
+    PeriodicTask.objects.filter(name="sessions-expire-idle").update(enabled=False)
+
+    entries = periodic_entries()
+    last_run: dict = {}
+    started = periodic_due(entries=entries, last_run=last_run)
+    an_hour_ago = {name: when - timedelta(hours=1) for name, when in last_run.items()}
+    three_hours_ago = {name: when - timedelta(hours=3) for name, when in last_run.items()}
+
+    assert "sessions-expire-idle" not in entries
+    assert started == []
+    forget_only = {"memories-forget": entries["memories-forget"]}
+    assert periodic_due(entries=forget_only, last_run=an_hour_ago) == []
+    assert sorted(periodic_due(entries=entries, last_run=three_hours_ago)) == sorted(
+        settings.CELERY_BEAT_SCHEDULE[name]["task"] for name in entries
+    )
+    assert three_hours_ago["memories-forget"] > last_run["memories-forget"]
