@@ -156,6 +156,18 @@ CELERY_BEAT_SCHEDULER = "chatapp.periodic:EditableDatabaseScheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Each worker writes a heartbeat to Redis this often; /readyz wants one seen in 3 intervals.
 WORKER_HEARTBEAT_INTERVAL_SECONDS = env.float("WORKER_HEARTBEAT_INTERVAL_SECONDS", default=10.0)
+# A task is acknowledged only when it ends (acks_late), so a worker killed mid-task leaves it
+# unacknowledged in Redis; the broker hands it out again after this many seconds. It must be
+# longer than any task runs and than the longest retry countdown (MEMORY_JOB_RETRY_MAX_SECONDS),
+# or a task still running or waiting would be sent twice (harmless, as tasks are idempotent,
+# but wasted). Kombu's default, an hour, would leave a killed worker's job waiting that long.
+TASK_VISIBILITY_TIMEOUT_SECONDS = env.int("TASK_VISIBILITY_TIMEOUT_SECONDS", default=900)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": TASK_VISIBILITY_TIMEOUT_SECONDS,
+    # Workers look for such tasks a tenth of the timeout apart (kombu: every 100 s).
+    "unacked_restore_interval": max(1.0, TASK_VISIBILITY_TIMEOUT_SECONDS / 10),
+    "unacked_restore_throttle": 1,
+}
 
 # --- Sessions store ---------------------------------------------------------------
 DEFAULT_APP_NAME = env.str("DEFAULT_APP_NAME", default="chat")
