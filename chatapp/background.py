@@ -10,6 +10,7 @@ never looks for rows that are not visible yet.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,6 +19,8 @@ from typing import Any
 from celery import Task
 from django.conf import settings
 from django.db import connections, transaction
+
+from chatapp.outages import BROKER_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +57,23 @@ def task_enqueue(*, task: Task, **kwargs: Any) -> None:
     """Start ``task`` with keyword arguments after the current transaction commits.
 
     Tasks take ids, never model instances, so the arguments must be JSON values.
+    A broker that cannot take the task (Redis down) is logged, not raised: the
+    request that asked for the work has committed and must still succeed, and
+    work that matters is recorded in the database before it is sent (a memory
+    job stays ``queued``), so the periodic sweeper sends it once the broker is back.
     """
 
     def send() -> None:
         if settings.BACKGROUND_TASKS == "celery":
-            task.apply_async(kwargs=kwargs)
+            try:
+                task.apply_async(kwargs=kwargs)
+            except BROKER_ERRORS as error:
+                logger.warning(
+                    "task %s %s not enqueued, the broker is unavailable: %s",
+                    task.name,
+                    json.dumps(kwargs, sort_keys=True),
+                    error,
+                )
             return
         future = _in_process_executor().submit(_run_in_process, task, kwargs)
         _pending.add(future)

@@ -1,4 +1,5 @@
-"""Middleware for operations: request ids on logs, and the probe endpoints.
+"""Middleware for operations: request ids on logs, the probe endpoints, and 503s while the
+database is away.
 
 ``RequestIdMiddleware`` and ``ProbeMiddleware`` come first in ``MIDDLEWARE``:
 a probe is answered before the host check, the HTTPS redirect and the session,
@@ -8,15 +9,25 @@ address (not the public host name) in the Host header.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.contrib.auth import SESSION_KEY
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.deprecation import MiddlewareMixin
 
 from chatapp import health, metrics
 from chatapp.log_context import log_context_bind, log_context_clear, request_id_from
+from chatapp.outages import (
+    DATABASE_UNAVAILABLE_CODE,
+    DATABASE_UNAVAILABLE_ERRORS,
+    DATABASE_UNAVAILABLE_MESSAGE,
+    RETRY_AFTER_SECONDS,
+)
+
+logger = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "X-Request-ID"
 
@@ -92,11 +103,17 @@ class LogUserMiddleware(_SyncAndAsyncMiddleware):
     def __call__(self, request: HttpRequest) -> Any:
         if self.is_async:
             return self._acall(request)
-        log_context_bind(user_id=request.session.get(SESSION_KEY))
+        try:
+            log_context_bind(user_id=request.session.get(SESSION_KEY))
+        except DATABASE_UNAVAILABLE_ERRORS:
+            pass  # the view's own database error makes the 503 (DatabaseUnavailableMiddleware)
         return self.get_response(request)
 
     async def _acall(self, request: HttpRequest) -> HttpResponse:
-        log_context_bind(user_id=await request.session.aget(SESSION_KEY))
+        try:
+            log_context_bind(user_id=await request.session.aget(SESSION_KEY))
+        except DATABASE_UNAVAILABLE_ERRORS:
+            pass  # the view's own database error makes the 503 (DatabaseUnavailableMiddleware)
         return await self.get_response(request)
 
 
@@ -120,3 +137,37 @@ class WebSocketLogContextMiddleware:
             user_id=user.pk if user is not None and user.is_authenticated else None,
         )
         return await self.inner(scope, receive, send)
+
+
+UNAVAILABLE_PAGE = (
+    "<!doctype html><html lang=en><meta charset=utf-8><title>Service unavailable</title>"
+    "<h1>Service unavailable</h1><p>{message}</p></html>"
+)
+
+
+class DatabaseUnavailableMiddleware(MiddlewareMixin):
+    """Answer 503 with a clear message, not a 500 traceback, while the database is away.
+
+    The API gets ``{"detail", "code": "database_unavailable"}`` like its other errors, pages
+    a short HTML page; both carry ``Retry-After``. The page is written out here rather than
+    rendered from a template, because the site's templates read the signed-in user, which
+    needs the database. Innermost in ``MIDDLEWARE``, so it sees the view's exception first;
+    middleware that reads the database before the view must leave the error to the view.
+    """
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, DATABASE_UNAVAILABLE_ERRORS):
+            return None
+        logger.error("database unavailable for %s %s: %s", request.method, request.path, exception)
+        wants_json = "application/json" in request.headers.get("Accept", "")
+        if request.path.startswith("/api/") or wants_json:
+            response: HttpResponse = JsonResponse(
+                {"detail": DATABASE_UNAVAILABLE_MESSAGE, "code": DATABASE_UNAVAILABLE_CODE},
+                status=503,
+            )
+        else:
+            response = HttpResponse(
+                UNAVAILABLE_PAGE.format(message=DATABASE_UNAVAILABLE_MESSAGE), status=503
+            )
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response

@@ -71,6 +71,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Innermost, so it sees the view's exception first: a database outage becomes a 503.
+    "chatapp.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "chatapp.urls"

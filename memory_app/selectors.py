@@ -10,6 +10,7 @@ database, so a memory deleted a moment ago is never returned, even from a stale 
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections import OrderedDict
@@ -23,6 +24,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
+from chatapp.outages import REDIS_ERRORS
 from memory_app.embedding import embedder_get, vector_from_bytes
 from memory_app.models import (
     GenerationJob,
@@ -36,6 +38,8 @@ from memory_app.models import (
 )
 from memory_app.ranking import Embedder, MemoryIndex, recency_prior
 from sessions_app.models import EventRecord, SessionRecord
+
+logger = logging.getLogger(__name__)
 
 USER_VERSION_KEY = "memory-index:user:{app_name}:{user_pk}"
 APP_VERSION_KEY = "memory-index:app:{app_name}"
@@ -233,13 +237,22 @@ def _versions_ensure(*, app_name: str, user_pk: int) -> None:
 
 
 def _versions(*, app_name: str, user_pk: int) -> tuple:
-    """The (user, app) version tokens, given a value first when the cache has none."""
+    """The (user, app) version tokens, given a value first when the cache has none.
+
+    ``(None, None)`` when the cache is unreachable (Redis down): no process can then tell
+    whether its index is current, so every search builds it afresh from the database
+    until the cache is back (slower, never stale), instead of failing the turn.
+    """
     user_key = USER_VERSION_KEY.format(app_name=app_name, user_pk=user_pk)
     app_key = APP_VERSION_KEY.format(app_name=app_name)
-    found = cache.get_many([user_key, app_key])
-    if len(found) < 2:
-        _versions_ensure(app_name=app_name, user_pk=user_pk)
+    try:
         found = cache.get_many([user_key, app_key])
+        if len(found) < 2:
+            _versions_ensure(app_name=app_name, user_pk=user_pk)
+            found = cache.get_many([user_key, app_key])
+    except REDIS_ERRORS as error:
+        logger.warning("memory index versions unavailable, searching uncached: %s", error)
+        return (None, None)
     return (found.get(user_key), found.get(app_key))
 
 

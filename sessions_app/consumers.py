@@ -27,6 +27,7 @@ from django.conf import settings
 from google.genai import types
 
 from chatapp.metrics import turn_observe, turn_outcome
+from chatapp.outages import DATABASE_UNAVAILABLE_CODE, DATABASE_UNAVAILABLE_ERRORS, REDIS_ERRORS
 from sessions_app import selectors
 from sessions_app.errors import SessionNotFoundError
 from sessions_app.events import Event
@@ -43,6 +44,17 @@ logger = logging.getLogger(__name__)
 
 CLOSE_NOT_SIGNED_IN = 4401
 CLOSE_NOT_FOUND = 4404
+# The standard "try again later" close code: the database could not be reached.
+CLOSE_TRY_AGAIN_LATER = 1013
+CHANNEL_LAYER_RETRY_FIRST_SECONDS = 0.5
+CHANNEL_LAYER_RETRY_MAX_SECONDS = 5.0
+MESSAGE_NOT_STORED = (
+    "The database is unavailable right now; your message was not stored. Send it again in a moment."
+)
+REPLY_NOT_STORED = (
+    "The database became unavailable during the turn; your message is stored, "
+    "the reply is not. Try again in a moment."
+)
 CLIENT_MESSAGE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -120,6 +132,51 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     runner: Runner | None = None
     turn_task: asyncio.Task | None = None
     closing: bool = False
+    notice_group: str = ""
+    notice_group_joined: bool = False
+    _layer_receive: Any = None
+
+    @property
+    def channel_receive(self) -> Any:
+        """What Channels reads the socket's channel-layer messages with: the layer's own
+        receive (set by Channels through the setter), wrapped to outlast a layer outage."""
+        return self._channel_receive_resilient
+
+    @channel_receive.setter
+    def channel_receive(self, receive: Any) -> None:
+        self._layer_receive = receive
+
+    async def _channel_receive_resilient(self) -> dict[str, Any]:
+        """The channel layer's next message for this socket, waiting out a layer outage.
+
+        Channels ends the whole consumer when its channel-layer receive raises, which
+        would drop every open socket of the process whenever Redis goes away, though the
+        chat needs only the database. Instead the error is logged and the receive tried
+        again with backoff; the notice group is joined again first, as a restarted Redis
+        has forgotten its groups.
+        """
+        delay = CHANNEL_LAYER_RETRY_FIRST_SECONDS
+        while True:
+            if self.notice_group and not self.notice_group_joined:
+                await self._notice_group_join()
+            try:
+                return await self._layer_receive()
+            except REDIS_ERRORS as error:
+                logger.warning("channel layer receive failed, retrying in %s s: %s", delay, error)
+                self.notice_group_joined = False
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, CHANNEL_LAYER_RETRY_MAX_SECONDS)
+
+    async def _notice_group_join(self) -> None:
+        """Join the user's notice group; with the channel layer unreachable the socket goes
+        on without notices (logged) and joins once the layer answers again."""
+        try:
+            await self.channel_layer.group_add(self.notice_group, self.channel_name)
+        except REDIS_ERRORS as error:
+            logger.warning("notice group %s not joined: %s", self.notice_group, error)
+            self.notice_group_joined = False
+        else:
+            self.notice_group_joined = True
 
     async def connect(self) -> None:
         """Accept only the session's signed-in owner, and join the user's notice group.
@@ -132,7 +189,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_NOT_SIGNED_IN)
             return
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
-        record = await _owned_session(user_pk=user.pk, session_id=session_id)
+        try:
+            record = await _owned_session(user_pk=user.pk, session_id=session_id)
+        except DATABASE_UNAVAILABLE_ERRORS as error:
+            logger.error("chat socket refused, database unavailable: %s", error)
+            await self.close(code=CLOSE_TRY_AGAIN_LATER)
+            return
         if record is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
@@ -140,20 +202,25 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.session_id = session_id
         agent = agent_for_app(record.app_name)
         self.runner = Runner(agent=agent, model=model_for_agent(agent))
-        group = user_group_name(user.pk)
-        await self.channel_layer.group_add(group, self.channel_name)
-        self.groups.append(group)
+        self.notice_group = user_group_name(user.pk)
+        await self._notice_group_join()
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
-        """Cancel the running turn and wait until the runner has stored it as interrupted."""
+        """Cancel the running turn and wait until the runner has stored it as interrupted,
+        then leave the notice group (a layer outage only leaves a stale member behind,
+        which the group's expiry removes)."""
         self.closing = True
         task = self.turn_task
-        if task is None or task.done():
-            return
-        if not task.cancelling():
-            task.cancel()
-        await asyncio.wait({task})
+        if task is not None and not task.done():
+            if not task.cancelling():
+                task.cancel()
+            await asyncio.wait({task})
+        if self.notice_group_joined:
+            try:
+                await self.channel_layer.group_discard(self.notice_group, self.channel_name)
+            except REDIS_ERRORS as error:
+                logger.warning("notice group %s not left: %s", self.notice_group, error)
 
     @classmethod
     async def decode_json(cls, text_data: str) -> Any:
@@ -207,7 +274,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 "turn_in_progress", "A turn is running; wait for turn_complete or cancel it."
             )
             return
-        if await self._replay_if_stored(_Turn(client_message_id)):
+        try:
+            if await self._replay_if_stored(_Turn(client_message_id)):
+                return
+        except DATABASE_UNAVAILABLE_ERRORS as error:
+            logger.error("chat turn not started, database unavailable: %s", error)
+            await self._error(DATABASE_UNAVAILABLE_CODE, MESSAGE_NOT_STORED)
+            await self._turn_complete(_Turn(client_message_id), duplicate=False)
             return
         # Not thread-sensitive: a cache call need not queue behind the ORM work of
         # every running turn on the one database thread.
@@ -263,6 +336,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         except SessionNotFoundError:
             await self._error("session_not_found", "This session no longer exists.")
+        except DATABASE_UNAVAILABLE_ERRORS as error:
+            logger.error(
+                "chat turn failed in session %s, database unavailable: %s", self.session_id, error
+            )
+            stored = user_event_id_for(turn.client_message_id) in turn.sent_event_ids
+            await self._error(
+                DATABASE_UNAVAILABLE_CODE, REPLY_NOT_STORED if stored else MESSAGE_NOT_STORED
+            )
+            await self._turn_complete(turn, duplicate=False)
+            return
         except asyncio.CancelledError:
             await _cancel_into(events)
             if self.closing:

@@ -8,9 +8,14 @@ sockets through ``user_notice_send``. The socket forwards the notice as a
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from channels.layers import get_channel_layer
+
+from chatapp.outages import REDIS_ERRORS
+
+logger = logging.getLogger(__name__)
 
 
 def user_group_name(user_pk: int) -> str:
@@ -23,7 +28,13 @@ async def user_notice_send(*, user_pk: int, notice: dict[str, Any]) -> None:
 
     The message names the user again, and a socket forwards it only when that
     is its own user, so a notice sent to a wrong group still reaches no one else.
+    A notice is a courtesy about a change already stored: with the channel layer
+    unreachable (Redis down) it is logged and dropped, and the work that made it
+    (a memory job, a memory edit) still succeeds.
     """
-    await get_channel_layer().group_send(
-        user_group_name(user_pk), {"type": "notice", "user_id": user_pk, "notice": notice}
-    )
+    try:
+        await get_channel_layer().group_send(
+            user_group_name(user_pk), {"type": "notice", "user_id": user_pk, "notice": notice}
+        )
+    except REDIS_ERRORS as error:
+        logger.warning("notice to user %s not sent, channel layer unavailable: %s", user_pk, error)

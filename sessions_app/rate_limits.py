@@ -7,9 +7,14 @@ which is right for the embedded shape: there is only one process).
 
 from __future__ import annotations
 
+import logging
 import time
 
 from django.core.cache import cache
+
+from chatapp.outages import REDIS_ERRORS
+
+logger = logging.getLogger(__name__)
 
 TURN_WINDOW_SECONDS = 60
 
@@ -26,7 +31,8 @@ def chat_turn_rate_limit_exceeded(*, user_pk: int, limit: int) -> bool:
     processes are all counted. (Synchronous on purpose: Django's ``aincr`` is
     a get then a set, which would lose counts between concurrent turns.)
     Refused turns count too, so hammering does not earn more turns.
-    A ``limit`` of 0 or less means no limit.
+    A ``limit`` of 0 or less means no limit; with the cache unreachable the limit is
+    not enforced (logged), as the chat itself only needs the database.
     """
     if limit <= 0:
         return False
@@ -34,11 +40,17 @@ def chat_turn_rate_limit_exceeded(*, user_pk: int, limit: int) -> bool:
     key = f"chat-turns:{user_pk}:{window}"
     # Twice the window, so the counter cannot expire while its window is current.
     timeout = 2 * TURN_WINDOW_SECONDS
-    cache.add(key, 0, timeout=timeout)
     try:
-        count = cache.incr(key)
-    except ValueError:
-        # Evicted between add and incr (a full local-memory cache): start again.
-        cache.set(key, 1, timeout=timeout)
-        count = 1
+        cache.add(key, 0, timeout=timeout)
+        try:
+            count = cache.incr(key)
+        except ValueError:
+            # Evicted between add and incr (a full local-memory cache): start again.
+            cache.set(key, 1, timeout=timeout)
+            count = 1
+    except REDIS_ERRORS as error:
+        # No shared counter to check against (Redis down): let the turn through rather
+        # than refuse every user's chat while the database, which holds it, is fine.
+        logger.warning("chat rate limit not checked, no cache: %s", error)
+        return False
     return count > limit

@@ -16,6 +16,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from chatapp.background import task_enqueue
+from chatapp.outages import REDIS_ERRORS
 from memory_app import selectors
 from memory_app.consolidation import (
     ConsolidationReport,
@@ -50,13 +51,22 @@ DISPATCHED_KEY = "memory-job-dispatched:{job_id}"
 
 
 def _job_enqueue(job: GenerationJob) -> None:
+    """Send the job to a worker after commit, marked as just dispatched.
+
+    Without the cache (Redis down) the job is sent unmarked, and if the broker is down too
+    it stays ``queued`` in the database: :func:`memory_jobs_redispatch` sends it again once
+    both are back. Neither outage may fail the turn or the request that made the job.
+    """
     from memory_app.tasks import memory_job_run as memory_job_run_task
 
-    cache.set(
-        DISPATCHED_KEY.format(job_id=job.id),
-        1,
-        timeout=settings.MEMORY_JOB_REDISPATCH_AFTER_SECONDS,
-    )
+    try:
+        cache.set(
+            DISPATCHED_KEY.format(job_id=job.id),
+            1,
+            timeout=settings.MEMORY_JOB_REDISPATCH_AFTER_SECONDS,
+        )
+    except REDIS_ERRORS as error:
+        logger.warning("memory job %s not marked as dispatched, no cache: %s", job.id, error)
     task_enqueue(task=memory_job_run_task, job_id=str(job.id))
 
 

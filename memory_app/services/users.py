@@ -10,6 +10,7 @@ from asgiref.sync import async_to_sync
 from django.core.cache import cache
 from django.db import transaction
 
+from chatapp.outages import REDIS_ERRORS
 from memory_app import selectors
 from memory_app.consolidation import (
     ConsolidationReport,
@@ -41,7 +42,12 @@ def memory_index_invalidate(*, app_name: str, user_pk: int | None) -> None:
         key = selectors.USER_VERSION_KEY.format(app_name=app_name, user_pk=user_pk)
 
     def replace() -> None:
-        cache.set(key, uuid.uuid4().hex, timeout=None)
+        try:
+            cache.set(key, uuid.uuid4().hex, timeout=None)
+        except REDIS_ERRORS as error:
+            # Without the cache, no process can read a version either: each search
+            # rebuilds its index (see selectors._versions) until the cache is back.
+            logger.warning("memory index version %s not replaced, no cache: %s", key, error)
 
     replace()
     transaction.on_commit(replace)

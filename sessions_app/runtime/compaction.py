@@ -10,6 +10,8 @@ history is never altered, and running it twice adds nothing the second time.
 
 from __future__ import annotations
 
+import logging
+
 from asgiref.sync import async_to_sync
 from google.genai import types
 
@@ -20,6 +22,8 @@ from sessions_app.runtime.context import SUMMARY_PREFIX, for_model, is_history_e
 from sessions_app.runtime.llm import Llm, LlmRequest
 from sessions_app.runtime.models import model_for_agent
 from sessions_app.types import GetSessionConfig
+
+logger = logging.getLogger(__name__)
 
 SUMMARY_INSTRUCTION = (
     "Summarise the conversation so far for your own later use: keep facts about the user, "
@@ -129,13 +133,23 @@ def compaction_request(*, app_name: str, user_id: str, session_id: str) -> bool:
 
     The marker in the shared cache keeps a busy session from queueing a task
     per turn while the first one waits for a worker; True if one was queued.
+    Without the cache (Redis down) nothing is queued: compaction is still due
+    after the next turn, which asks again.
     """
     from django.core.cache import cache
 
     from chatapp.background import task_enqueue
+    from chatapp.outages import REDIS_ERRORS
     from sessions_app.tasks import session_compact as session_compact_task
 
-    if not cache.add(f"compaction-pending:{session_id}", 1, timeout=COMPACTION_PENDING_SECONDS):
+    try:
+        marked = cache.add(
+            f"compaction-pending:{session_id}", 1, timeout=COMPACTION_PENDING_SECONDS
+        )
+    except REDIS_ERRORS as error:
+        logger.warning("compaction of %s not requested, no cache: %s", session_id, error)
+        return False
+    if not marked:
         return False
     task_enqueue(
         task=session_compact_task, app_name=app_name, user_id=user_id, session_id=session_id

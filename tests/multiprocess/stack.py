@@ -64,6 +64,18 @@ def wait_until(condition: Callable[[], Any], *, timeout: float, what: str) -> An
         time.sleep(0.2)
 
 
+async def async_wait_until(condition: Callable[[], Any], *, timeout: float, what: str) -> Any:
+    """``wait_until`` for async tests: the event loop keeps running (sockets read, close)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
 def _postgres_bin(name: str) -> str:
     found = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
     if found:
