@@ -9,6 +9,7 @@ address (not the public host name) in the Host header.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -103,17 +104,15 @@ class LogUserMiddleware(_SyncAndAsyncMiddleware):
     def __call__(self, request: HttpRequest) -> Any:
         if self.is_async:
             return self._acall(request)
-        try:
+        # Without the database the user stays off the log line; the view's own database
+        # error makes the 503 (DatabaseUnavailableMiddleware).
+        with contextlib.suppress(*DATABASE_UNAVAILABLE_ERRORS):
             log_context_bind(user_id=request.session.get(SESSION_KEY))
-        except DATABASE_UNAVAILABLE_ERRORS:
-            pass  # the view's own database error makes the 503 (DatabaseUnavailableMiddleware)
         return self.get_response(request)
 
     async def _acall(self, request: HttpRequest) -> HttpResponse:
-        try:
+        with contextlib.suppress(*DATABASE_UNAVAILABLE_ERRORS):
             log_context_bind(user_id=await request.session.aget(SESSION_KEY))
-        except DATABASE_UNAVAILABLE_ERRORS:
-            pass  # the view's own database error makes the 503 (DatabaseUnavailableMiddleware)
         return await self.get_response(request)
 
 

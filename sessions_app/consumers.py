@@ -327,6 +327,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             new_message=types.Content(role="user", parts=[types.Part(text=text)]),
             client_message_id=turn.client_message_id,
         )
+        database_down = False
         try:
             async for event in events:
                 await self._turn_forward(turn, event)
@@ -344,8 +345,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._error(
                 DATABASE_UNAVAILABLE_CODE, REPLY_NOT_STORED if stored else MESSAGE_NOT_STORED
             )
-            await self._turn_complete(turn, duplicate=False)
-            return
+            database_down = True
         except asyncio.CancelledError:
             await _cancel_into(events)
             if self.closing:
@@ -353,7 +353,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         except Exception:
             logger.exception("chat turn failed in session %s", self.session_id)
             await self._error("internal_error", "The turn failed on the server.")
-        if turn.final is None:
+        if turn.final is None and not database_down:
             # Cut short: send whatever of the turn got stored (the interrupted reply).
             await self._turn_send_stored(
                 turn, user_event_id=user_event_id_for(turn.client_message_id)
