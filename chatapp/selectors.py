@@ -14,6 +14,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Prefetch
 from django.utils import timezone
 
+from access_app.selectors import audit_entries_for_subject, grants_of_owner
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource
 from memory_app.selectors import memory_settings_get
 from memory_app.serializers import revision_actor
@@ -165,6 +166,31 @@ def _jobs(user_pk: int) -> Iterator[str]:
     return _array(_json(job) for job in jobs.iterator(chunk_size=CHUNK_ROWS))
 
 
+def _grants(user) -> Iterator[str]:
+    grants = grants_of_owner(owner=user).order_by("created_at", "id")
+    return _array(
+        _json(
+            {
+                "grantee": grant.grantee.get_username(),
+                "scope": grant.scope,
+                "created_at": grant.created_at,
+                "expires_at": grant.expires_at,
+                "revoked_at": grant.revoked_at,
+            }
+        )
+        for grant in grants.iterator(chunk_size=CHUNK_ROWS)
+    )
+
+
+def _audit_log(user) -> Iterator[str]:
+    entries = (
+        audit_entries_for_subject(user=user)
+        .order_by("created_at", "id")
+        .values("actor_username", "action", "object_type", "object_id", "reason", "created_at")
+    )
+    return _array(_json(entry) for entry in entries.iterator(chunk_size=CHUNK_ROWS))
+
+
 def _user_state(user_pk: int) -> dict[str, dict[str, Any]]:
     by_app: dict[str, dict[str, Any]] = {}
     rows = UserState.objects.filter(user_id=user_pk).order_by("app_name", "key")
@@ -197,6 +223,10 @@ def _pieces(user) -> Iterator[str]:
     yield from _memories(user.pk)
     yield ',"memory_jobs":'
     yield from _jobs(user.pk)
+    yield ',"access_grants":'
+    yield from _grants(user)
+    yield ',"staff_access_log":'
+    yield from _audit_log(user)
     yield "}"
 
 
@@ -204,8 +234,9 @@ def user_data_export(*, user) -> Iterator[str]:
     """Everything kept about ``user`` as one JSON document, in pieces of about 64 KiB.
 
     Sessions with their state and every stored event (rewound ones too, marked), ``user:``
-    state by app, memories with their sources and revisions, generation jobs and memory
-    settings. App-scope state and memories are shared by every user and are not theirs to take.
+    state by app, memories with their sources and revisions, generation jobs, memory
+    settings, the access grants the user gave and the log of staff access to their data.
+    App-scope state and memories are shared by every user and are not theirs to take.
     """
     buffer: list[str] = []
     size = 0

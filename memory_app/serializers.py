@@ -94,8 +94,8 @@ class MemorySourceSerializer(serializers.Serializer):
 
 class MemoryRevisionSerializer(serializers.Serializer):
     action = serializers.ChoiceField(choices=MemoryRevision.Action.choices)
-    before = serializers.JSONField(allow_null=True)
-    after = serializers.JSONField(allow_null=True)
+    before = serializers.JSONField(help_text="What changed, before (null on creation).")
+    after = serializers.JSONField(help_text="What changed, after (null on deletion).")
     reason = serializers.CharField()
     actor = serializers.SerializerMethodField(
         help_text='"you", "staff", "memory generation" or "automatic maintenance".'
@@ -113,6 +113,9 @@ class MemorySerializer(serializers.ModelSerializer):
     revisions = MemoryRevisionSerializer(many=True, help_text="Its history, oldest first.")
     session_id = serializers.CharField(
         read_only=True, allow_null=True, help_text="Set for session-scope memories only."
+    )
+    structured = serializers.JSONField(
+        read_only=True, help_text="The fact as structured JSON, when it has one (else null)."
     )
     score = serializers.FloatField(
         required=False, help_text="Relevance to the search words; only in search results."

@@ -204,6 +204,8 @@ def memory_correct(
     text = pii_redact(text=" ".join(str(text).split()), app_name=app_name)
     if not text:
         raise MemoryCorrectionError("A correction needs some text.")
+    if "\x00" in text:
+        raise MemoryCorrectionError("A memory cannot contain NUL characters.")
     if len(text) > CORRECTION_MAX_CHARS:
         raise MemoryCorrectionError(f"A memory is at most {CORRECTION_MAX_CHARS} characters.")
     verdict = memory_text_check(text=text)

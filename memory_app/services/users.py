@@ -105,8 +105,16 @@ def _notice_text(prefix: str, memories: list[Memory]) -> str:
 
 def memory_change_notice_send(*, user_pk: int, notice: dict) -> None:
     """Send ``notice`` to the user's open chat pages once the current transaction commits
-    (at once outside one), so a page never hears of a change that was rolled back."""
-    transaction.on_commit(lambda: async_to_sync(user_notice_send)(user_pk=user_pk, notice=notice))
+    (at once outside one), so a page never hears of a change that was rolled back. A channel
+    layer that fails is logged, never raised: the change itself already happened."""
+
+    def send() -> None:
+        try:
+            async_to_sync(user_notice_send)(user_pk=user_pk, notice=notice)
+        except Exception:
+            logger.exception("notice %s to user %s not sent", notice.get("kind"), user_pk)
+
+    transaction.on_commit(send)
 
 
 def memory_notices_send(*, user_pk: int, report: ConsolidationReport) -> None:

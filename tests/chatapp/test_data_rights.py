@@ -306,6 +306,10 @@ def test_export_has_every_session_event_state_memory_and_setting(signed_in, user
     assert main["sources"][0]["excerpt"] == marker
     assert main["revisions"][0]["after"] == {"text": marker}
     assert data["memory_jobs"][0]["error"] == marker
+    assert [g["scope"] for g in data["access_grants"]] == ["memories"]
+    (entry,) = data["staff_access_log"]
+    assert entry["object_id"] == planted["memory_ids"][0]
+    assert entry["reason"] == f"support ticket about {marker}"
     assert "other-user-secret" not in json.dumps(data)
 
 

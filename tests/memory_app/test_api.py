@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
+from openapi_schema_validator import OAS31Validator
 
 from memory_app import selectors
 from memory_app.models import Memory, MemorySettings, SourceType
@@ -133,3 +136,46 @@ def test_settings_read_and_update(api_client, user):
     assert updated == {"create_enabled": True, "use_enabled": False}
     assert MemorySettings.objects.get(user=user).use_enabled is False
     assert api_client.patch(SETTINGS, {"use_enabled": "maybe"}, format="json").status_code == 400
+
+
+def test_responses_match_the_openapi_schema(api_client, user, tmp_path):
+    call_command(
+        "spectacular",
+        "--validate",
+        "--fail-on-warn",
+        "--format",
+        "openapi-json",
+        "--file",
+        tmp_path / "openapi.json",
+    )
+    spec = json.loads((tmp_path / "openapi.json").read_text())
+    session = session_make(user)
+    turn_add(session, "I keep bees")
+    memory = memory_make(user=user, text="Keeps bees", sources=user_events(session.id))
+    corrected = api_client.post(correct(memory.id), {"text": "Keeps wasps"}, format="json")
+    checks = [
+        (api_client.get(LIST), "/api/memories/", "get"),
+        (api_client.get(LIST, {"q": "wasps"}), "/api/memories/", "get"),
+        (api_client.get(detail(memory.id)), "/api/memories/{memory_id}/", "get"),
+        (corrected, "/api/memories/{memory_id}/correct/", "post"),
+        (api_client.get(SETTINGS), "/api/memory-settings/", "get"),
+        (api_client.delete(LIST), "/api/memories/", "delete"),
+    ]
+    for response, path, method in checks:
+        assert response.status_code == 200, (path, method, response.content)
+        media = spec["paths"][path][method]["responses"]["200"]["content"]["application/json"]
+        schema = {**media["schema"], "components": spec["components"]}
+        errors = [e.message for e in OAS31Validator(schema).iter_errors(response.json())]
+        assert errors == [], (path, method)
+
+
+def test_a_correction_with_a_nul_character_is_refused(client, user):
+    memory = memory_make(user=user, text="Likes figs")
+    client.force_login(user)
+
+    response = client.post(
+        reverse("memory-correct", args=[memory.id]), {"text": "Likes\x00 dates"}, follow=True
+    )
+
+    assert "NUL" in response.content.decode()
+    assert Memory.objects.get(pk=memory.pk).text == "Likes figs"
