@@ -23,7 +23,10 @@ from sessions_app.serializers import ErrorSerializer
 
 class GrantSerializer(serializers.ModelSerializer):
     grantee = serializers.CharField(source="grantee.get_username", read_only=True)
-    active = serializers.SerializerMethodField()
+    revoked_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="When the owner revoked it; null if never."
+    )
+    active = serializers.SerializerMethodField(help_text="Neither revoked nor expired now.")
 
     class Meta:
         model = AccessGrant
@@ -55,7 +58,22 @@ class AuditEntrySerializer(serializers.ModelSerializer):
 
 
 class NewestFirstPagination(CursorPagination):
+    """Newest first, by opaque cursor links; described in OpenAPI 3.1 terms (DRF's own
+    description marks the links with 3.0's ``nullable``)."""
+
     ordering = ("-created_at", "-id")
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        link = {"type": ["string", "null"], "format": "uri"}
+        return {
+            "type": "object",
+            "required": ["next", "previous", "results"],
+            "properties": {
+                "next": {**link, "description": "The next (older) page; null on the last."},
+                "previous": {**link, "description": "The previous page; null on the first."},
+                "results": schema,
+            },
+        }
 
 
 NOT_SIGNED_IN = OpenApiResponse(ErrorSerializer, description="Not signed in.")

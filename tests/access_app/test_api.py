@@ -1,15 +1,18 @@
 """The access REST API: owner-only grants and audit log, answers matching the OpenAPI schema."""
 
+import json
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
+from openapi_schema_validator import OAS31Validator
 from rest_framework.test import APIClient
 
 from access_app import services
 from access_app.models import AccessGrant
-from tests.factories import AccessGrantFactory
+from tests.factories import AccessGrantFactory, StaffFactory
 
 GRANTS = "access_api:grant-list"
 AUDIT = "access_api:audit-list"
@@ -126,3 +129,65 @@ def test_audit_log_lists_staff_access_newest_first(api_client, user, staff):
 @pytest.mark.django_db
 def test_a_bad_cursor_is_404(api_client):
     assert api_client.get(reverse(AUDIT), {"cursor": "garbage"}).status_code == 404
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory, django_db_blocker):
+    path = tmp_path_factory.mktemp("schema") / "openapi.json"
+    with django_db_blocker.unblock():
+        call_command(
+            "spectacular",
+            "--validate",
+            "--fail-on-warn",
+            "--format",
+            "openapi-json",
+            "--file",
+            path,
+        )
+    return json.loads(path.read_text())
+
+
+def _matches(spec, path, method, response) -> list[str]:
+    media = spec["paths"][path][method]["responses"][str(response.status_code)]["content"]
+    schema = {**media["application/json"]["schema"], "components": spec["components"]}
+    return [error.message for error in OAS31Validator(schema).iter_errors(response.json())]
+
+
+@pytest.mark.django_db
+def test_schema_documents_the_access_operations_and_answers_match_it(spec, api_client, user):
+    operations = {
+        (method, path): operation["operationId"]
+        for path, methods in spec["paths"].items()
+        if path.startswith("/api/access/")
+        for method, operation in methods.items()
+    }
+    assert operations == {
+        ("get", "/api/access/grants/"): "access_grants_list",
+        ("post", "/api/access/grants/"): "access_grants_create",
+        ("post", "/api/access/grants/{grant_id}/revoke/"): "access_grants_revoke",
+        ("get", "/api/access/audit/"): "access_audit_list",
+    }
+    staff = StaffFactory()
+    created = api_client.post(
+        reverse(GRANTS),
+        {"grantee": staff.username, "expires_at": (timezone.now() + timedelta(days=1)).isoformat()},
+        format="json",
+    )
+    services.audit_record(
+        actor=staff, subject_user_pk=user.pk, action="view", object_type="memory_app.memory"
+    )
+    revoke = "/api/access/grants/{grant_id}/revoke/"
+    checks = [
+        (created, "/api/access/grants/", "post"),
+        (api_client.get(reverse(GRANTS)), "/api/access/grants/", "get"),
+        (api_client.get(reverse(AUDIT)), "/api/access/audit/", "get"),
+        (
+            api_client.post(reverse("access_api:grant-revoke", args=[created.json()["id"]])),
+            revoke,
+            "post",
+        ),
+        (api_client.post(reverse("access_api:grant-revoke", args=[999999])), revoke, "post"),
+    ]
+    assert [response.status_code for response, _, _ in checks] == [201, 200, 200, 200, 404]
+    for response, path, method in checks:
+        assert _matches(spec, path, method, response) == [], (path, method)
