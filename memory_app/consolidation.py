@@ -21,13 +21,17 @@ For each fact, in order:
       what makes a second run of the same facts a no-op.
    b. a related memory of opposite polarity ("The user does not like coffee" against "The
       user likes coffee", or the reverse) is contradicted: it is INVALIDATED (status
-      invalidated, an "invalidated" revision), then the fact goes on to c-e.
+      invalidated, an "invalidated" revision), then the fact goes on to c-f.
    c. a fact with a single-valued subject (:func:`fact_subject`: "The user lives in ...")
       UPDATES the latest memory with that subject (an "updated" revision with before and
       after; reason "corrected by the user" for a ``correction``, else "newer information");
-   d. a ``correction`` without such a memory UPDATES the most related memory of the same
+   d. a switch (:func:`memory_app.extraction.fact_switch`: "The user switched from coffee to
+      tea") UPDATES the preference it replaces: the latest active, affirmative preference
+      holding every index term of what the user switched from, or with no "from", one term of
+      what they switched to;
+   e. a ``correction`` without such a memory UPDATES the most related memory of the same
       polarity;
-   e. otherwise: CREATE a memory.
+   f. otherwise: CREATE a memory.
    An update or invalidation happens only when the fact wins the conflict: a more trusted
    source type wins (bootstrapped > explicit > implicit > tool); with equal trust the newer
    wins (event timestamps: the fact's newest event against the memory's newest source), a
@@ -69,6 +73,7 @@ from memory_app.extraction import (
     fact_is_turn_record,
     fact_negated,
     fact_subject,
+    fact_switch,
     fact_text_normalise,
 )
 from memory_app.models import (
@@ -82,6 +87,7 @@ from memory_app.models import (
 )
 from memory_app.ranking import MemoryIndex, NoEmbedder, tokenize
 from memory_app.safety import SafetyVerdict, memory_text_check, pii_redact, secrets_mask
+from memory_app.topics import PREFERENCES
 from sessions_app.models import EventRecord
 
 DUPLICATE_JACCARD = 0.8
@@ -429,6 +435,21 @@ class _Run:
             for hit in ranked
         ]
 
+    def _switched_from(self, old: str, new: str) -> _Known | None:
+        """The preference a switch replaces: the latest active, affirmative preference that
+        names all of what the user switched from ("likes coffee in the morning" for "from
+        coffee"), or, with no "from", something of what they switched to ("likes black tea"
+        for "to green tea")."""
+        wanted, switched_to = _terms(old), _terms(new) - {"user"}
+
+        def replaced(known: _Known) -> bool:
+            if known.negated or known.memory.topic != PREFERENCES:
+                return False
+            return wanted <= known.terms if wanted else bool(switched_to & known.terms)
+
+        candidates = [known for known in self.known.values() if replaced(known)]
+        return max(candidates, key=lambda known: known.last_seen, default=None)
+
     def _applied_before(self, item: PreparedFact) -> Memory | None:
         """The invalidated memory that already holds this fact (same text, every one of its
         events a source): a re-run must not bring back what a later fact invalidated."""
@@ -486,6 +507,9 @@ class _Run:
         if subject:
             same_subject = [k for k in self.known.values() if k.subject == subject]
             target = max(same_subject, key=lambda k: k.last_seen, default=None)
+        switch = fact_switch(text=item.text)
+        if target is None and switch is not None:
+            target = self._switched_from(*switch)
         if target is None and kind == FactKind.CORRECTION:
             target = next((k for k in related if k.negated == negated), None)
         if target is None:

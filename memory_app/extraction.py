@@ -12,8 +12,10 @@ talking to the user, and "I" would be ambiguous there). A fact has a ``kind``: a
 ``retraction``, a negated statement that invalidates the memory it contradicts.
 
 Offline rules, applied to the text of user-authored events only, sentence by sentence (a
-sentence ends at ``.``, ``!``, ``?``, ``;`` or a line break, and before "and I", "but I", "and
-my", "but my"; a leading "oh", "well", "so", "also", "btw", "by the way", "ok" is skipped):
+sentence ends at ``.``, ``!``, ``?``, ``;`` or a line break, before "and I", "but I", "and
+my", "but my", and before ", I" or ", my" when more than an opening word precedes it, so
+"Actually, I ..." stays whole; a leading "oh", "well", "so", "also", "btw", "by the way",
+"ok" is skipped):
 
 1. "remember (that) X", "please remember X", "don't forget (that) X", "keep in mind (that) X"
    (not "remember to/when/how/me/this/it ..."): X in the third person, topic
@@ -33,7 +35,15 @@ my", "but my"; a leading "oh", "well", "so", "also", "btw", "by the way", "ok" i
      what ...): ``preferences``;
    - "I (adverb) live/work/study/teach/own/have/speak/use/play/drive/eat/drink/cook X", "I
      moved/grew up/was born X" ("have" not followed by to/a question/no idea/been/got):
-     ``personal_info``.
+     ``personal_info``;
+   - "I moved (from Y) to <Place> ..." with a named place (a capital letter; the place ends
+     at a comma or before "last", "this", "for", "in 2019", "in May" ...): "The user lives in
+     <Place>, having moved there (from Y) ...", so the move fills the "lives in" slot;
+   - "I (have) switched/changed (over) (from Y) to X": "The user switched from Y to X",
+     ``preferences``, stated as lasting (source ``explicit``, confidence 0.9); without "from",
+     Y is what an earlier sentence of the same message said the user no longer likes ("I
+     don't like coffee anymore, I switched to green tea"). Consolidation makes it an update
+     of the preference it replaces.
    Plain statements are source ``implicit``, confidence 0.8. A negated one ("I don't ...", "I
    never ...", "I am not ...", "my X is not ...") is kind ``retraction``; when the change is
    stated as lasting ("no longer", "anymore") it is also source ``explicit``, confidence 0.9.
@@ -113,6 +123,7 @@ DETAIL_MIN_TERMS = 3
 # --- offline rules -------------------------------------------------------------------------
 
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+|,?\s+(?:and|but)\s+(?=(?:I|my)\b)", re.I)
+_CLAUSE_SPLIT = re.compile(r",\s+(?=(?:I|[Mm]y)\b)")
 _FILLER = re.compile(
     r"^(?:(?:oh|well|so|also|and|btw|by\s+the\s+way|ok|okay|hey|hi|hello|fyi)\b[,!:]?\s*)+", re.I
 )
@@ -249,6 +260,26 @@ _HAVE_NOT_FACTS = re.compile(
     re.I,
 )
 _PAST_PHRASES = {"moved": r"^\s+to\b", "grew": r"^\s+up\b", "was": r"^\s+born\b"}
+_MOVED = re.compile(
+    r"^i\s+(?:have\s+)?(?:(?:just|recently|finally|also|actually)\s+)*moved\s+"
+    r"(?:from\s+(?P<origin>[^,;]+?)\s+)?to\s+(?P<rest>.+)$",
+    re.I,
+)
+_MONTHS_SEASONS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "spring|summer|autumn|fall|winter"
+)
+_PLACE_END = re.compile(
+    r",|\s+(?:last|this|next|for|because|with|after|when|since|so|as|about|recently|ago|and|"
+    r"but|to|from|a\s+(?:year|month|week|while|few))\b"
+    rf"|\s+in\s+(?:\d|the\s+(?:{_MONTHS_SEASONS})\b|(?:{_MONTHS_SEASONS})\b)",
+    re.I,
+)
+_SWITCHED = re.compile(
+    r"^i\s+(?:have\s+)?(?:(?:just|recently|finally|also|now)\s+)*(?:switched|changed)"
+    r"(?:\s+over)?\s+(?:from\s+(?P<old>[^,;]+?)\s+)?to\s+(?P<new>[^,;]+)$",
+    re.I,
+)
 _LASTING = re.compile(r"\b(?:no\s+longer|anymore|any\s+more)\b", re.I)
 _PRONOUNS = (
     (re.compile(r"\bI\s+am\b"), "they are"),
@@ -267,6 +298,7 @@ class _Statement:
     topic: str
     negated: bool
     lasting: bool
+    dropped: str = ""  # what a negated preference no longer likes: "coffee"
 
 
 def _third_person_verb(verb: str) -> str:
@@ -287,6 +319,21 @@ def _pronouns_third_person(text: str) -> str:
     for pattern, replacement in _PRONOUNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def _sentences(text: str) -> list[str]:
+    """The sentences of a message, a sentence also ending before ", I" or ", my" when what
+    precedes is more than an opening word ("Actually, I ..." and "No, my ..." stay whole)."""
+    pieces = []
+    for sentence in _SENTENCE_SPLIT.split(text):
+        start = 0
+        for match in _CLAUSE_SPLIT.finditer(sentence):
+            head = _FILLER.sub("", sentence[start : match.start()].strip())
+            if len(head.split()) >= 2:
+                pieces.append(sentence[start : match.start()])
+                start = match.end()
+        pieces.append(sentence[start:])
+    return pieces
 
 
 def _sentence_clean(sentence: str) -> str:
@@ -368,18 +415,67 @@ def _statement_i_verb(text: str) -> _Statement | None:
     adverbs = match["adverbs"].split()
     words = ["The user", *adverbs, *verb_phrase]
     sentence = " ".join(w.lower() if i else w for i, w in enumerate(words))
+    dropped = ""
+    if neg and topic == PREFERENCES:
+        dropped = _pronouns_third_person(_LASTING.sub("", rest)).strip(" ,")
     return _Statement(
         text=sentence + _pronouns_third_person(rest).rstrip(),
         topic=topic,
         negated=bool(neg),
         lasting=bool(_LASTING.search(text)),
+        dropped=dropped,
     )
 
 
-def _statement_parse(text: str) -> _Statement | None:
-    """The first-person statement ``text`` makes, in the third person (rule 3), or None."""
+def _statement_moved(text: str) -> _Statement | None:
+    """ "I moved (from Y) to <Place> ..." -> "The user lives in <Place>, having moved there
+    (from Y) ...": the move fills the "lives in" slot. Only for a named place (a capital
+    letter): "I moved to a new team" says nothing of where the user lives."""
+    match = _MOVED.match(text)
+    if match is None:
+        return None
+    rest = match["rest"].strip()
+    end = _PLACE_END.search(rest)
+    place = (rest[: end.start()] if end else rest).strip()
+    if not place or not re.search(r"\b[A-Z]", place):
+        return None
+    tail = "" if end is None or end.group().startswith(",") else rest[end.start() :].strip()
+    origin = f" from {match['origin'].strip()}" if match["origin"] else ""
+    having = " ".join(["having moved there" + origin, tail]).strip()
+    return _Statement(
+        text=_pronouns_third_person(f"The user lives in {place}, {having}"),
+        topic=PERSONAL_INFO,
+        negated=False,
+        lasting=False,
+    )
+
+
+def _statement_switched(text: str, *, dropped: str) -> _Statement | None:
+    """ "I switched (from Y) to X" -> "The user switched from Y to X": a preference stated as
+    a lasting change. Without "from", Y is what the same message said the user no longer
+    likes (``dropped``), if anything: "I don't like coffee anymore, I switched to tea"."""
+    match = _SWITCHED.match(text)
+    if match is None:
+        return None
+    old = (match["old"] or dropped).strip()
+    change = f"from {old} to {match['new'].strip()}" if old else f"to {match['new'].strip()}"
+    return _Statement(
+        text=_pronouns_third_person(f"The user switched {change}"),
+        topic=PREFERENCES,
+        negated=False,
+        lasting=True,
+    )
+
+
+def _statement_parse(text: str, *, dropped: str = "") -> _Statement | None:
+    """The first-person statement ``text`` makes, in the third person (rule 3), or None.
+
+    ``dropped``: what an earlier sentence of the message said the user no longer likes."""
     text = _contractions_expand(text)
-    for parse in (_statement_my, _statement_i_am, _statement_i_verb):
+    switched = _statement_switched(text, dropped=dropped)
+    if switched is not None:
+        return switched
+    for parse in (_statement_my, _statement_i_am, _statement_moved, _statement_i_verb):
         statement = parse(text)
         if statement is not None:
             return statement
@@ -392,8 +488,9 @@ def _not_but_resolve(text: str) -> str:
     return _NOT_BUT_PREPOSITION.sub(lambda m: f"{m['prep']} {m['new']}", text)
 
 
-def _sentence_fact(*, sentence: str, event_id: str) -> ExtractedFact | None:
-    """The fact one sentence states under the offline rules, or None."""
+def _sentence_fact(*, sentence: str, event_id: str, dropped: str = "") -> ExtractedFact | None:
+    """The fact one sentence states under the offline rules, or None (``dropped``: see
+    :func:`_statement_parse`)."""
     clean = _sentence_clean(sentence)
     if not clean:
         return None
@@ -416,7 +513,7 @@ def _sentence_fact(*, sentence: str, event_id: str) -> ExtractedFact | None:
     body = _contractions_expand(clean[marker.end() :] if marker else clean)
     resolved = _not_but_resolve(body)
     corrected = bool(marker) or resolved != body
-    statement = _statement_parse(resolved)
+    statement = _statement_parse(resolved, dropped=dropped)
     if statement is None:
         return None
     if statement.negated:
@@ -453,7 +550,7 @@ def _turn_substantive(text: str) -> bool:
     acknowledgements and questions carry nothing worth remembering."""
     if len(tokenize(text)) < DETAIL_MIN_TERMS:
         return False
-    sentences = [s for s in _SENTENCE_SPLIT.split(text) if s.strip()]
+    sentences = [s for s in _sentences(text) if s.strip()]
     return not all(s.rstrip().endswith("?") for s in sentences)
 
 
@@ -487,9 +584,11 @@ def _facts_offline(*, events: list[Event]) -> list[ExtractedFact]:
     for event in events:
         if event.author != USER_AUTHOR:
             continue
-        rest = []
-        for sentence in _SENTENCE_SPLIT.split(event.text()):
-            fact = _sentence_fact(sentence=sentence, event_id=event.id)
+        rest, dropped = [], ""
+        for sentence in _sentences(event.text()):
+            fact = _sentence_fact(sentence=sentence, event_id=event.id, dropped=dropped)
+            statement = _statement_parse(_sentence_clean(sentence))
+            dropped = statement.dropped if statement and statement.dropped else dropped
             if fact is None:
                 rest.append(sentence)
             else:
@@ -532,24 +631,46 @@ _SUBJECT = re.compile(
     re.I,
 )
 _NEGATION = re.compile(r"\b(?:not|no\s+longer|never|anymore)\b|n't\b", re.I)
+_MOVED_TO_PLACE = re.compile(
+    r"^(?i:the\s+user\s+(?:has\s+)?(?:(?:just|recently|finally|also)\s+)*moved\s+"
+    r"(?:from\s+.+?\s+)?to\s+(?:the\s+)?)[A-Z]"
+)
+_SWITCH_FACT = re.compile(
+    r"^the\s+user\s+(?:has\s+)?(?:(?:just|recently|finally|also|now)\s+)*(?:switched|changed)"
+    r"(?:\s+over)?\s+(?:from\s+(?P<old>.+?)\s+)?to\s+(?P<new>.+?)\.?$",
+    re.I,
+)
 
 
 def fact_subject(*, text: str) -> str:
     """What a third-person fact is about when it can hold one value at a time, else "".
 
-    "The user lives in Lisbon" -> "the user lives in"; "The user's favourite colour is blue"
-    -> "the user's favourite colour is". Two facts with the same subject and different values
-    conflict: the newer (or more trusted) one replaces the other. Facts that may hold many
-    values ("The user likes tea") have no subject. Negated facts have none either.
+    "The user lives in Lisbon" -> "the user lives in", and so does "The user moved to Porto"
+    (a named place); "The user's favourite colour is blue" -> "the user's favourite colour
+    is". Two facts with the same subject and different values conflict: the newer (or more
+    trusted) one replaces the other. Facts that may hold many values ("The user likes tea")
+    have no subject. Negated facts have none either.
     """
     if _NEGATION.search(text):
         return ""
+    if _MOVED_TO_PLACE.match(" ".join(text.split())):
+        return "the user lives in"
     match = _SUBJECT.match(" ".join(text.split()))
     if match is None:
         return ""
     if match["thing"]:
         return f"the user's {match['thing'].casefold()} is"
     return "the user " + " ".join(match["predicate"].casefold().split())
+
+
+def fact_switch(*, text: str) -> tuple[str, str] | None:
+    """("coffee", "green tea") for "The user switched from coffee to green tea", ("", "tea")
+    for "The user switched to tea", None for a fact that states no switch. A switch replaces
+    the preference it names (consolidation updates that memory rather than adding one)."""
+    match = _SWITCH_FACT.match(" ".join(text.split()))
+    if match is None:
+        return None
+    return (match["old"] or "").strip(), match["new"].strip()
 
 
 def fact_text_normalise(*, text: str) -> str:

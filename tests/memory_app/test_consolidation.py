@@ -582,3 +582,82 @@ def test_a_turn_record_merges_only_into_the_same_text(user, session):
 
     assert report.unchanged == [record] and len(report.created) == 1
     assert source_event_ids(record) == sorted([first.id, again.id])
+
+
+def test_a_move_to_a_named_place_updates_where_the_user_lives(user, session):
+    [lisbon] = remember(user, session, "I live in Lisbon").created
+
+    report = remember(user, session, "Big news! I moved to Porto last month for a new job.")
+
+    assert report.updated == [lisbon] and report.invalidated == []
+    assert "The user lives in Porto, having moved there last month for a new job." in active(user)
+    assert "The user lives in Lisbon." not in active(user)
+    revision = lisbon.revisions.get(action="updated")
+    assert revision.before["text"] == "The user lives in Lisbon."
+    assert revision.reason == "newer information"
+
+
+def test_a_move_stated_by_a_model_fills_the_same_slot_and_a_later_address_updates_it(user, session):
+    moved, lives = say(session, "I moved to Berlin.", "I live in Munich now.")
+    [memory] = consolidate(user, session, [fact("The user moved to Berlin.", moved)]).created
+
+    report = consolidate(user, session, [fact("The user lives in Munich now.", lives)])
+
+    assert report.updated == [memory]
+    assert active(user) == ["The user lives in Munich now."]
+
+
+def test_a_move_that_names_no_place_leaves_where_the_user_lives(user, session):
+    remember(user, session, "I live in Lisbon")
+
+    remember(user, session, "I moved to a new team at work")
+
+    assert active(user) == ["The user lives in Lisbon.", "The user moved to a new team at work."]
+
+
+def test_a_switch_updates_the_preference_it_names(user, session):
+    [coffee] = remember(user, session, "I like coffee in the morning").created
+    [tea] = remember(user, session, "I love jasmine tea").created
+
+    report = remember(user, session, "I switched from coffee to matcha.")
+
+    assert report.updated == [coffee] and report.created == []
+    assert active(user) == [
+        "The user loves jasmine tea.",
+        "The user switched from coffee to matcha.",
+    ]
+    revision = coffee.revisions.get(action="updated")
+    assert revision.before["text"] == "The user likes coffee in the morning."
+    tea.refresh_from_db()
+    assert actions(tea) == ["created"]
+
+
+def test_a_switch_without_from_updates_the_preference_it_shares_a_word_with(user, session):
+    [black] = remember(user, session, "I love black tea").created
+    remember(user, session, "I enjoy jazz")
+
+    report = remember(user, session, "I've switched to green tea.")
+
+    assert report.updated == [black]
+    assert active(user) == ["The user enjoys jazz.", "The user switched to green tea."]
+
+
+def test_a_switch_in_the_message_that_drops_a_preference_replaces_it(user, session):
+    remember(user, session, "I like coffee in the morning.")
+
+    remember(user, session, "Well, I don't like coffee anymore, I switched to green tea.")
+
+    assert active(user) == [
+        "The user does not like coffee anymore.",
+        "The user switched from coffee to green tea.",
+    ]
+
+
+def test_a_switch_with_nothing_to_replace_is_created(user, session):
+    [jazz] = remember(user, session, "I enjoy jazz").created
+
+    report = remember(user, session, "I switched to oat milk.")
+
+    assert [m.text for m in report.created] == ["The user switched to oat milk."]
+    jazz.refresh_from_db()
+    assert jazz.status == "active" and actions(jazz) == ["created"]

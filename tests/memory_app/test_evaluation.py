@@ -130,13 +130,15 @@ def test_golden_scores_precision_recall_and_f1_with_what_was_missed(tmp_path):
     conversations = json.loads(GOLDEN.read_text())
     by_id = {c["id"]: c for c in conversations}
     path = tmp_path / "golden.json"
-    path.write_text(json.dumps([by_id["correction-city"], by_id["coffee-retraction"]]))
+    path.write_text(json.dumps([by_id["correction-city"], by_id["bug-fixed"]]))
 
     result = run_eval("golden", str(path))
 
     assert (result["expected"], result["kept"], result["matched"]) == (3, 3, 2)
     assert (result["precision"], result["recall"], result["f1"]) == (0.6667, 0.6667, 0.6667)
-    assert result["details"][1]["missing"] == ["The user switched to green tea."]
+    assert result["details"][1]["missing"] == [
+        "A longer lock timeout fixed the user's migration and the release went out."
+    ]
     assert not get_user_model().objects.filter(username__startswith="golden-eval-").exists()
 
 

@@ -9,6 +9,8 @@ from memory_app.extraction import (
     ExtractedFact,
     FactKind,
     fact_is_turn_record,
+    fact_subject,
+    fact_switch,
     fact_text_normalise,
     facts_extract,
 )
@@ -70,13 +72,79 @@ class TestOfflineRules:
             ("I work at Acme as a designer", "The user works at Acme as a designer."),
             ("Oh, I also study at MIT", "The user also studies at MIT."),
             ("I have a dog named Rex", "The user has a dog named Rex."),
-            ("I moved to Berlin in May", "The user moved to Berlin in May."),
+            ("I moved to Berlin in May", "The user lives in Berlin, having moved there in May."),
+            ("I moved to a new team at work", "The user moved to a new team at work."),
             ("My name's Ana", "The user's name is Ana."),
             ("My daughter's school is Escola Azul", "The user's daughter's school is Escola Azul."),
         ],
     )
     def test_first_person_facts_become_implicit_personal_info(self, said, memory):
         assert extracted(said) == [(memory, FactKind.STATEMENT, "implicit", "personal_info")]
+
+    @pytest.mark.parametrize(
+        ("said", "memory"),
+        [
+            (
+                "Hi! I moved to Lisbon last year for a job at Feedzai.",
+                "The user lives in Lisbon, having moved there last year for a job at Feedzai.",
+            ),
+            (
+                "I've moved from Lisbon to Porto.",
+                "The user lives in Porto, having moved there from Lisbon.",
+            ),
+            (
+                "I just moved to New York City in 2019 with my wife",
+                "The user lives in New York City, having moved there in 2019 with their wife.",
+            ),
+            (
+                "We did it, I moved to the Bay Area, so tired",
+                "The user lives in the Bay Area, having moved there.",
+            ),
+        ],
+    )
+    def test_a_move_to_a_named_place_says_where_the_user_lives(self, said, memory):
+        assert (memory, FactKind.STATEMENT, "implicit", "personal_info") in extracted(said)
+        assert fact_subject(text=memory) == "the user lives in"
+
+    @pytest.mark.parametrize(
+        ("said", "memory"),
+        [
+            ("I switched to green tea.", "The user switched to green tea."),
+            (
+                "I've switched from Android to an iPhone",
+                "The user switched from Android to an iPhone.",
+            ),
+            ("I just changed over to oat milk", "The user switched to oat milk."),
+        ],
+    )
+    def test_a_switch_is_a_lasting_preference(self, said, memory):
+        assert extracted(said) == [(memory, FactKind.STATEMENT, "explicit", "preferences")]
+
+    def test_a_switch_names_what_the_same_message_said_is_no_longer_liked(self):
+        said = "Well, I don't like coffee anymore, I switched to green tea."
+
+        assert [text for text, *_ in extracted(said)] == [
+            "The user does not like coffee anymore.",
+            "The user switched from coffee to green tea.",
+        ]
+        assert fact_switch(text="The user switched from coffee to green tea.") == (
+            "coffee",
+            "green tea",
+        )
+        assert fact_switch(text="The user switched to tea.") == ("", "tea")
+        assert fact_switch(text="The user likes tea.") is None
+
+    @pytest.mark.parametrize(
+        ("said", "memories"),
+        [
+            ("Actually, I live in Porto, I mixed that up.", ["The user lives in Porto."]),
+            ("To be honest, I prefer tea", ["The user prefers tea."]),
+        ],
+    )
+    def test_a_clause_after_a_comma_is_its_own_sentence_unless_an_opening_word(
+        self, said, memories
+    ):
+        assert [text for text, *_ in extracted(said)] == memories
 
     @pytest.mark.parametrize(
         ("said", "memory"),
