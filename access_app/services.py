@@ -38,7 +38,7 @@ REVIEWER_PERMISSIONS = [
 ]
 # A memory admin holds every permission of these apps.
 ADMIN_PERMISSION_APPS = ["memory_app", "sessions_app", "django_celery_beat"]
-ADMIN_EXTRA_PERMISSIONS = [("access_app", "view_auditlogentry")]
+ADMIN_EXTRA_PERMISSIONS = [("access_app", "view_auditlogentry"), ("access_app", "view_accessgrant")]
 
 
 def audit_record(

@@ -96,6 +96,7 @@ class World:
     job_id: str
     grant_id: int
     topic_id: int
+    audit_id: int
 
     def fingerprint(self) -> tuple:
         """Everything a forbidden write could change, to compare before and after."""
@@ -159,7 +160,7 @@ def world(db) -> World:
     users[MEMORY_ADMIN] = StaffFactory(username="memory-admin")
     users[MEMORY_ADMIN].groups.add(Group.objects.get(name=access_services.ADMINS_GROUP))
     users[SUPERUSER] = StaffFactory(username="superuser", is_superuser=True)
-    access_services.audit_record(
+    audit = access_services.audit_record(
         actor=users[REVIEWER],
         subject_user_pk=owner.pk,
         action="view",
@@ -181,6 +182,7 @@ def world(db) -> World:
         job_id=str(job.pk),
         grant_id=granted.pk,
         topic_id=topic.pk,
+        audit_id=audit.pk,
     )
 
 
@@ -294,9 +296,6 @@ DOORS: dict[str, Door] = {
     "admin/r/<path:content_type_id>/<path:object_id>/": Door(
         ADMIN, {"content_type_id": "=1", "object_id": "=1"}
     ),
-    "admin/^(?P<app_label>auth|django_celery_beat|sessions_app|memory_app)/$": Door(
-        ADMIN, {"app_label": "=memory_app"}
-    ),
     "admin/(?P<url>.*)$": Door(ADMIN, {"url": "=no-such-page/"}),
 }
 
@@ -319,6 +318,8 @@ ADMIN_MODELS: dict[str, AdminModel] = {
     "memory_app.generationjob": AdminModel(None, "job_id"),
     "memory_app.memorytopic": AdminModel(None, "topic_id"),
     "sessions_app.sessionrecord": AdminModel(CONVERSATIONS, "session_id"),
+    "access_app.auditlogentry": AdminModel(ACCESS, "audit_id"),
+    "access_app.accessgrant": AdminModel(None, "grant_id"),
     "auth.user": AdminModel(None),
     "auth.group": AdminModel(None),
     "django_celery_beat.periodictask": AdminModel(None),
@@ -340,7 +341,11 @@ MIDDLEWARE_DOORS = {
 
 def _admin_model_doors() -> dict[str, Door]:
     """The standard pages of every model registered in the admin, classified by its model."""
-    doors = {}
+    app_labels = dict.fromkeys(model._meta.app_label for model in admin.site._registry)
+    # The index of one app's models; the admin builds its pattern from the registered apps.
+    doors = {
+        f"admin/^(?P<app_label>{'|'.join(app_labels)})/$": Door(ADMIN, {"app_label": "=memory_app"})
+    }
     for model in admin.site._registry:
         label = model._meta.label_lower
         entry = ADMIN_MODELS.get(label)
