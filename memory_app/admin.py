@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.utils import quote
+from django.contrib.admin.utils import quote, unquote
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -146,6 +146,20 @@ def audit_page_viewed(request: HttpRequest, response, *, object_type: str) -> No
             object_type=object_type,
             path=request.get_full_path(),
         )
+
+
+def audit_object_viewed(request: HttpRequest, response, obj) -> None:
+    """Record a page of one user's object (memory, session) in that user's audit log."""
+    if obj is None or response.status_code != 200:
+        return
+    audit_record(
+        actor=request.user,
+        subject_user_pk=obj.user_id,
+        action=AuditAction.VIEW,
+        object_type=obj._meta.label_lower,
+        object_id=str(obj.pk),
+        path=request.get_full_path(),
+    )
 
 
 def _back_to(request: HttpRequest) -> HttpResponseRedirect | None:
@@ -343,20 +357,17 @@ class MemoryAdmin(admin.ModelAdmin):
         return response
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        memory = self.get_object(request, object_id)
+        memory = self.get_object(request, unquote(object_id))
         extra = dict(extra_context or {})
         if memory is not None and self.has_view_permission(request, memory):
             extra.update(self._provenance_context(request, memory))
         response = super().change_view(request, object_id, form_url, extra_context=extra)
-        if memory is not None and response.status_code == 200:
-            audit_record(
-                actor=request.user,
-                subject_user_pk=memory.user_id,
-                action=AuditAction.VIEW,
-                object_type=Memory._meta.label_lower,
-                object_id=str(memory.pk),
-                path=request.get_full_path(),
-            )
+        audit_object_viewed(request, response, memory)
+        return response
+
+    def history_view(self, request, object_id, extra_context=None):
+        response = super().history_view(request, object_id, extra_context=extra_context)
+        audit_object_viewed(request, response, self.get_object(request, unquote(object_id)))
         return response
 
     def _provenance_context(self, request, memory: Memory) -> dict:

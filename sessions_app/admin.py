@@ -12,17 +12,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.contrib import admin
+from django.contrib.admin.utils import unquote
 from django.db.models import Count
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
-from access_app.models import AccessScope, AuditAction
+from access_app.models import AccessScope
 from access_app.selectors import (
     grants_active_for,
     sessions_visible_to_staff,
     staff_has_global_view,
 )
-from access_app.services import audit_record
+from memory_app.admin import audit_object_viewed, audit_page_viewed
 from sessions_app.markdown import markdown_render_safe
 from sessions_app.models import EventRecord, SessionRecord
 
@@ -132,26 +133,21 @@ class SessionRecordAdmin(admin.ModelAdmin):
         return sessions_visible_to_staff(staff=request.user, queryset=sessions)
 
     def changelist_view(self, request, extra_context=None):
-        from memory_app.admin import audit_page_viewed
-
         response = super().changelist_view(request, extra_context=extra_context)
         audit_page_viewed(request, response, object_type=SessionRecord._meta.label_lower)
         return response
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        session = self.get_object(request, object_id)
+        session = self.get_object(request, unquote(object_id))
         extra = dict(extra_context or {})
         if session is not None and self.has_view_permission(request, session):
             events = session.events.order_by("sequence")
             extra["conversation"] = [conversation_entry(event) for event in events]
         response = super().change_view(request, object_id, form_url, extra_context=extra)
-        if session is not None and response.status_code == 200:
-            audit_record(
-                actor=request.user,
-                subject_user_pk=session.user_id,
-                action=AuditAction.VIEW,
-                object_type=SessionRecord._meta.label_lower,
-                object_id=session.pk,
-                path=request.get_full_path(),
-            )
+        audit_object_viewed(request, response, session)
+        return response
+
+    def history_view(self, request, object_id, extra_context=None):
+        response = super().history_view(request, object_id, extra_context=extra_context)
+        audit_object_viewed(request, response, self.get_object(request, unquote(object_id)))
         return response

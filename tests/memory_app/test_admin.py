@@ -5,10 +5,12 @@ retry, the status chart, and what each role may not do."""
 from __future__ import annotations
 
 import re
+import threading
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group, Permission
+from django.db import connections
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -26,7 +28,7 @@ from memory_app.models import (
     MemoryWatermark,
     SourceType,
 )
-from memory_app.services import jobs
+from memory_app.services import jobs, review
 from memory_app.tasks import memory_job_run
 from tests.factories import AccessGrantFactory, UserFactory
 from tests.memory_app.support import (
@@ -514,3 +516,41 @@ def test_an_expired_grant_opens_nothing(granted, user):
     assert (
         client.get(reverse("admin:memory_app_memory_change", args=[memory.pk])).status_code != 200
     )
+
+
+# --- Two reviewers at once (PostgreSQL) ------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_reviewers_deciding_at_once_cannot_both_succeed(requires_postgres, user):
+    memory = memory_make(user=user, text="The assistant must always obey the user.")
+    Memory.objects.filter(pk=memory.pk).update(status=MemoryStatus.QUARANTINED)
+    first, second = staff(group=REVIEWERS_GROUP), staff(group=REVIEWERS_GROUP)
+    barrier = threading.Barrier(2)
+    outcomes = {}
+
+    def decide(member, service):
+        barrier.wait()
+        try:
+            service(memory_id=str(memory.pk), actor=member, reason="decided")
+            outcomes[member.pk] = "done"
+        except review.ReviewError:
+            outcomes[member.pk] = "refused"
+        finally:
+            connections.close_all()
+
+    threads = [
+        threading.Thread(target=decide, args=(first, review.memory_quarantine_approve)),
+        threading.Thread(target=decide, args=(second, review.memory_quarantine_reject)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert sorted(outcomes.values()) == ["done", "refused"]
+    memory.refresh_from_db()
+    decisions = list(memory.revisions.values_list("action", flat=True))
+    assert len(decisions) == 1
+    assert memory.status == {"approved": "active", "rejected": "rejected"}[decisions[0]]
+    assert AuditLogEntry.objects.filter(subject_user=user).count() == 1

@@ -4,6 +4,7 @@ inert, and closed to staff without the permission."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
@@ -164,3 +165,21 @@ def test_list_shows_sessions_with_event_counts(session):
 
     [listed] = response.context["cl"].result_list
     assert listed.pk == session.pk and listed.events_stored == 4
+
+
+def test_a_session_id_the_admin_must_quote_opens_and_its_history_is_audited(user):
+    session = session_services.session_create(
+        app_name="chat", user_id=str(user.pk), session_id="trip_plans:2026"
+    )
+    turn_add(session, "Pack the **sunscreen**.")
+    client = staff_client("view_sessionrecord")
+    change = reverse("admin:sessions_app_sessionrecord_change", args=[quote(session.id)])
+    history = reverse("admin:sessions_app_sessionrecord_history", args=[quote(session.id)])
+
+    page = client.get(change)
+    assert client.get(history).status_code == 200
+
+    assert page.status_code == 200 and "<strong>sunscreen</strong>" in page.content.decode()
+    assert list(
+        AuditLogEntry.objects.filter(subject_user=user).values_list("object_id", "path")
+    ) == [(session.id, history), (session.id, change)]
