@@ -77,3 +77,20 @@ def fake_gemini(settings, monkeypatch):
     settings.GOOGLE_GENAI_USE_VERTEXAI = False
     yield server
     server.stop()
+
+
+@pytest.fixture
+def unreachable_cache(settings):
+    """Django's cache on a Redis that does not answer (a port nothing listens on), as in an
+    outage: every cache call raises redis' ConnectionError."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{port}/0",
+        }
+    }

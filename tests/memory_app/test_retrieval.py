@@ -194,3 +194,11 @@ def test_semantic_similarity_finds_a_memory_with_no_shared_word(user, monkeypatc
     memory_make(user=user, text="The user loves pasta")
 
     assert texts(search(user, "any pets at home?"))[0] == "The user adopted a puppy"
+
+
+def test_search_reads_the_database_when_the_cache_is_unreachable(user, unreachable_cache):
+    memory_make(user=user, text="The user lives in Lisbon")
+    assert texts(search(user, "where does the user live? Lisbon")) == ["The user lives in Lisbon"]
+    services.memory_index_invalidate(app_name=APP, user_pk=user.pk)
+    memory_make(user=user, text="The user moved to Porto")
+    assert texts(search(user, "Porto")) == ["The user moved to Porto"]

@@ -255,10 +255,15 @@ class AppProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
 
+    def terminate(self) -> None:
+        """Ask the process to stop (SIGTERM to its group), without waiting."""
+        if self.alive():
+            os.killpg(self.process.pid, signal.SIGTERM)
+
     def stop(self) -> None:
         if not self.alive():
             return
-        os.killpg(self.process.pid, signal.SIGTERM)
+        self.terminate()
         try:
             self.process.wait(timeout=15)
         except subprocess.TimeoutExpired:
@@ -407,6 +412,8 @@ def running_stack() -> Iterator[Stack]:
         stack.web_b.wait_ready()
         yield stack
     finally:
+        for process in stack.processes():
+            process.terminate()
         for process in stack.processes():
             process.stop()
         redis.stop()

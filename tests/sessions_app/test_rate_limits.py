@@ -44,3 +44,9 @@ def test_the_next_minute_starts_a_new_count(own_counters):
 
 def test_a_limit_of_zero_means_no_limit():
     assert not any(chat_turn_rate_limit_exceeded(user_pk=1, limit=0) for _ in range(50))
+
+
+def test_without_a_reachable_cache_turns_are_let_through(unreachable_cache, caplog):
+    assert chat_turn_rate_limit_exceeded(user_pk=1, limit=1) is False
+    assert chat_turn_rate_limit_exceeded(user_pk=1, limit=1) is False
+    assert "chat rate limit not checked, no cache" in caplog.text
