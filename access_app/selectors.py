@@ -10,11 +10,16 @@ active grant from that user (that user only, read-only, until it ends).
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from datetime import datetime
 
+from django.apps import apps
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q, QuerySet
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.text import Truncator
 
 from access_app.models import AccessGrant, AccessScope, AuditLogEntry
 
@@ -122,3 +127,70 @@ def sessions_visible_to_staff(*, staff: AbstractBaseUser, queryset: QuerySet) ->
     return user_data_visible_to_staff(
         staff=staff, queryset=queryset, scope=AccessScope.CONVERSATIONS, owner_field="user"
     )
+
+
+@dataclass(frozen=True)
+class AuditSubject:
+    """What an audit entry was about, as its user reads it: words, and a link when it still
+    exists among the user's own things."""
+
+    label: str
+    url: str = ""
+
+
+def audit_subjects_describe(
+    *, user: AbstractBaseUser, entries: list[AuditLogEntry]
+) -> dict[int, AuditSubject]:
+    """Describe each entry's object for the user it is about (by entry id).
+
+    A memory is named by its current text and a conversation by its title and
+    linked to its chat page, read from the user's own rows only; an object
+    since deleted, or a list page, is named by its kind.
+    """
+    from memory_app.models import Memory
+    from sessions_app.models import SessionRecord
+
+    ids_by_type: dict[str, set[str]] = {}
+    for entry in entries:
+        if entry.object_id:
+            ids_by_type.setdefault(entry.object_type, set()).add(entry.object_id)
+    memory_ids = set()
+    for memory_id in ids_by_type.get(Memory._meta.label_lower, ()):
+        try:
+            memory_ids.add(uuid.UUID(memory_id))
+        except ValueError:
+            continue
+    memories = {
+        str(pk): text
+        for pk, text in Memory.objects.filter(user_id=user.pk, pk__in=memory_ids).values_list(
+            "pk", "text"
+        )
+    }
+    sessions = dict(
+        SessionRecord.objects.filter(
+            user_id=user.pk, pk__in=ids_by_type.get(SessionRecord._meta.label_lower, ())
+        ).values_list("pk", "title")
+    )
+    described = {}
+    for entry in entries:
+        try:
+            meta = apps.get_model(entry.object_type)._meta
+        except (LookupError, ValueError):
+            described[entry.pk] = AuditSubject(entry.object_type)
+            continue
+        if not entry.object_id:
+            described[entry.pk] = AuditSubject(f"a list of {meta.verbose_name_plural}")
+            continue
+        subject = AuditSubject(f"a {meta.verbose_name} since deleted")
+        if entry.object_type == Memory._meta.label_lower:
+            text = next((text for pk, text in memories.items() if str(pk) == entry.object_id), None)
+            if text is not None:
+                subject = AuditSubject(f"the memory “{Truncator(text).chars(80)}”")
+        elif entry.object_type == SessionRecord._meta.label_lower and entry.object_id in sessions:
+            title = sessions[entry.object_id] or "untitled"
+            subject = AuditSubject(
+                f"the conversation “{Truncator(title).chars(60)}”",
+                reverse("chat-session", kwargs={"session_id": entry.object_id}),
+            )
+        described[entry.pk] = subject
+    return described

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.apps import apps
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -14,18 +13,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from access_app import selectors, services
 from access_app.forms import GrantForm
-from access_app.models import AccessGrant, AuditLogEntry
+from access_app.models import AccessGrant
 
 AUDIT_PAGE_SIZE = 50
-
-
-def object_label(entry: AuditLogEntry) -> str:
-    """What an audit entry was about, in words: the model's name and the object's id."""
-    try:
-        name = apps.get_model(entry.object_type)._meta.verbose_name
-    except (LookupError, ValueError):
-        name = entry.object_type
-    return f"{name} {entry.object_id}".strip()
 
 
 def _page(request: HttpRequest, form: GrantForm, *, status: int = 200) -> HttpResponse:
@@ -33,6 +23,7 @@ def _page(request: HttpRequest, form: GrantForm, *, status: int = 200) -> HttpRe
     grants = list(selectors.grants_of_owner(owner=request.user))
     audit = Paginator(selectors.audit_entries_for_subject(user=request.user), AUDIT_PAGE_SIZE)
     audit_page = audit.get_page(request.GET.get("page"))
+    subjects = selectors.audit_subjects_describe(user=request.user, entries=list(audit_page))
     context = {
         "form": form,
         "active_grants": [grant for grant in grants if grant.is_active(now=now)],
@@ -41,7 +32,7 @@ def _page(request: HttpRequest, form: GrantForm, *, status: int = 200) -> HttpRe
             selectors.grants_active_for(grantee=request.user) if request.user.is_staff else []
         ),
         "audit_page": audit_page,
-        "audit_rows": [(entry, object_label(entry)) for entry in audit_page],
+        "audit_rows": [(entry, subjects[entry.pk]) for entry in audit_page],
     }
     return render(request, "access/access.html", context, status=status)
 

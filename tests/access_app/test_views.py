@@ -8,7 +8,9 @@ from django.utils import timezone
 
 from access_app import services
 from access_app.models import AccessGrant
-from tests.factories import AccessGrantFactory, StaffFactory
+from sessions_app.models import SessionRecord
+from tests.factories import AccessGrantFactory, MemoryFactory, StaffFactory
+from tests.memory_app.support import session_make
 
 OVERVIEW = "access:overview"
 
@@ -128,7 +130,7 @@ def test_page_shows_only_my_grants_and_my_audit_log(signed_in, user, other_user)
     body = signed_in.get(reverse(OVERVIEW)).content.decode()
     assert "support-mine" in body
     assert "support-theirs" not in body
-    assert "Viewed memory 1234" in body
+    assert "Viewed a memory since deleted" in body
     assert "ticket 77: wrong reminder" in body
     assert "9999" not in body
     assert "someone else&#x27;s ticket" not in body
@@ -149,3 +151,32 @@ def test_an_expired_grant_is_listed_as_ended(signed_in, user, expired_staff):
     assert "Nobody has been given access to your data." in body
     assert "Ended grants (1)" in body
     assert "expired" in body
+
+
+@pytest.mark.django_db
+def test_audit_log_names_what_was_seen_and_links_conversations(signed_in, user, other_user):
+    staff = StaffFactory()
+    memory = MemoryFactory(user=user, text="Prefers window seats")
+    theirs = MemoryFactory(user=other_user, text="Their private fact")
+    session = session_make(user)
+    SessionRecord.objects.filter(pk=session.id).update(title="Lisbon trip")
+    for object_type, object_id in [
+        ("memory_app.memory", memory.pk),
+        ("memory_app.memory", theirs.pk),
+        ("sessions_app.sessionrecord", session.id),
+        ("memory_app.memory", ""),
+    ]:
+        services.audit_record(
+            actor=staff,
+            subject_user_pk=user.pk,
+            action="view",
+            object_type=object_type,
+            object_id=object_id,
+        )
+    body = signed_in.get(reverse(OVERVIEW)).content.decode()
+    assert "Viewed the memory “Prefers window seats”" in body
+    assert "Their private fact" not in body
+    assert "Viewed a memory since deleted" in body
+    chat_url = reverse("chat-session", kwargs={"session_id": session.id})
+    assert f'<a href="{chat_url}">the conversation “Lisbon trip”</a>' in body
+    assert "Viewed a list of memories" in body
