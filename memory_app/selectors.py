@@ -149,19 +149,17 @@ def _visible(*, app_name: str, user_pk: int) -> Q:
     )
 
 
-def _visible_now(
-    memory: Memory, *, app_name: str, user_pk: int, session_id: str | None, now
-) -> bool:
+def _visible_now(memory: dict, *, app_name: str, user_pk: int, session_id: str | None, now) -> bool:
     """``_visible`` and unexpired, and a session memory only within its own session."""
-    if memory.app_name != app_name or memory.status != MemoryStatus.ACTIVE:
+    if memory["app_name"] != app_name or memory["status"] != MemoryStatus.ACTIVE:
         return False
-    if memory.expires_at is not None and memory.expires_at <= now:
+    if memory["expires_at"] is not None and memory["expires_at"] <= now:
         return False
-    if memory.scope == MemoryScope.APP:
+    if memory["scope"] == MemoryScope.APP:
         return True
-    if memory.user_id != user_pk:
+    if memory["user_id"] != user_pk:
         return False
-    return memory.scope == MemoryScope.USER or memory.session_id == session_id
+    return memory["scope"] == MemoryScope.USER or memory["session_id"] == session_id
 
 
 def _vectors(embedder: Embedder, rows: list[dict]) -> np.ndarray | None:
@@ -286,32 +284,21 @@ def index_cache_drop(*, user_pk: int) -> None:
             del _indexes[key]
 
 
-def memory_sources(*, memory_ids: list) -> dict[str, list[SourceRef]]:
-    """Each memory's source events, oldest first, as (session id, event id): one query."""
-    rows = (
-        MemorySource.objects.filter(memory_id__in=memory_ids)
-        .order_by("event__session_id", "event__sequence")
-        .values_list("memory_id", "event__session_id", "event__event_id")
-    )
-    found: dict[str, list[SourceRef]] = {}
-    for memory_id, session_id, event_id in rows:
-        found.setdefault(str(memory_id), []).append(SourceRef(session_id, event_id))
-    return found
-
-
-def scored_memory(memory: Memory, *, score: float, sources: list[SourceRef]) -> ScoredMemory:
-    return ScoredMemory(
-        id=str(memory.id),
-        text=memory.text,
-        score=score,
-        scope=memory.scope,
-        topic=memory.topic,
-        source_type=memory.source_type,
-        confidence=memory.confidence,
-        importance=memory.importance,
-        updated_at=memory.updated_at,
-        sources=sources,
-    )
+_SCORED_FIELDS = (
+    "id",
+    "text",
+    "scope",
+    "topic",
+    "source_type",
+    "confidence",
+    "importance",
+    "updated_at",
+    "app_name",
+    "status",
+    "expires_at",
+    "user_id",
+    "session_id",
+)
 
 
 def memory_search(
@@ -352,24 +339,56 @@ def memories_scored(
     """The memories of ``scores`` that are still visible now, read fresh, in the given order.
 
     Re-checking status, expiry and scope against the database is what guarantees that a
-    memory deleted or invalidated a moment ago never comes back from a cached index.
+    memory deleted or invalidated a moment ago never comes back from a cached index. One
+    query, plain rows rather than model instances: this is on every search's path.
     """
     if not scores:
         return []
     now = timezone.now()
-    # Fetched by primary key alone and checked here: combined with the visibility filter
-    # in SQL, SQLite's planner scanned every memory of the app through its app index.
-    by_id = {
-        str(memory.id): memory
-        for memory in Memory.objects.filter(pk__in=list(scores))
-        if _visible_now(memory, app_name=app_name, user_pk=user_pk, session_id=session_id, now=now)
-    }
-    sources = memory_sources(memory_ids=list(by_id))
+    # One query, memories with their sources (a row per source, oldest first), fetched by
+    # primary key alone and checked here: combined with the visibility filter in SQL,
+    # SQLite's planner scanned every memory of the app through its app index.
+    rows = (
+        Memory.objects.filter(pk__in=list(scores))
+        .order_by("sources__event__session_id", "sources__event__sequence")
+        .values_list(*_SCORED_FIELDS, "sources__event__session_id", "sources__event__event_id")
+    )
+    found: dict[str, tuple[dict, list[SourceRef]]] = {}
+    hidden: set[str] = set()
+    for *values, source_session_id, source_event_id in rows:
+        memory_id = str(values[0])
+        if memory_id in hidden:
+            continue
+        if memory_id not in found:
+            memory = dict(zip(_SCORED_FIELDS, values, strict=True))
+            if not _visible_now(
+                memory, app_name=app_name, user_pk=user_pk, session_id=session_id, now=now
+            ):
+                hidden.add(memory_id)
+                continue
+            found[memory_id] = (memory, [])
+        if source_event_id is not None:
+            found[memory_id][1].append(SourceRef(source_session_id, source_event_id))
     return [
-        scored_memory(by_id[i], score=score, sources=sources.get(i, []))
-        for i, score in scores.items()
-        if i in by_id
+        _scored(found[memory_id][0], score=score, sources=found[memory_id][1])
+        for memory_id, score in scores.items()
+        if memory_id in found
     ]
+
+
+def _scored(memory: dict, *, score: float, sources: list[SourceRef]) -> ScoredMemory:
+    return ScoredMemory(
+        id=str(memory["id"]),
+        text=memory["text"],
+        score=score,
+        scope=memory["scope"],
+        topic=memory["topic"],
+        source_type=memory["source_type"],
+        confidence=memory["confidence"],
+        importance=memory["importance"],
+        updated_at=memory["updated_at"],
+        sources=sources,
+    )
 
 
 def memory_get(*, app_name: str, user_pk: int, memory_id: str) -> Memory | None:
