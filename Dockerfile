@@ -21,4 +21,6 @@ RUN pip install --no-cache-dir . \
 
 USER app
 EXPOSE 8000
-CMD ["daphne", "--bind", "0.0.0.0", "--port", "8000", "--proxy-headers", "chatapp.asgi:application"]
+# --verbosity 0: the app writes the access log itself (with request ids, as JSON).
+CMD ["daphne", "--verbosity", "0", "--bind", "0.0.0.0", "--port", "8000", "--proxy-headers", \
+     "chatapp.asgi:application"]

@@ -31,7 +31,7 @@ run: migrate
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py ensure_demo_user
 	@echo "Serving on http://$(HOST):$(PORT)/ (Ctrl+C to stop)"
-	$(BIN)/daphne -b $(HOST) -p $(PORT) chatapp.asgi:application
+	$(BIN)/daphne --verbosity 0 -b $(HOST) -p $(PORT) chatapp.asgi:application
 
 lint: install
 	$(BIN)/ruff check .

@@ -18,6 +18,7 @@ sending chats while memory workers are away.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +31,9 @@ from chatapp.heartbeat import workers_alive
 from chatapp.redis_clients import PROBE_TIMEOUT_SECONDS, redis_client
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+logger = logging.getLogger(__name__)
+_last_ready: bool | None = None
 
 
 class CheckFailed(Exception):
@@ -124,7 +128,26 @@ def healthz(request: HttpRequest) -> JsonResponse:
 def readyz(request: HttpRequest) -> JsonResponse:
     """200 with every check when the process can do its work, else 503 with the same body."""
     ready, checks = readiness_report()
-    return JsonResponse(
+    _log_change(ready, checks)
+    response = JsonResponse(
         {"status": "ready" if ready else "not_ready", "checks": checks},
         status=200 if ready else 503,
     )
+    # Probes come every few seconds: Django's error line for each 503 would bury the
+    # one line that matters, which _log_change writes when readiness changes.
+    response._has_been_logged = True
+    return response
+
+
+def _log_change(ready: bool, checks: dict[str, dict[str, Any]]) -> None:
+    global _last_ready
+    if ready == _last_ready:
+        return
+    failing = "; ".join(
+        f"{name}: {check['detail']}" for name, check in checks.items() if not check["ok"]
+    )
+    if ready:
+        logger.info("ready%s", f" (not required: {failing})" if failing else "")
+    else:
+        logger.warning("not ready: %s", failing)
+    _last_ready = ready

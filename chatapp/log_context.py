@@ -108,7 +108,12 @@ class TextLogFormatter(logging.Formatter):
         super().__init__(TEXT_FORMAT)
 
     def format(self, record: logging.LogRecord) -> str:
-        for name in FIELDS:
-            if getattr(record, name, None) is None:
-                setattr(record, name, "-")
-        return super().format(record)
+        unbound = [name for name in FIELDS if getattr(record, name, None) is None]
+        for name in unbound:
+            setattr(record, name, "-")
+        try:
+            return super().format(record)
+        finally:
+            # Other handlers (a test's, a log shipper's) see the record as it was.
+            for name in unbound:
+                setattr(record, name, None)

@@ -1,16 +1,22 @@
-"""Middleware for operations: request ids on logs, the probe endpoints, and 503s while the
-database is away.
+"""Middleware for operations: request ids, the access log, the probe endpoints, and 503s
+while the database is away.
 
 ``RequestIdMiddleware`` and ``ProbeMiddleware`` come first in ``MIDDLEWARE``:
 a probe is answered before the host check, the HTTPS redirect and the session,
 because load balancers and orchestrators call it over plain HTTP with an
 address (not the public host name) in the Host header.
+
+The access log (logger ``chatapp.access``) has one line per HTTP request and
+one per WebSocket connection, when it ends, with the ids of ``log_context``;
+probes are left out, as they come every few seconds. It replaces daphne's own
+access log (run daphne with ``--verbosity 0``), which is plain text.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +35,7 @@ from chatapp.outages import (
 )
 
 logger = logging.getLogger(__name__)
+access_logger = logging.getLogger("chatapp.access")
 
 REQUEST_ID_HEADER = "X-Request-ID"
 
@@ -58,15 +65,37 @@ class RequestIdMiddleware(_SyncAndAsyncMiddleware):
     def __call__(self, request: HttpRequest) -> Any:
         if self.is_async:
             return self._acall(request)
+        started = time.monotonic()
         request_id = self._bind(request)
         response = self.get_response(request)
-        response[REQUEST_ID_HEADER] = request_id
-        return response
+        return self._finish(request, response, request_id, started)
 
     async def _acall(self, request: HttpRequest) -> HttpResponse:
+        started = time.monotonic()
         request_id = self._bind(request)
         response = await self.get_response(request)
+        return self._finish(request, response, request_id, started)
+
+    @staticmethod
+    def _finish(
+        request: HttpRequest, response: HttpResponse, request_id: str, started: float
+    ) -> HttpResponse:
         response[REQUEST_ID_HEADER] = request_id
+        if request.path_info.rstrip("/") not in PROBES:
+            duration_ms = round((time.monotonic() - started) * 1000, 1)
+            access_logger.info(
+                "%s %s %s in %.1f ms",
+                request.method,
+                request.path,
+                response.status_code,
+                duration_ms,
+                extra={
+                    "method": request.method,
+                    "path": request.path,
+                    "status_code": response.status_code,
+                    "duration_ms": duration_ms,
+                },
+            )
         return response
 
     @staticmethod
@@ -135,7 +164,34 @@ class WebSocketLogContextMiddleware:
             invocation_id=None,
             user_id=user.pk if user is not None and user.is_authenticated else None,
         )
-        return await self.inner(scope, receive, send)
+        started = time.monotonic()
+        seen: dict[str, Any] = {"accepted": False, "close_code": None}
+
+        async def observed_send(message: dict) -> None:
+            if message["type"] == "websocket.accept":
+                seen["accepted"] = True
+            elif message["type"] == "websocket.close":
+                seen["close_code"] = message.get("code", 1000)
+            await send(message)
+
+        try:
+            return await self.inner(scope, receive, observed_send)
+        finally:
+            duration_seconds = round(time.monotonic() - started, 3)
+            log_context_bind(invocation_id=None)
+            access_logger.info(
+                "WEBSOCKET %s %s after %.1f s",
+                scope["path"],
+                "ended" if seen["accepted"] else f"refused ({seen['close_code']})",
+                duration_seconds,
+                extra={
+                    "method": "WEBSOCKET",
+                    "path": scope["path"],
+                    "accepted": seen["accepted"],
+                    "close_code": seen["close_code"],
+                    "duration_seconds": duration_seconds,
+                },
+            )
 
 
 UNAVAILABLE_PAGE = (

@@ -137,6 +137,7 @@ def test_web_serves_the_asgi_application_with_daphne(services):
     assert callable(import_by_path(command[-1]))
     assert option_value(command, "--port") == "8000"
     assert "--proxy-headers" in command
+    assert option_value(command, "--verbosity") == "0", "the app writes the access log"
 
 
 def test_web_healthcheck_calls_the_liveness_probe(services):

@@ -101,6 +101,27 @@ def test_readyz_is_not_ready_when_redis_cannot_be_reached(probe_client, settings
 
 
 @pytest.mark.django_db
+def test_readiness_is_logged_when_it_changes_not_at_every_probe(
+    probe_client, settings, own_heartbeats, caplog
+):
+    settings.BACKGROUND_TASKS = "inprocess"
+    probe_client.get("/readyz")
+    settings.REDIS_URL = UNREACHABLE_REDIS
+    caplog.clear()
+
+    for _ in range(3):
+        assert probe_client.get("/readyz").status_code == 503
+    settings.REDIS_URL = ""
+    for _ in range(2):
+        assert probe_client.get("/readyz").status_code == 200
+
+    lines = [(record.levelname, record.getMessage()) for record in caplog.records]
+    assert [level for level, _ in lines] == ["WARNING", "INFO"]
+    assert lines[0][1].startswith("not ready: redis: ConnectionError")
+    assert lines[1][1] == "ready"
+
+
+@pytest.mark.django_db
 def test_readyz_with_celery_wants_a_worker_heartbeat(probe_client, celery_mode):
     response = probe_client.get("/readyz")
 

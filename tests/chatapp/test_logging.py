@@ -89,6 +89,20 @@ def test_an_incoming_request_id_is_kept_and_a_hostile_one_replaced(json_lines):
     assert len(replaced["X-Request-ID"]) == 32
 
 
+def test_each_request_has_an_access_line_and_probes_none(json_lines):
+    Client().get("/healthz")
+    Client().get("/readyz")
+    response = Client().get("/accounts/login/?next=/", HTTP_X_REQUEST_ID="req-access")
+
+    access = [line for line in json_lines.all() if line["logger"] == "chatapp.access"]
+    assert len(access) == 1
+    [line] = access
+    assert line["message"].startswith("GET /accounts/login/ 200 in ")
+    assert (line["method"], line["path"], line["status_code"]) == ("GET", "/accounts/login/", 200)
+    assert line["duration_ms"] >= 0
+    assert line["request_id"] == response["X-Request-ID"] == "req-access"
+
+
 @pytest.mark.django_db
 def test_a_signed_in_users_request_logs_their_id(json_lines, user):
     client = Client()
@@ -114,6 +128,12 @@ async def test_a_turn_logs_its_invocation_user_and_connection(json_lines, chat_s
     assert len(line["request_id"]) == 32
     assert line["outcome"] == "completed"
     assert line["duration_seconds"] > 0
+    [socket_line] = [line for line in json_lines.all() if line["logger"] == "chatapp.access"]
+    assert socket_line["message"].startswith("WEBSOCKET /ws/chat/")
+    assert socket_line["accepted"] is True
+    assert socket_line["request_id"] == line["request_id"]
+    assert socket_line["user_id"] == str(user.pk)
+    assert socket_line["invocation_id"] is None
 
 
 @pytest.mark.django_db(transaction=True)
