@@ -91,7 +91,9 @@ def user_data_delete(*, user, delete_account: bool) -> DataDeletionReport:
     exists, and its entries name that data (ids, staff reasons). Entries of what the user, as
     staff, did to other users' data stay in those users' logs under their username. With
     ``delete_account`` the account goes too (with their memory settings); without it the
-    account and its memory settings stay, so an opt-out survives a clean slate.
+    account and its memory settings stay, so an opt-out survives a clean slate. Sign-ins on
+    other devices stop working with a deleted account (Django finds no user for them); their
+    session rows hold only that signed id and expire on their own.
 
     One transaction, locks in a fixed order: the account row, then the user's memory lock
     (the one every memory job takes before writing), so a job mid-run either finished before

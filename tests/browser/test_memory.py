@@ -134,3 +134,24 @@ def test_correcting_a_memory_and_deleting_all_with_confirmation(chat_page: Page)
     page.get_by_role("button", name="Delete all memories").click()
     expect(page.get_by_text("Deleted 2 memories")).to_be_visible()
     expect(page.get_by_text("Nothing remembered yet")).to_be_visible()
+
+
+def test_delete_all_my_data_asks_for_the_password_then_empties_the_account(chat_page: Page, server):
+    page = chat_page
+    send(page, "remember that my cat is called Tom")
+    expect(page.locator("#session-list .session-item")).to_have_count(1)
+
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Settings").click()
+    page.get_by_role("link", name="Delete all my data…").click()
+    page.get_by_label("Password").fill("not my password")
+    page.get_by_role("button", name="Delete all my data").click()
+    expect(page.get_by_text("That is not your password.")).to_be_visible()
+
+    page.get_by_label("Password").fill(server.password)
+    page.get_by_role("button", name="Delete all my data").click()
+    expect(page.get_by_text("All your chats, memories and state were deleted.")).to_be_visible()
+
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Chat").click()
+    expect(page.get_by_text("No chats yet.")).to_be_visible()
+    open_memory_page(page)
+    expect(page.get_by_text("Nothing remembered yet")).to_be_visible()
