@@ -118,6 +118,9 @@ def access_grant_create(
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
+        # One owner's grant changes queue on the owner's row, so that two requests at once
+        # cannot leave two active grants to the same account for the same scope.
+        list(get_user_model()._default_manager.select_for_update().filter(pk=owner.pk).values("pk"))
         AccessGrant.objects.filter(
             owner=owner, grantee=grantee, scope=scope, revoked_at__isnull=True, expires_at__gt=now
         ).update(revoked_at=now)

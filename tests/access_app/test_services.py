@@ -1,10 +1,12 @@
 """Grants given and revoked through the service, audit entries, the roles and data deletion."""
 
+import threading
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.utils import timezone
 
 from access_app import services
@@ -197,3 +199,31 @@ def test_roles_ensure_is_idempotent_and_keeps_added_permissions():
     services.roles_ensure()
     assert Group.objects.filter(name=services.REVIEWERS_GROUP).count() == 1
     assert reviewers.permissions.filter(pk=extra.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_grants_made_at_once_leave_one_active_grant(requires_postgres):
+    owner, staff = UserFactory(), StaffFactory()
+    writers = 8
+    barrier = threading.Barrier(writers)
+    errors: list[BaseException] = []
+
+    def grant(days: int) -> None:
+        try:
+            barrier.wait()
+            services.access_grant_create(
+                owner=owner, grantee=staff, scope="memories", expires_at=_in(days)
+            )
+        except BaseException as error:  # collected and asserted on below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=grant, args=(days,)) for days in range(1, writers + 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert AccessGrant.objects.filter(owner=owner).count() == writers
+    assert grants_active_for(grantee=staff).count() == 1
