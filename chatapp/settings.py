@@ -272,7 +272,18 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 20,
+    "DEFAULT_THROTTLE_CLASSES": [
+        "chatapp.throttling.APIUserRateThrottle",
+        "chatapp.throttling.APIAnonRateThrottle",
+    ],
+    # Client addresses of anonymous requests: the X-Forwarded-For entry this many proxies
+    # back; 0 takes the connection's address (a client could forge the header otherwise).
+    "NUM_PROXIES": env.int("API_THROTTLE_NUM_PROXIES", default=0),
 }
+# Requests a signed-in user (or an anonymous address) may make to the REST API, as DRF
+# rates ("600/minute"); counted in the cache, so shared by all processes with Redis. Empty: off.
+API_THROTTLE_USER_RATE = env.str("API_THROTTLE_USER_RATE", default="600/minute")
+API_THROTTLE_ANON_RATE = env.str("API_THROTTLE_ANON_RATE", default="60/minute")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent memory API",
     "DESCRIPTION": "Sessions, events and scoped state for chat agents (ADK semantics).",
@@ -291,6 +302,10 @@ SPECTACULAR_SETTINGS = {
         "AccessScopeEnum": "access_app.models.AccessScope",
         "MemoryScopeEnum": "memory_app.models.MemoryScope",
     },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "chatapp.schema.responses_add_throttled",
+    ],
 }
 
 # --- Auth, i18n, static -------------------------------------------------------------

@@ -7,12 +7,13 @@ from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memory_app.models import Memory, MemoryRevision, MemorySource
 from memory_app.selectors import event_text
 from memory_app.services.memories import CORRECTION_MAX_CHARS
-from sessions_app.serializers import _identifier_field
+from sessions_app.serializers import StrictBooleanField, StrictCharField, _identifier_field
 
 EXCERPT_MAX_CHARS = 300
 DEFAULT_PAGE_SIZE = 50
@@ -70,7 +71,7 @@ class AppQuerySerializer(serializers.Serializer):
 
 
 class MemoryCorrectSerializer(serializers.Serializer):
-    text = serializers.CharField(
+    text = StrictCharField(
         max_length=CORRECTION_MAX_CHARS,
         help_text="What is true instead. It becomes an explicit, fully trusted memory; the "
         "old text is kept in the memory's history.",
@@ -106,7 +107,16 @@ class MemoryRevisionSerializer(serializers.Serializer):
         return revision_actor(revision, user_pk=self.context["user_pk"])
 
 
+@extend_schema_field({})
+class AnyJSONField(serializers.JSONField):
+    """Any JSON value, null included. Described as ``{}``: a nullable JSON field would be
+    ``oneOf: [{}, null]``, which no null value can satisfy (it matches both)."""
+
+
 class MemorySerializer(serializers.ModelSerializer):
+    structured = AnyJSONField(
+        read_only=True, help_text="The fact in structured form, when it has one; else null."
+    )
     sources = MemorySourceSerializer(
         many=True, help_text="Why it exists: the turns it came from, in conversation order."
     )
@@ -162,7 +172,5 @@ class MemoriesDeletedSerializer(serializers.Serializer):
 
 
 class MemorySettingsSerializer(serializers.Serializer):
-    create_enabled = serializers.BooleanField(
-        required=False, help_text="Create memories from my chats."
-    )
-    use_enabled = serializers.BooleanField(required=False, help_text="Use memories in replies.")
+    create_enabled = StrictBooleanField(required=False, help_text="Create memories from my chats.")
+    use_enabled = StrictBooleanField(required=False, help_text="Use memories in replies.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.http import QueryDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -75,6 +76,8 @@ def _json_problem(data: Any) -> str | None:
         if isinstance(item, str):
             if "\x00" in item:
                 return "JSON strings must not contain NUL (\\u0000) characters."
+            if not _encodable(item):
+                return "JSON strings must be valid Unicode: a lone surrogate escape was found."
         elif isinstance(item, dict | list):
             if depth > MAX_JSON_DEPTH:
                 return f"JSON must not nest more than {MAX_JSON_DEPTH} levels deep."
@@ -83,9 +86,18 @@ def _json_problem(data: Any) -> str | None:
     return None
 
 
+def _encodable(text: str) -> bool:
+    """False for text with a lone surrogate (``\\ud800``): JSON can carry one, UTF-8 cannot."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class StoreJSONParser(JSONParser):
     """DRF's strict JSON parser (no NaN or Infinity) that also refuses what the store
-    cannot hold: NUL characters and nesting deeper than ``MAX_JSON_DEPTH``."""
+    cannot hold: NUL characters, lone surrogates and nesting deeper than ``MAX_JSON_DEPTH``."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         try:
@@ -114,6 +126,11 @@ def _api_error(exc: Exception) -> Exception:
 
 
 def _validated(serializer_class: type[serializers.Serializer], data: Any) -> Any:
+    """``data`` validated, or a 400. Query parameters are validated as plain values: DRF
+    would read an empty ``?page_size=`` as left out (HTML form semantics), which the
+    schema does not allow."""
+    if isinstance(data, QueryDict):
+        data = data.dict()
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data

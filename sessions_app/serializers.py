@@ -54,9 +54,50 @@ def _default_app_name() -> str:
     return settings.DEFAULT_APP_NAME
 
 
+class StrictCharField(serializers.CharField):
+    """A string that must be a JSON string: DRF's CharField would turn ``0`` into ``"0"``,
+    which the schema (``type: string``) does not allow."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictRegexField(serializers.RegexField):
+    """A ``RegexField`` that takes JSON strings only (see ``StrictCharField``)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean only: DRF's BooleanField also takes ``0``, ``1``, ``"yes"`` and more,
+    which the schema (``type: boolean``) does not allow. For bodies, not query strings."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+def _identifier_whole(value: str) -> None:
+    """The whole value must match: a regex ``$`` alone also lets a trailing newline through."""
+    if not IDENTIFIER_PATTERN.fullmatch(value):
+        raise serializers.ValidationError(IDENTIFIER_MESSAGE, code="invalid")
+
+
 def _identifier_field(**kwargs) -> serializers.RegexField:
-    return serializers.RegexField(
-        IDENTIFIER_PATTERN, error_messages={"invalid": IDENTIFIER_MESSAGE}, **kwargs
+    """An id as the schema states it: a string, no surrounding whitespace trimmed away,
+    no trailing newline."""
+    return StrictRegexField(
+        IDENTIFIER_PATTERN,
+        error_messages={"invalid": IDENTIFIER_MESSAGE},
+        trim_whitespace=False,
+        validators=[_identifier_whole],
+        **kwargs,
     )
 
 
@@ -104,7 +145,7 @@ class SessionCreateSerializer(serializers.Serializer):
 
 
 class SessionRenameSerializer(serializers.Serializer):
-    title = serializers.CharField(
+    title = StrictCharField(
         max_length=SessionRecord._meta.get_field("title").max_length,
         allow_blank=True,
         help_text="The new title; runs of spaces become one, and an empty title clears it.",
@@ -137,7 +178,7 @@ class EventsQuerySerializer(serializers.Serializer):
 
 
 class RewindSerializer(serializers.Serializer):
-    invocation_id = serializers.CharField(
+    invocation_id = StrictCharField(
         max_length=EventRecord._meta.get_field("invocation_id").max_length,
         trim_whitespace=False,
         help_text="Revert the session to just before this invocation.",

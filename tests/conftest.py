@@ -34,6 +34,15 @@ def fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def api_throttling_off(settings):
+    """The REST API's rate limits are off except in their own tests
+    (tests/chatapp/test_throttling.py): counted per user id in a shared cache, they
+    would otherwise couple unrelated tests that reuse the same ids."""
+    settings.API_THROTTLE_USER_RATE = ""
+    settings.API_THROTTLE_ANON_RATE = ""
+
+
 @pytest.fixture
 def user(db):
     return UserFactory()

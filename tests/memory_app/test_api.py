@@ -179,3 +179,28 @@ def test_a_correction_with_a_nul_character_is_refused(client, user):
 
     assert "NUL" in response.content.decode()
     assert Memory.objects.get(pk=memory.pk).text == "Likes figs"
+
+
+@pytest.mark.parametrize("value", [0, 1, "true", "false", None])
+def test_settings_take_json_booleans_only(api_client, user, value):
+    """Found by the REST fuzz: 0, 1 and "true" were taken for booleans the schema requires."""
+    response = api_client.patch(SETTINGS, {"use_enabled": value}, format="json")
+
+    assert response.status_code == 400
+    assert "use_enabled" in response.json()
+    assert api_client.get(SETTINGS).json()["use_enabled"] is True
+
+
+@pytest.mark.parametrize(
+    ("body", "complaint"),
+    [('{"text": 5}', "Not a valid string"), ('{"text": "tea \\udc00"}', "lone surrogate")],
+)
+def test_a_correction_must_be_valid_text(api_client, user, body, complaint):
+    memory = memory_make(user=user, text="Prefers coffee.")
+
+    response = api_client.post(correct(memory.id), body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert complaint in response.content.decode()
+    memory.refresh_from_db()
+    assert memory.text == "Prefers coffee."

@@ -136,6 +136,11 @@ def test_list_walks_45_sessions_page_by_page_without_gaps_or_repeats(api_client,
         {"app_name": "has space"},
         {"app_name": "a" * 200},
         {"app_name": "\x00"},
+        # Found by the REST fuzz (tests/chatapp/test_api_fuzz.py): an empty value was read
+        # as "left out" and a trailing newline slipped past the pattern's "$".
+        {"app_name": ""},
+        {"page_size": ""},
+        {"app_name": "chat\n"},
     ],
 )
 def test_list_refuses_bad_query_parameters(api_client, user, query):
@@ -245,6 +250,14 @@ VERY_DEEP = "[" * 100_000 + "]" * 100_000
         ('{"session_id": "has space"}', "letters, digits"),
         ('{"session_id": "' + "s" * 300 + '"}', "letters, digits"),
         ('{"app_name": "-leading-dash"}', "letters, digits"),
+        # Found by the REST fuzz: lone surrogates could not be stored (500), numbers were
+        # taken for ids, and surrounding whitespace was trimmed off an id.
+        ('{"state": {"x": "\\ud800"}}', "lone surrogate"),
+        ('{"state": {"\\udfff": 1}}', "lone surrogate"),
+        ('{"session_id": "x\\ud800"}', "lone surrogate"),
+        ('{"session_id": 0}', "letters, digits"),
+        ('{"session_id": " padded "}', "letters, digits"),
+        ('{"session_id": "trailing\\n"}', "letters, digits"),
     ],
 )
 def test_create_session_refuses_bad_input_and_writes_nothing(api_client, body, complaint):
@@ -678,6 +691,7 @@ def test_rewind_restores_state_and_hides_later_events(api_client, user):
         ({}, 400, "invocation_id"),
         ({"invocation_id": "i" * 200}, 400, "invocation_id"),
         ({"invocation_id": "e-1\u0000"}, 400, "NUL"),
+        ({"invocation_id": 1}, 400, "Not a valid string"),
     ],
 )
 def test_rewind_refuses_bad_input_and_writes_nothing(api_client, user, body, status, complaint):

@@ -1,0 +1,114 @@
+"""REST fuzzing: every operation of the OpenAPI schema, driven by schemathesis.
+
+The schema is the one the app serves at ``/api/schema/``; the requests go
+in-process to the Django WSGI application (the same middleware stack as a
+browser's requests), as a signed-in user who has a session with events and
+state in place, so that generated requests reach real objects as well as
+unknown ones. Whatever schemathesis sends, the app must answer without a 5xx
+and as its schema says (status codes, content types, bodies), refuse what the
+schema does not allow, and enforce authentication. Only "schema-valid data is
+accepted" is left out: the schema cannot say which invocation ids a session
+holds or how large an event may grow, and refusing those is the API's job.
+
+Examples are bounded and derandomised so the run takes a minute or two and
+gives the same verdict every time; raise ``FUZZ_EXAMPLES`` for a longer hunt.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+
+import pytest
+import schemathesis
+from django.core.wsgi import get_wsgi_application
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from schemathesis.config import SchemathesisConfig
+from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+from sessions_app import services
+from sessions_app.events import Event, EventActions
+from tests.factories import MemoryFactory, UserFactory
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
+
+USERNAME = "fuzz-user"
+PASSWORD = "fuzz-password-not-secret"
+SESSION_ID = "fuzz-session"
+MEMORY_ID = "5b3cf1a4-0c1e-4a57-9d1b-6f1f3f0c2a11"
+REAL_IDS = {"session_id": SESSION_ID, "memory_id": MEMORY_ID}
+INVOCATION_IDS = ("inv-1", "inv-2")
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
+
+# Explicit (not discovered from a schemathesis.toml), and failures show the values sent:
+# everything here is test data.
+CONFIG = SchemathesisConfig.from_dict({"output": {"sanitization": {"enabled": False}}})
+schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application(), config=CONFIG)
+
+
+@schema.hook
+def before_generate_path_parameters(context, strategy):
+    """Half the generated ids are the user's real objects, so handlers get past the 404."""
+    real = {
+        name: value for name, value in REAL_IDS.items() if f"{{{name}}}" in context.operation.path
+    }
+    return st.one_of(strategy, st.just(real)) if real else strategy
+
+
+@schema.hook
+def before_generate_body(context, strategy):
+    """Rewinds also name invocations that exist in the session."""
+    if context.operation and context.operation.path.endswith("/rewind/"):
+        return st.one_of(
+            strategy, st.sampled_from([{"invocation_id": value} for value in INVOCATION_IDS])
+        )
+    return strategy
+
+
+@pytest.fixture
+def data_in_place(settings):
+    """The fuzzing user with a session, events (two invocations), state of every scope and
+    a memory."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    user = UserFactory(username=USERNAME, password=PASSWORD)
+    session = services.session_create(
+        app_name="chat",
+        user_id=str(user.pk),
+        session_id=SESSION_ID,
+        state={"topic": "fuzz", "user:name": "Ada", "app:greeting": "hi"},
+    )
+    for invocation_id in INVOCATION_IDS:
+        services.event_append(
+            session=session,
+            event=Event(
+                invocation_id=invocation_id,
+                author="user",
+                actions=EventActions(state_delta={"step": invocation_id}),
+            ),
+        )
+    MemoryFactory(id=MEMORY_ID, user=user, text="Prefers green tea.")
+    return user
+
+
+@schema.auth()
+class SignedInUser:
+    """HTTP Basic credentials of the fuzzing user, on every generated request."""
+
+    def get(self, case, context) -> str:
+        return base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+
+    def set(self, case, data: str, context) -> None:
+        case.headers = {**(case.headers or {}), "Authorization": f"Basic {data}"}
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+def test_every_operation_answers_without_a_server_error_and_as_documented(case, data_in_place):
+    case.call_and_validate(excluded_checks=[positive_data_acceptance])
