@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from access_app import selectors, services
 from access_app.models import AccessGrant, AccessScope, AuditLogEntry
-from sessions_app.serializers import ErrorSerializer
+from sessions_app.serializers import ErrorSerializer, StrictCharField
 
 
 class GrantSerializer(serializers.ModelSerializer):
@@ -38,7 +38,7 @@ class GrantSerializer(serializers.ModelSerializer):
 
 
 class GrantCreateSerializer(serializers.Serializer):
-    grantee = serializers.CharField(
+    grantee = StrictCharField(
         max_length=150, help_text="Username of the staff account that may read your data."
     )
     scope = serializers.ChoiceField(choices=AccessScope.choices, default=AccessScope.MEMORIES)

@@ -7,10 +7,11 @@ from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.utils import timezone
+from django.views import defaults
 from django.views.decorators.http import require_http_methods
 from django.views.generic import CreateView
 
@@ -121,3 +122,12 @@ def data_delete(request: HttpRequest) -> HttpResponse:
         return redirect("settings")
     status = 400 if form.is_bound else 200
     return render(request, "account/delete.html", {"form": form}, status=status)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """404 for a URL no route matches: JSON under ``/api/`` (as the API's own 404s), the
+    site's page elsewhere. An id of the wrong shape in an API URL (``/api/x/abc/`` where a
+    number goes) lands here, and an API client must still get JSON."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return defaults.page_not_found(request, exception)

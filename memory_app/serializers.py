@@ -7,7 +7,6 @@ from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memory_app.models import Memory, MemoryRevision, MemorySource
@@ -56,6 +55,7 @@ class MemoryQuerySerializer(serializers.Serializer):
     q = serializers.CharField(
         required=False,
         allow_blank=True,
+        trim_whitespace=False,
         max_length=1000,
         help_text="Search words: answers the best matches among active memories, best first "
         "(at most 50, no further pages). Empty or left out lists every memory by topic.",
@@ -107,16 +107,7 @@ class MemoryRevisionSerializer(serializers.Serializer):
         return revision_actor(revision, user_pk=self.context["user_pk"])
 
 
-@extend_schema_field({})
-class AnyJSONField(serializers.JSONField):
-    """Any JSON value, null included. Described as ``{}``: a nullable JSON field would be
-    ``oneOf: [{}, null]``, which no null value can satisfy (it matches both)."""
-
-
 class MemorySerializer(serializers.ModelSerializer):
-    structured = AnyJSONField(
-        read_only=True, help_text="The fact in structured form, when it has one; else null."
-    )
     sources = MemorySourceSerializer(
         many=True, help_text="Why it exists: the turns it came from, in conversation order."
     )

@@ -138,7 +138,7 @@ class SessionCreateSerializer(serializers.Serializer):
         help_text="Initial state; `user:` and `app:` keys go to the shared scopes, "
         "`temp:` keys are dropped.",
     )
-    temporary = serializers.BooleanField(
+    temporary = StrictBooleanField(
         default=False,
         help_text="A temporary chat: it neither reads nor writes long-term memory.",
     )

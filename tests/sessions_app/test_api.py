@@ -258,6 +258,7 @@ VERY_DEEP = "[" * 100_000 + "]" * 100_000
         ('{"session_id": 0}', "letters, digits"),
         ('{"session_id": " padded "}', "letters, digits"),
         ('{"session_id": "trailing\\n"}', "letters, digits"),
+        ('{"temporary": 0}', "valid boolean"),
     ],
 )
 def test_create_session_refuses_bad_input_and_writes_nothing(api_client, body, complaint):
