@@ -525,8 +525,11 @@ class GenerationJobAdmin(admin.ModelAdmin):
         return f"{(job.finished_at - job.started_at).total_seconds():.1f} s"
 
     @admin.display(description="memories", ordering="memory_total")
-    def memory_count(self, job: GenerationJob) -> int:
-        return job.memory_total
+    def memory_count(self, job: GenerationJob) -> str:
+        if not job.memory_total:
+            return "0"
+        url = reverse("admin:memory_app_memory_changelist") + f"?job__id__exact={job.pk}"
+        return format_html('<a href="{}">{}</a>', url, job.memory_total)
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False

@@ -554,3 +554,17 @@ def test_two_reviewers_deciding_at_once_cannot_both_succeed(requires_postgres, u
     assert len(decisions) == 1
     assert memory.status == {"approved": "active", "rejected": "rejected"}[decisions[0]]
     assert AuditLogEntry.objects.filter(subject_user=user).count() == 1
+
+
+def test_a_jobs_memory_count_links_to_the_memories_it_made(memory_admin, user):
+    job = job_make(user, "succeeded")
+    made = memory_make(user=user, text="The user likes tea.")
+    memory_make(user=user, text="The user owns a cat.")
+    Memory.objects.filter(pk=made.pk).update(job=job)
+    client = client_for(memory_admin)
+
+    page = client.get(JOBS).content.decode()
+    link = f"{CHANGELIST}?job__id__exact={job.pk}"
+
+    assert f'href="{link}"' in page
+    assert listed(client.get(link)) == {str(made.pk)}

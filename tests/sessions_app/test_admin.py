@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.admin.utils import quote
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Group, Permission
 from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 from google.genai import types
 
 from access_app.models import AuditLogEntry
+from access_app.services import ADMINS_GROUP
+from memory_app.models import GenerationJob
+from memory_app.services import jobs
 from sessions_app import services as session_services
 from sessions_app.events import Event, new_invocation_id
 from sessions_app.models import EventRecord, SessionRecord
@@ -183,3 +186,25 @@ def test_a_session_id_the_admin_must_quote_opens_and_its_history_is_audited(user
     assert list(
         AuditLogEntry.objects.filter(subject_user=user).values_list("object_id", "path")
     ) == [(session.id, history), (session.id, change)]
+
+
+def test_memory_admins_rerun_generation_from_the_session_list(session, monkeypatch):
+
+    sent = []
+    monkeypatch.setattr(jobs, "task_enqueue", lambda *, task, **kwargs: sent.append(kwargs))
+    member = UserFactory(is_staff=True)
+    member.groups.add(Group.objects.get(name=ADMINS_GROUP))
+    client = Client()
+    client.force_login(member)
+    data = {"action": "regenerate_memories", "_selected_action": [session.pk]}
+    changelist = reverse("admin:sessions_app_sessionrecord_changelist")
+
+    asked = client.post(changelist, data)
+    client.post(changelist, {**data, "confirm": "yes", "reason": "topics changed"})
+
+    assert 'name="reason"' in asked.content.decode()
+    job = GenerationJob.objects.get(session_id=session.pk)
+    assert (job.trigger, job.status) == ("manual", "queued")
+    assert sent == [{"job_id": str(job.pk)}]
+    entry = AuditLogEntry.objects.get(actor=member, action="rerun")
+    assert (entry.subject_user_id, entry.reason) == (session.user_id, "topics changed")
