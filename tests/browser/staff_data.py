@@ -12,7 +12,9 @@ REVIEWER_PASSWORD = "reviewer-browser-password"
 
 SETUP = """
 import json
+from datetime import timedelta
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 from django.contrib.auth.models import Group
 from google.genai import types
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource
@@ -44,6 +46,7 @@ events = list(EventRecord.objects.filter(session_id=session.id).order_by("sequen
 job = GenerationJob.objects.create(
     user=owner, app_name="chat", session_id=session.id, trigger="session_end",
     status="succeeded", attempts=1, first_sequence=1, last_sequence=4,
+    started_at=timezone.now() - timedelta(seconds=3), finished_at=timezone.now(),
 )
 trip = Memory.objects.create(
     app_name="chat", user=owner, topic="key_conversation_details", job=job,
@@ -87,4 +90,6 @@ def staff_sign_in(page, server: Server) -> None:
     page.get_by_label("Username").fill(REVIEWER)
     page.get_by_label("Password").fill(REVIEWER_PASSWORD)
     page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
+    expect(
+        page.get_by_role("heading", name="Memories, conversations and schedules")
+    ).to_be_visible()
