@@ -10,7 +10,7 @@ hold nothing but plain values (no usage metadata, no compaction).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from google.genai import types
@@ -75,6 +75,16 @@ _PLAIN_ACTIONS = frozenset(
 # The EVENT_COLUMNS after the first six, which are Event fields of the same
 # names, set only when the column holds a value.
 _OPTIONAL_FIELDS = EVENT_COLUMNS[6:]
+# What the optional columns hold when none is set: the shape of most rows.
+_NO_OPTIONAL_VALUES = (None, None, "", "", "", None, None, None)
+_BOOLEAN_OPTIONAL_INDEXES = (
+    _OPTIONAL_FIELDS.index("turn_complete"),
+    _OPTIONAL_FIELDS.index("interrupted"),
+)
+# The Event fields every row sets.
+_ALWAYS_SET = frozenset({"id", "invocation_id", "author", "content", "actions", "timestamp"})
+_USAGE_INDEX = _OPTIONAL_FIELDS.index("usage_metadata")
+_TOOL_IDS_INDEX = _OPTIONAL_FIELDS.index("long_running_tool_ids")
 
 
 # A pydantic model instance keeps its state in four slots of BaseModel; setting
@@ -86,24 +96,32 @@ _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
-def _model_from_trusted(model_class: type, defaults: dict[str, Any], values: dict[str, Any]):
-    """Build a pydantic model instance from values already known to be valid.
-
-    Does what ``model_construct`` does, minus its per-field default lookups.
-    """
-    instance = _new_instance(model_class)
-    _set_dict(instance, "__dict__", {**defaults, **values})
-    _set_fields_set(instance, set(values))
-    _set_extra(instance, None)
-    _set_private(instance, None)
-    return instance
-
-
-def _text_part(values: dict[str, Any]) -> types.Part:
-    """``_model_from_trusted(types.Part, _PART_DEFAULTS, values)``, inlined: most parts are text."""
-    instance = _new_instance(types.Part)
-    _set_dict(instance, "__dict__", {**_PART_DEFAULTS, **values})
-    _set_fields_set(instance, set(values))
+def _text_content(data: dict[str, Any]) -> types.Content | None:
+    """Stored content whose parts are all text alone, built without validation; else None."""
+    raw_parts = data.get("parts")
+    if raw_parts is None:
+        return None
+    parts = []
+    for part in raw_parts:
+        if part.keys() != _TEXT_KEYS:
+            return None
+        part_values = _PART_DEFAULTS.copy()
+        part_values["text"] = part["text"]
+        instance = _new_instance(types.Part)
+        _set_dict(instance, "__dict__", part_values)
+        _set_fields_set(instance, {"text"})
+        _set_extra(instance, None)
+        _set_private(instance, None)
+        parts.append(instance)
+    values = _CONTENT_DEFAULTS.copy()
+    values["parts"] = parts
+    instance = _new_instance(types.Content)
+    if "role" in data:
+        values["role"] = data["role"]
+        _set_fields_set(instance, {"parts", "role"})
+    else:
+        _set_fields_set(instance, {"parts"})
+    _set_dict(instance, "__dict__", values)
     _set_extra(instance, None)
     _set_private(instance, None)
     return instance
@@ -112,18 +130,8 @@ def _text_part(values: dict[str, Any]) -> types.Part:
 def content_from_stored(data: dict[str, Any] | None) -> types.Content | None:
     if data is None:
         return None
-    raw_parts = data.get("parts")
-    if raw_parts is None:
-        return types.Content.model_validate(data)
-    parts = []
-    for part in raw_parts:
-        if part.keys() != _TEXT_KEYS:
-            return types.Content.model_validate(data)
-        parts.append(_text_part(part))
-    values: dict[str, Any] = {"parts": parts}
-    if "role" in data:
-        values["role"] = data["role"]
-    return _model_from_trusted(types.Content, _CONTENT_DEFAULTS, values)
+    content = _text_content(data)
+    return content if content is not None else types.Content.model_validate(data)
 
 
 def content_to_stored(content: types.Content | None) -> dict[str, Any] | None:
@@ -132,13 +140,36 @@ def content_to_stored(content: types.Content | None) -> dict[str, Any] | None:
     return content.model_dump(mode="json", exclude_none=True)
 
 
+def _optional_values(values: Sequence[Any]) -> dict[str, Any]:
+    """The optional fields a row sets; booleans may arrive as integers (SQLite)."""
+    data = {}
+    for index, (name, value) in enumerate(zip(_OPTIONAL_FIELDS, values, strict=True)):
+        if value is None or value == "":
+            continue
+        if index in _BOOLEAN_OPTIONAL_INDEXES and value.__class__ is int:
+            value = bool(value)
+        elif index == _TOOL_IDS_INDEX:
+            value = set(value)
+        data[name] = value
+    return data
+
+
 def event_from_row(row: Sequence[Any]) -> Event:
     """An Event from a sequence of ``EVENT_COLUMNS`` values, JSON columns already decoded.
 
     The same Event, with the same fields set, as ``Event.model_validate``
     gives; rows with usage metadata or other than plain actions are validated.
     """
-    event_id, invocation_id, author, timestamp, content, actions, *optional = row
+    event_id, invocation_id, author, timestamp, content, actions = row[:6]
+    optional = tuple(row[6:])
+    if (
+        optional[_USAGE_INDEX] is None
+        and "state_delta" in actions
+        and actions.keys() <= _PLAIN_ACTIONS
+    ):
+        return _event_from_trusted(
+            event_id, invocation_id, author, timestamp, content, actions, optional
+        )
     data: dict[str, Any] = {
         "id": event_id,
         "invocation_id": invocation_id,
@@ -146,25 +177,96 @@ def event_from_row(row: Sequence[Any]) -> Event:
         "timestamp": timestamp,
         "content": content_from_stored(content),
         "actions": actions,
+        **_optional_values(optional),
     }
-    for name, value in zip(_OPTIONAL_FIELDS, optional, strict=True):
-        if value is not None and value != "":
-            data[name] = value
-    if (
-        "usage_metadata" not in data
-        and "state_delta" in actions
-        and actions.keys() <= _PLAIN_ACTIONS
-    ):
-        data["actions"] = _model_from_trusted(EventActions, _ACTIONS_SLOTS, actions)
-        if "long_running_tool_ids" in data:
-            data["long_running_tool_ids"] = set(data["long_running_tool_ids"])
-        instance = _new_instance(Event)
-        _set_dict(instance, "__dict__", {**_EVENT_SLOTS, **data})
-        _set_fields_set(instance, set(data))
-        _set_extra(instance, None)
-        _set_private(instance, None)
-        return instance
     return Event.model_validate(data)
+
+
+def _event_from_trusted(
+    event_id: str,
+    invocation_id: str,
+    author: str,
+    timestamp: float,
+    content: dict[str, Any] | None,
+    actions: dict[str, Any],
+    optional: Sequence[Any],
+) -> Event:
+    """``event_from_row`` of a row without usage metadata and with plain actions."""
+    action_values = _ACTIONS_SLOTS.copy()
+    action_values.update(actions)
+    action_instance = _new_instance(EventActions)
+    _set_dict(action_instance, "__dict__", action_values)
+    _set_fields_set(action_instance, set(actions))
+    _set_extra(action_instance, None)
+    _set_private(action_instance, None)
+
+    values = _EVENT_SLOTS.copy()
+    values["id"] = event_id
+    values["invocation_id"] = invocation_id
+    values["author"] = author
+    values["content"] = content_from_stored(content)
+    values["actions"] = action_instance
+    values["timestamp"] = timestamp
+    instance = _new_instance(Event)
+    if optional == _NO_OPTIONAL_VALUES:
+        _set_fields_set(instance, set(_ALWAYS_SET))
+    else:
+        extra = _optional_values(optional)
+        values.update(extra)
+        _set_fields_set(instance, {*_ALWAYS_SET, *extra})
+    _set_dict(instance, "__dict__", values)
+    _set_extra(instance, None)
+    _set_private(instance, None)
+    return instance
+
+
+def events_from_rows(rows: Iterable[Sequence[Any]]) -> list[Event]:
+    """``event_from_row`` of each row, in order, for reading a whole history.
+
+    A chat's history is mostly rows with an id, an invocation, an author, a
+    timestamp, text-only content (or none), a bare ``state_delta`` and no
+    optional column set; those are built here in one pass, without the
+    intermediate dicts and calls of ``event_from_row``; the rest go through it.
+    """
+    events = []
+    append = events.append
+    new_instance, set_dict, set_fields_set = _new_instance, _set_dict, _set_fields_set
+    set_extra, set_private, text_content = _set_extra, _set_private, _text_content
+    event_slots, actions_slots = _EVENT_SLOTS, _ACTIONS_SLOTS
+    no_optional_values = _NO_OPTIONAL_VALUES
+    for row in rows:
+        content, actions = row[4], row[5]
+        if row[6:] != no_optional_values or len(actions) != 1 or "state_delta" not in actions:
+            append(event_from_row(row))
+            continue
+        if content is not None:
+            content = text_content(content)
+            if content is None:
+                append(event_from_row(row))
+                continue
+        action_values = actions_slots.copy()
+        action_values["state_delta"] = actions["state_delta"]
+        action_instance = new_instance(EventActions)
+        set_dict(action_instance, "__dict__", action_values)
+        set_fields_set(action_instance, {"state_delta"})
+        set_extra(action_instance, None)
+        set_private(action_instance, None)
+        values = event_slots.copy()
+        values["id"] = row[0]
+        values["invocation_id"] = row[1]
+        values["author"] = row[2]
+        values["content"] = content
+        values["actions"] = action_instance
+        values["timestamp"] = row[3]
+        instance = new_instance(Event)
+        set_dict(instance, "__dict__", values)
+        set_fields_set(
+            instance, {"id", "invocation_id", "author", "content", "actions", "timestamp"}
+        )
+        set_extra(instance, None)
+        set_private(instance, None)
+        append(instance)
+    return events
 
 
 def event_to_record_fields(event: Event) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from django.db import connection, models
 from django.db.models import Subquery
 
-from sessions_app.event_codec import EVENT_COLUMNS, event_from_row
+from sessions_app.event_codec import EVENT_COLUMNS, event_from_row, events_from_rows
 from sessions_app.events import Event
 from sessions_app.models import AppState, EventRecord, SessionRecord, SessionState, UserState
 from sessions_app.state import ScopedState, state_merge
@@ -83,6 +83,19 @@ def _session_and_states_sql() -> str:
     )
 
 
+def _select_list(model: type[models.Model], names: Sequence[str]) -> str:
+    """The columns ``names`` of ``model`` as the ORM selects them (some fields cast)."""
+    compiler = model.objects.none().query.get_compiler(connection=connection)
+    expressions = []
+    for name, column in zip(names, _columns(model, *names), strict=True):
+        sql, _ = model._meta.get_field(name).select_format(compiler, column, [])
+        expressions.append(sql)
+    return ", ".join(expressions)
+
+
+_EVENT_SELECT_LIST = _select_list(EventRecord, EVENT_COLUMNS)
+
+
 def _events_sql(*, include_rewound: bool, after_timestamp: bool, recent: bool) -> str:
     """The session's events as ``EVENT_COLUMNS``; parameters: session id, then ``False``
     unless ``include_rewound``, the timestamp if ``after_timestamp``, the count if ``recent``
@@ -91,7 +104,7 @@ def _events_sql(*, include_rewound: bool, after_timestamp: bool, recent: bool) -
         EventRecord, "session", "sequence", "rewound", "timestamp"
     )
     sql = (
-        f"SELECT {', '.join(_columns(EventRecord, *EVENT_COLUMNS))} "
+        f"SELECT {_EVENT_SELECT_LIST} "
         f"FROM {_qn(EventRecord._meta.db_table)} WHERE {session_id} = %s"
     )
     if not include_rewound:
@@ -133,11 +146,10 @@ _EVENTS_SQL = {
 }
 _SESSION_PAGE_SQL = {after: _session_page_sql(after=after) for after in (False, True)}
 
-# Where a raw row of EVENT_COLUMNS needs what the ORM's converters would do:
-# JSON columns arrive as text, booleans as integers on SQLite.
+# JSON columns of a raw row of EVENT_COLUMNS arrive as text (booleans as
+# integers on SQLite, which event_from_row accepts).
 _EVENT_FIELDS = [EventRecord._meta.get_field(name) for name in EVENT_COLUMNS]
 _EVENT_JSON_INDEXES = [i for i, f in enumerate(_EVENT_FIELDS) if isinstance(f, models.JSONField)]
-_EVENT_BOOL_INDEXES = [i for i, f in enumerate(_EVENT_FIELDS) if isinstance(f, models.BooleanField)]
 
 
 _raw_decode = json.JSONDecoder().raw_decode
@@ -188,17 +200,13 @@ def _json_column(values: tuple) -> Sequence[Any]:
 
 
 def _events_from_raw_rows(rows: list[tuple]) -> list[Event]:
-    """Events from raw rows of ``EVENT_COLUMNS``, decoded column by column."""
+    """Events from raw rows of ``EVENT_COLUMNS``, JSON decoded column by column."""
     if not rows:
         return []
     columns: list[Sequence[Any]] = list(zip(*rows, strict=True))
     for index in _EVENT_JSON_INDEXES:
         columns[index] = _json_column(columns[index])
-    for index in _EVENT_BOOL_INDEXES:
-        column = columns[index]
-        if any(value.__class__ is int for value in column):  # SQLite
-            columns[index] = [None if value is None else bool(value) for value in column]
-    return [event_from_row(row) for row in zip(*columns, strict=True)]
+    return events_from_rows(zip(*columns, strict=True))
 
 
 def _scoped_states_fold(

@@ -546,3 +546,25 @@ def test_nul_characters_in_state_and_ids_are_refused(user):
     with pytest.raises(SessionStoreError, match="session_id"):
         create(user, session_id="abc\n")
     assert not SessionRecord.objects.exists()
+
+
+def test_event_content_reads_back_alike_through_get_session_and_the_orm(user):
+    session = create(user)
+    content = types.Content(
+        role="model",
+        parts=[
+            types.Part(text='quotes " and \\ backslashes, \u00e9 and \U0001f600 and 2**70'),
+            types.Part(function_call=types.FunctionCall(name="f", args={"n": 2**70, "x": 0.1})),
+        ],
+    )
+    services.event_append(session=session, event=Event(author="agent", content=content))
+    services.event_append(session=session, event=Event(author="agent"))
+
+    stored_content, empty_content = EventRecord.objects.order_by("sequence").values_list(
+        "content", flat=True
+    )
+    assert stored_content == content.model_dump(mode="json", exclude_none=True)
+    assert empty_content is None
+    assert stored_content["parts"][1]["function_call"]["args"]["n"] == 2**70
+    read = get(user, session.id).events
+    assert read[0].content == content and read[1].content is None
