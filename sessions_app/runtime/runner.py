@@ -91,15 +91,25 @@ class TurnContextReport:
 def _load_for_turn(
     *, app_name: str, user_id: str, session_id: str, max_events: int
 ) -> tuple[Session | None, Event | None]:
+    """The session with the events a turn can use, and its latest compaction.
+
+    Events a compaction covers never reach the prompt (its summary stands in
+    for them), so only those from its end on are read: a long session costs a
+    turn the events since its last summary, not ``max_events`` of them.
+    """
+    compaction = selectors.session_latest_compaction(session_id=session_id)
     session = selectors.session_get(
         app_name=app_name,
         user_id=user_id,
         session_id=session_id,
-        config=GetSessionConfig(num_recent_events=max_events),
+        config=GetSessionConfig(
+            num_recent_events=max_events,
+            after_timestamp=compaction.actions.compaction.end_timestamp if compaction else None,
+        ),
     )
     if session is None:
         return None, None
-    return session, selectors.session_latest_compaction(session_id=session_id)
+    return session, compaction
 
 
 def _memory_block(memories: list[MemorySnippet]) -> str:

@@ -1,4 +1,5 @@
 import asyncio
+import dataclasses
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -340,3 +341,32 @@ async def test_old_invocations_are_compacted_in_the_background_and_summarised_in
     prompt_texts = [p.text for c in model.requests[-1].contents for p in c.parts if p.text]
     assert "first question" not in prompt_texts and "fourth question" in prompt_texts
     assert len((await stored(owner, session.id)).events) == 11
+
+
+async def test_a_turn_reads_only_the_events_its_latest_compaction_does_not_cover(owner, settings):
+    from sessions_app.runtime.context import history_prepare
+    from sessions_app.runtime.runner import _load_for_turn
+
+    config = CompactionConfig(keep_last_invocations=2, summarize_after_invocations=2)
+    settings.AGENTS = {APP: {"model": "offline", "compaction": dataclasses.asdict(config)}}
+    settings.BACKGROUND_TASKS = "inprocess"
+    session = await new_session(owner)
+    runner = make_runner(RecordingModel(), compaction=config)
+    for text in ["first question", "second question", "third question", "fourth question"]:
+        await turn(runner, owner, session.id, text)
+    await sync_to_async(background_wait_idle)()
+
+    loaded, compaction = await sync_to_async(_load_for_turn)(
+        app_name=APP, user_id=str(owner.pk), session_id=session.id, max_events=400
+    )
+    everything = await stored(owner, session.id)
+    covered_until = compaction.actions.compaction.end_timestamp
+    uncovered = [event for event in everything.events if event.timestamp >= covered_until]
+    assert [event.id for event in loaded.events] == [event.id for event in uncovered]
+    assert len(loaded.events) < len(everything.events)
+    assert loaded.state == everything.state
+    assert history_prepare(
+        events=loaded.events, agent_name="assistant", compaction=compaction, config=config
+    ) == history_prepare(
+        events=everything.events, agent_name="assistant", compaction=compaction, config=config
+    )
