@@ -1,0 +1,434 @@
+"""Turn overhead: everything a chat turn costs except the model, on a long session.
+
+    python -m bench.turn_overhead                                   # SQLite, build/
+    python -m bench.turn_overhead --database-url postgres://postgres@127.0.0.1:5432/bench_turn
+
+Bar (brief, section 7): p95 under 15 ms for all but model time of one turn, on a
+1,000-event session of a user with 10,000 memories.
+
+The database named by ``--database-url`` is dropped and recreated (a SQLite file
+is deleted), then migrated. One user gets 10,000 memories and a session of
+1,000 chat events (``bench.workload``; replies stored as the runner stores them,
+with ``turn_complete`` and the context report), already summarised the way a
+long session is: a compaction event covers what lies outside the kept window,
+and the memory watermark stands at the last event, so no background job is
+due. Each turn is then the chat consumer's: ``Runner.run_async`` with the
+app's agent and the registered memory provider (permissions, preload search
+of the user's memories, templated instruction, history, two appended events,
+the memory trigger check, the compaction check), the process tuned as servers
+are (``chatapp.process.process_tune_gc``). The model is a stub that answers at
+once; the time spent inside it is measured and subtracted, so "turn" is all
+but model time. After each turn its two events are deleted again (untimed), so
+every turn sees the same 1,000-event session.
+
+Per phase, timed around the runner's calls to its collaborators: session load
+(the session with its recent events and latest compaction, in the database
+thread), memory permissions, memory preload (search of 10,000 memories with
+the process's embedder, lexical when torch is not installed), prompt build
+(history view, instruction, request), event appends (user message and reply),
+turn completed (memory trigger check); "other" is the rest (thread hops,
+event construction, compaction check). Progress on stderr, figures on
+stdout and in build/bench-turn-overhead-<vendor>.json. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import re
+import sys
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from google.genai import types
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+APP_NAME = "bench-turn"
+PHASES = (
+    "session load",
+    "memory permissions",
+    "memory preload (search)",
+    "prompt build",
+    "event appends (2)",
+    "turn completed (memory trigger)",
+    "other (hops, glue)",
+)
+TOTAL = "turn, all but model time"
+MODEL = "model stub (subtracted)"
+
+_FACT_TEMPLATES = (
+    "The user likes {a} and {b}.",
+    "The user is planning a {a} trip with {b}.",
+    "The user's sister enjoys {a} near the {b}.",
+    "The user prefers {a} in the {b}.",
+    "The user has a {a} deadline for the {b}.",
+    "The user is training for a {a} with {b}.",
+)
+
+
+def arguments_parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--database-url",
+        default=f"sqlite:///{BASE_DIR / 'build' / 'bench-turn-overhead.sqlite3'}",
+        help="dropped and recreated (PostgreSQL) or deleted (SQLite file)",
+    )
+    parser.add_argument("--events", type=int, default=1000, help="chat events in the session")
+    parser.add_argument("--memories", type=int, default=10000, help="memories of the user")
+    parser.add_argument("--turns", type=int, default=200, help="timed turns")
+    parser.add_argument("--warm-up", type=int, default=10, help="untimed turns first")
+    return parser.parse_args(argv)
+
+
+def progress(message: str) -> None:
+    sys.stderr.write(f"\r{message[:78]:<78}")
+    sys.stderr.flush()
+
+
+def database_recreate(url: str) -> None:
+    """Start from an empty database: drop and create it (PostgreSQL) or delete the file."""
+    parts = urlsplit(url)
+    if parts.scheme.startswith("postgres"):
+        import psycopg
+        from psycopg import sql
+
+        name = parts.path.lstrip("/")
+        server = url.rsplit("/", 1)[0]
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    elif parts.scheme == "sqlite":
+        path = Path(parts.path[1:] if parts.path.startswith("//") else parts.path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+    else:
+        raise SystemExit(f"--database-url: PostgreSQL or SQLite, not {parts.scheme!r}")
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    from bench.workload import percentile as nearest_rank
+
+    return nearest_rank(samples, fraction)
+
+
+class InstantModel:
+    """A model stub that answers at once; ``seconds`` sums the time spent inside it."""
+
+    name = "bench-instant"
+    offline = True
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    async def generate_stream(self, request: Any) -> AsyncIterator[Any]:
+        from sessions_app.runtime.llm import LlmChunk
+
+        started = time.perf_counter()
+        chunk = LlmChunk(text=f"Noted: {len(request.contents)} turns in view.")
+        self.seconds += time.perf_counter() - started
+        yield chunk
+
+
+class Phases:
+    """Durations of the current turn, by phase, in seconds."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, float] = defaultdict(float)
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.current[phase] += seconds
+
+    def timed_async(self, phase: str, call: Any) -> Any:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await call(*args, **kwargs)
+            finally:
+                self.add(phase, time.perf_counter() - started)
+
+        return timed
+
+    def timed_sync(self, phase: str, call: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.add(phase, time.perf_counter() - started)
+
+        return timed
+
+
+class TimedMemory:
+    """The registered memory provider, its awaited calls timed."""
+
+    def __init__(self, provider: Any, phases: Phases) -> None:
+        self.provider = provider
+        self.permissions = phases.timed_async("memory permissions", provider.permissions)
+        self.preload = phases.timed_async("memory preload (search)", provider.preload)
+        self.turn_completed = phases.timed_async(
+            "turn completed (memory trigger)", provider.turn_completed
+        )
+
+    def tools(self) -> list:
+        return self.provider.tools()
+
+
+class TimedSessions:
+    """The session service, its appends timed."""
+
+    def __init__(self, service: Any, phases: Phases) -> None:
+        self.append_event = phases.timed_async("event appends (2)", service.append_event)
+
+
+def session_build(*, user_id: str, events: int, model: InstantModel) -> tuple[str, int]:
+    """A session of ``events`` chat events, summarised as a long session is; returns its id
+    and the sequence number of its last event."""
+    from bench.workload import chat_turns
+    from sessions_app import services
+    from sessions_app.events import Event, EventActions
+    from sessions_app.runtime.agents import agent_for_app
+    from sessions_app.runtime.compaction import session_compact
+    from sessions_app.runtime.runner import TurnContextReport
+
+    agent = agent_for_app(APP_NAME)
+    session = services.session_create(
+        app_name=APP_NAME, user_id=user_id, state={"user:name": "Sam", "topic": "travel"}
+    )
+
+    report = TurnContextReport(model=model.name, offline=True, memory_enabled=True).as_dict()
+    for number, turn in enumerate(chat_turns(events), start=1):
+        if number % 100 == 0:
+            progress(f"session: {number}/{events} events")
+        is_user = turn.author == "user"
+        event = Event(
+            invocation_id=turn.invocation_id,
+            author="user" if is_user else agent.name,
+            content=types.Content(role=turn.role, parts=[types.Part(text=turn.text)]),
+            actions=EventActions(
+                state_delta={key: value for key, value in turn.state_delta.items() if is_user}
+            ),
+        )
+        if not is_user:
+            event.turn_complete = True
+            event.custom_metadata = {"context": report}
+        services.event_append(session=session, event=event)
+    progress("session: summarising what lies outside the kept window")
+    session_compact(
+        app_name=APP_NAME, user_id=user_id, session_id=session.id, agent=agent, model=model
+    )
+    from sessions_app.models import SessionRecord
+
+    return session.id, SessionRecord.objects.get(pk=session.id).last_sequence
+
+
+def memories_build(*, user_pk: int, count: int, session_id: str, last_sequence: int) -> None:
+    """``count`` memories of the user, and the watermark of the session at its last event."""
+    from bench.workload import _WORDS
+    from memory_app.models import Memory, MemoryWatermark, SourceType
+    from memory_app.services import memory_index_invalidate
+
+    rng = random.Random(11)
+    words = [word for word in _WORDS if len(word) > 3]
+    progress(f"memories: {count}")
+    Memory.objects.bulk_create(
+        (
+            Memory(
+                app_name=APP_NAME,
+                user_id=user_pk,
+                topic="key_conversation_details",
+                text=rng.choice(_FACT_TEMPLATES).format(a=rng.choice(words), b=rng.choice(words))
+                + f" (note {index})",
+                source_type=SourceType.IMPLICIT,
+                confidence=round(rng.uniform(0.5, 1.0), 2),
+                importance=round(rng.uniform(0.1, 1.0), 2),
+            )
+            for index in range(count)
+        ),
+        batch_size=1000,
+    )
+    memory_index_invalidate(app_name=APP_NAME, user_pk=user_pk)
+    MemoryWatermark.objects.update_or_create(
+        session_id=session_id, defaults={"last_sequence": last_sequence}
+    )
+
+
+def turn_events_delete(*, session_id: str, last_sequence: int) -> None:
+    """Take the session back to ``last_sequence`` events (untimed, between turns)."""
+    from sessions_app.models import EventRecord, SessionRecord
+
+    EventRecord.objects.filter(session_id=session_id, sequence__gt=last_sequence).delete()
+    SessionRecord.objects.filter(pk=session_id).update(last_sequence=last_sequence)
+
+
+def messages(count: int) -> list[str]:
+    """User messages of the benchmark chat, none asking to remember (which would queue a
+    memory job, background work that is not the turn's)."""
+    from bench.workload import chat_turns
+
+    texts = [turn.text for turn in chat_turns(count * 2, seed=23) if turn.author == "user"]
+    return [re.sub("remember", "recall", text, flags=re.IGNORECASE) for text in texts]
+
+
+async def turns_run(
+    *,
+    runner: Any,
+    model: InstantModel,
+    phases: Phases,
+    user_id: str,
+    session_id: str,
+    last_sequence: int,
+    texts: list[str],
+    warm_up: int,
+) -> list[dict[str, float]]:
+    from asgiref.sync import sync_to_async
+
+    delete = sync_to_async(turn_events_delete)
+    samples = []
+    for number, text in enumerate(texts, start=1):
+        phases.current = defaultdict(float)
+        model.seconds = 0.0
+        message = types.Content(role="user", parts=[types.Part(text=text)])
+        started = time.perf_counter()
+        stored = 0
+        async for event in runner.run_async(
+            user_id=user_id, session_id=session_id, new_message=message
+        ):
+            stored += not event.partial
+            if event.error_code:
+                raise RuntimeError(f"turn failed: {event.error_code}: {event.error_message}")
+        elapsed = time.perf_counter() - started
+        if stored != 2:
+            raise RuntimeError(f"expected 2 stored events, got {stored}")
+        await delete(session_id=session_id, last_sequence=last_sequence)
+        if number <= warm_up:
+            continue
+        sample = {phase: seconds * 1000 for phase, seconds in phases.current.items()}
+        sample[MODEL] = model.seconds * 1000
+        sample[TOTAL] = (elapsed - model.seconds) * 1000
+        sample["other (hops, glue)"] = sample[TOTAL] - sum(
+            sample.get(phase, 0.0) for phase in PHASES if phase != "other (hops, glue)"
+        )
+        samples.append(sample)
+        if number % 20 == 0:
+            totals = sorted(s[TOTAL] for s in samples)
+            progress(
+                f"turn {number - warm_up}/{len(texts) - warm_up}: "
+                f"p50 {totals[len(totals) // 2]:.2f} ms"
+            )
+    return samples
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments_parse(argv)
+    load_before = os.getloadavg()
+    database_recreate(args.database_url)
+    os.environ["DATABASE_URL"] = args.database_url
+    os.environ["DEBUG"] = "false"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatapp.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection
+
+    from chatapp.process import process_tune_gc
+    from memory_app import selectors as memory_selectors
+    from sessions_app import selectors
+    from sessions_app.runtime import runner as runner_module
+    from sessions_app.runtime.agents import agent_for_app
+    from sessions_app.runtime.memory_hooks import memory_provider_get
+    from sessions_app.services import SessionService
+
+    settings.BACKGROUND_TASKS = "inprocess"
+    progress("migrating")
+    call_command("migrate", verbosity=0)
+    user = get_user_model().objects.create_user(username="bench-turn")
+    model = InstantModel()
+    session_id, last_sequence = session_build(user_id=str(user.pk), events=args.events, model=model)
+    memories_build(
+        user_pk=user.pk, count=args.memories, session_id=session_id, last_sequence=last_sequence
+    )
+    visible = len(
+        selectors.session_get(app_name=APP_NAME, user_id=str(user.pk), session_id=session_id).events
+    )
+    embedder = memory_selectors.embedder_get()
+    process_tune_gc()
+
+    phases = Phases()
+    runner = runner_module.Runner(
+        agent=agent_for_app(APP_NAME),
+        model=model,
+        session_service=TimedSessions(SessionService(), phases),
+        memory=TimedMemory(memory_provider_get(), phases),
+    )
+    runner._request = phases.timed_async("prompt build", runner._request)
+    runner_module._load_for_turn = phases.timed_sync("session load", runner_module._load_for_turn)
+
+    texts = messages(args.turns + args.warm_up)
+    samples = asyncio.run(
+        turns_run(
+            runner=runner,
+            model=model,
+            phases=phases,
+            user_id=str(user.pk),
+            session_id=session_id,
+            last_sequence=last_sequence,
+            texts=texts,
+            warm_up=args.warm_up,
+        )
+    )
+    sys.stderr.write("\n")
+
+    figures = {
+        name: {
+            "p50_ms": round(percentile([s.get(name, 0.0) for s in samples], 0.50), 3),
+            "p95_ms": round(percentile([s.get(name, 0.0) for s in samples], 0.95), 3),
+        }
+        for name in (*PHASES, MODEL, TOTAL)
+    }
+    results = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "database": connection.vendor,
+            "load_average_before": load_before,
+            "load_average_after": os.getloadavg(),
+        },
+        "arguments": vars(args),
+        "session_events": visible,
+        "embedder": type(embedder).__name__,
+        "figures": figures,
+    }
+    out = BASE_DIR / "build" / f"bench-turn-overhead-{connection.vendor}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(
+        f"{connection.vendor}: session of {visible} visible events (compaction included), "
+        f"{args.memories} memories, embedder {type(embedder).__name__}, "
+        f"{len(samples)} turns; load average {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f}"
+    )
+    print(f"{'phase':<36} {'p50 ms':>8} {'p95 ms':>8}")
+    for name in (*PHASES, TOTAL, MODEL):
+        print(f"{name:<36} {figures[name]['p50_ms']:>8.2f} {figures[name]['p95_ms']:>8.2f}")
+    print(f"bar: {TOTAL} p95 < 15 ms")
+    print(f"Figures written to {out.relative_to(BASE_DIR)}.")
+
+
+if __name__ == "__main__":
+    main()
