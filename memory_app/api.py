@@ -64,19 +64,9 @@ class MemoryListView(SessionStoreAPIView):
         app_name, user_pk = query["app_name"], request.user.pk
         words = query.get("q", "").strip()
         if words:
-            found = selectors.memory_search(
+            memories = selectors.user_memories_matching(
                 app_name=app_name, user_pk=user_pk, query=words, limit=SEARCH_LIMIT
             )
-            rows = selectors.user_memories(
-                app_name=app_name, user_pk=user_pk, memory_ids=[result.id for result in found]
-            )
-            by_id = {str(memory.id): memory for memory in rows}
-            memories = []
-            for result in found:
-                memory = by_id.get(result.id)
-                if memory is not None:
-                    memory.score = result.score
-                    memories.append(memory)
             return Response(
                 {"results": _serialized(request, memories, many=True), "next_page": None}
             )

@@ -423,6 +423,26 @@ def user_memories(
     )
 
 
+def user_memories_matching(*, app_name: str, user_pk: int, query: str, limit: int) -> list[Memory]:
+    """The best matches of ``query`` among the user's active memories, best first, as
+    :func:`user_memories` gives them (sources and revisions), each with its ``score``.
+
+    The same retrieval as the assistant's (:func:`memory_search`), so what the user finds is
+    what a reply could use; app-wide memories, not the user's, are left out."""
+    found = memory_search(app_name=app_name, user_pk=user_pk, query=query, limit=limit)
+    rows = user_memories(
+        app_name=app_name, user_pk=user_pk, memory_ids=[result.id for result in found]
+    )
+    by_id = {str(memory.id): memory for memory in rows}
+    matching = []
+    for result in found:
+        memory = by_id.get(result.id)
+        if memory is not None:
+            memory.score = result.score
+            matching.append(memory)
+    return matching
+
+
 def session_user_event_get(*, session_id: str, invocation_id: str) -> EventRecord | None:
     """The user event that began the invocation, the source of what the user asked to remember."""
     return (

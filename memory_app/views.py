@@ -99,19 +99,11 @@ def memory_page(request: HttpRequest) -> HttpResponse:
     groups: list[tuple[str, list[MemoryItem]]] = []
     page = None
     if query:
-        found = selectors.memory_search(
-            app_name=app_name, user_pk=user_pk, query=query, limit=SEARCH_LIMIT
-        )
-        rows = {
-            str(memory.id): memory
-            for memory in selectors.user_memories(
-                app_name=app_name, user_pk=user_pk, memory_ids=[r.id for r in found]
-            )
-        }
         results = [
-            _item(rows[r.id], user_pk=user_pk, labels=labels, score=r.score)
-            for r in found
-            if r.id in rows
+            _item(memory, user_pk=user_pk, labels=labels, score=memory.score)
+            for memory in selectors.user_memories_matching(
+                app_name=app_name, user_pk=user_pk, query=query, limit=SEARCH_LIMIT
+            )
         ]
     else:
         paginator = Paginator(
