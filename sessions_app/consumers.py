@@ -58,6 +58,12 @@ REPLY_NOT_STORED = (
 CLIENT_MESSAGE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
+def max_frame_chars() -> int:
+    """The longest frame read: a message at ``CHAT_MAX_MESSAGE_CHARS`` with every character
+    escaped as ``\\uXXXX`` (six characters), plus room for the frame's other fields."""
+    return 6 * settings.CHAT_MAX_MESSAGE_CHARS + 4096
+
+
 def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not a JSON value.")
 
@@ -228,9 +234,18 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         return json.loads(text_data, parse_constant=_refuse_constant)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        """Decode a frame; binary or invalid JSON gets an error frame instead of a crash."""
+        """Decode a frame; binary, oversized or invalid JSON gets an error frame instead of a
+        crash. An oversized frame is refused before it is parsed: no frame the protocol
+        needs comes near the limit, so parsing megabytes would only spend the server's time."""
         if text_data is None:
             await self._error("invalid_frame", "Frames must be text: a JSON object with a type.")
+            return
+        limit = max_frame_chars()
+        if len(text_data) > limit:
+            await self._error(
+                "frame_too_large",
+                f"The frame has {len(text_data)} characters; at most {limit} are accepted.",
+            )
             return
         try:
             content = await self.decode_json(text_data)

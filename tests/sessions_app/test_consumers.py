@@ -355,7 +355,7 @@ async def test_a_second_message_during_a_turn_is_refused(settings, cookie, chat_
         ("", "invalid_json"),
         ('{"type": "ping"', "invalid_json"),
         ('{"type": "user_message", "text": NaN}', "invalid_json"),
-        ("[" * 100_000, "invalid_json"),
+        ("[" * 50_000, "invalid_json"),  # nested too deep, yet under the frame size limit
         ("[1, 2]", "invalid_frame"),
         ('"user_message"', "invalid_frame"),
         ("{}", "invalid_frame"),
@@ -395,6 +395,50 @@ async def test_a_malformed_frame_gets_an_error_and_the_socket_stays_usable(
     assert frames[-1]["interrupted"] is False
     stored = await _stored(chat_session.id)
     assert [_stored_text(r) for r in stored if r.author == "user"] == ["still there?"]
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        json.dumps({"type": "user_message", "text": "x" * 2_000_000, "client_message_id": "big-1"}),
+        json.dumps({"type": "ping", "padding": "x" * 2_000_000}),
+        "{" * 2_000_000,
+        "not json " * 300_000,
+    ],
+    ids=["huge-message", "huge-ping", "huge-nesting", "huge-garbage"],
+)
+async def test_an_oversized_frame_is_refused_unread_and_the_socket_stays_usable(
+    cookie, chat_session, frame
+):
+    communicator = await _open(chat_session.id, cookie)
+
+    await communicator.send_input({"type": "websocket.receive", "text": frame})
+    error = await _receive(communicator)
+    await _send_message(communicator, "still there?")
+    frames = await _until(communicator, "turn_complete")
+
+    assert (error["type"], error["code"]) == ("error", "frame_too_large")
+    assert str(len(frame)) in error["message"]
+    assert frames[-1]["interrupted"] is False
+    stored = await _stored(chat_session.id)
+    assert [_stored_text(r) for r in stored if r.author == "user"] == ["still there?"]
+    await communicator.disconnect()
+
+
+async def test_a_frame_just_under_the_limit_is_read(settings, cookie, chat_session):
+    """The limit leaves room for the longest message a user may send, fully escaped."""
+    settings.CHAT_MAX_MESSAGE_CHARS = 100
+    communicator = await _open(chat_session.id, cookie)
+    text = "\\u00e9" * 100  # é, each escaped as six characters in the frame
+    frame = '{"type": "user_message", "client_message_id": "esc-1", "text": "' + text + '"}'
+
+    await communicator.send_input({"type": "websocket.receive", "text": frame})
+    frames = await _until(communicator, "turn_complete")
+
+    assert [f["code"] for f in frames if f["type"] == "error"] == []
+    stored = await _stored(chat_session.id)
+    assert [_stored_text(r) for r in stored if r.author == "user"] == ["\u00e9" * 100]
     await communicator.disconnect()
 
 
