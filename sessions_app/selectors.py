@@ -282,7 +282,9 @@ def session_get(
     by_session, user_state, app_state, records = _scoped_states_fold(rows)
     if not records:
         return None
-    return Session(
+    # Every value is already of its field's type; validating the session would
+    # check each of possibly thousands of events again.
+    return Session.model_construct(
         id=session_id,
         app_name=app_name,
         user_id=str(user_pk),
