@@ -107,7 +107,7 @@ def reason_confirmed(
         "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
         "opts": modeladmin.model._meta,
         "reason_required": reason_required,
-        "next": request.POST.get("next", ""),
+        "next": _next_url(request),
     }
     return TemplateResponse(request, "admin/memory_app/action_confirm.html", context)
 
@@ -162,14 +162,22 @@ def audit_object_viewed(request: HttpRequest, response, obj) -> None:
     )
 
 
-def _back_to(request: HttpRequest) -> HttpResponseRedirect | None:
-    """Back to the page the action was started from (a memory's detail page), if it is ours."""
+def _next_url(request: HttpRequest) -> str:
+    """The page the action was started from (``next``), only if it is a page of this site:
+    it becomes a redirect and the confirmation page's Cancel link, where another site's
+    address or a ``javascript:`` URL must never land."""
     target = request.POST.get("next", "")
     if target and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
-        return HttpResponseRedirect(target)
-    return None
+        return target
+    return ""
+
+
+def _back_to(request: HttpRequest) -> HttpResponseRedirect | None:
+    """Back to the page the action was started from (a memory's detail page), if it is ours."""
+    target = _next_url(request)
+    return HttpResponseRedirect(target) if target else None
 
 
 def _memory_action(*, name: str, description: str, service, permission: str, reason_required: bool):

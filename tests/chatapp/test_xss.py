@@ -209,6 +209,28 @@ def test_the_admin_memory_pages_show_hostile_text_inert(staff_client, user, host
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("action", ["approve", "reject", "invalidate", "delete_memories"])
+def test_the_admin_review_confirmation_page_is_inert(staff_client, user, action):
+    """The page asking for a reason lists the memories and links back to ``next``: hostile
+    memory text and a ``javascript:`` next (the Cancel link) must both stay inert."""
+    memory = MemoryFactory(user=user, text=HOSTILE_TEXT)
+
+    response = staff_client.post(
+        reverse("admin:memory_app_memory_changelist"),
+        {
+            "action": action,
+            "_selected_action": [str(memory.pk)],
+            "next": "javascript:window.pwned=1",
+        },
+    )
+
+    assert response.status_code == 200
+    document = response.content.decode()
+    assert "Reason" in document
+    assert_inert(document)
+
+
+@pytest.mark.django_db
 def test_the_admin_conversation_page_shows_hostile_messages_inert(staff_client, hostile_session):
     pages = [
         reverse("admin:sessions_app_sessionrecord_changelist"),
