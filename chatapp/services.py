@@ -95,15 +95,17 @@ def user_data_delete(*, user, delete_account: bool) -> DataDeletionReport:
     other devices stop working with a deleted account (Django finds no user for them); their
     session rows hold only that signed id and expire on their own.
 
-    One transaction, locks in a fixed order: the account row, then the user's memory lock
-    (the one every memory job takes before writing), so a job mid-run either finished before
-    or finds its job and session gone and writes nothing. Then search caches: every process's
-    index of the user is made stale, this process's dropped, and open chat pages are told.
+    One transaction that first takes the user's memory lock, the one lock every memory job
+    takes before it writes, so a job mid-run either finished before (and its memories go
+    here) or finds its job and session gone and writes nothing. The account row is not locked
+    first: a job's writes take a key-share lock on it, and holding it here while waiting for
+    the job's lock would deadlock (a test runs that race on PostgreSQL). Then the search
+    caches: every process's index of the user is made stale, this process's dropped, and open
+    chat pages are told.
     """
     user_pk = user.pk
     apps = set(Memory.objects.filter(user_id=user_pk).values_list("app_name", flat=True))
     with transaction.atomic():
-        get_user_model().objects.select_for_update().get(pk=user_pk)
         user_lock(user_pk)
         apps.update(
             SessionRecord.objects.filter(user_id=user_pk).values_list("app_name", flat=True)

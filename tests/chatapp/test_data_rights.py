@@ -7,6 +7,8 @@ row still points at the user or holds a marker planted in their messages, state 
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 from datetime import timedelta
 
@@ -15,7 +17,7 @@ from django.apps import apps
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
-from django.db import models
+from django.db import connections, models
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 from django.test import AsyncClient
@@ -26,6 +28,7 @@ from google.genai import types
 from access_app.services import access_grant_create, audit_record
 from chatapp import services as chat_services
 from memory_app import selectors as memory_selectors
+from memory_app import services as memory_services
 from memory_app.models import (
     GenerationJob,
     Memory,
@@ -34,6 +37,7 @@ from memory_app.models import (
     MemorySettings,
     MemorySource,
 )
+from memory_app.services import jobs as memory_jobs
 from sessions_app import services as session_services
 from sessions_app.events import Event, EventActions, new_invocation_id
 from sessions_app.models import SessionRecord
@@ -346,3 +350,63 @@ def test_export_through_the_api(api_client, user):
 
     assert response.status_code == 200
     assert json.loads(b"".join(response.streaming_content))["user"]["id"] == user.pk
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("stage", ["after extraction", "while writing"])
+def test_a_memory_job_running_during_deletion_leaves_nothing(requires_postgres, stage, monkeypatch):
+    """The job holds no lock while it extracts and the user's lock while it writes: deletion
+    lands either before its write (which then finds its job gone) or after (and removes it)."""
+    user = UserFactory()
+    monkeypatch.setattr(memory_jobs, "task_enqueue", lambda **kwargs: None)
+    session = session_services.session_create(app_name=APP, user_id=str(user.pk))
+    _say(session, "I live in Porto and I keep bees.")
+    job = memory_services.memory_job_request(
+        app_name=APP, user_pk=user.pk, session_id=session.id, trigger="session_end"
+    )
+    reached, release = threading.Event(), threading.Event()
+    if stage == "after extraction":
+        real = memory_jobs.facts_extract
+
+        def paused(**kwargs):
+            facts = real(**kwargs)
+            reached.set()
+            release.wait(10)
+            return facts
+
+        monkeypatch.setattr(memory_jobs, "facts_extract", paused)
+    else:
+        real = memory_jobs.memories_consolidate
+
+        def paused(**kwargs):
+            report = real(**kwargs)
+            reached.set()
+            time.sleep(0.5)
+            return report
+
+        monkeypatch.setattr(memory_jobs, "memories_consolidate", paused)
+    outcome = {}
+
+    def worker():
+        try:
+            outcome["status"] = memory_services.memory_job_run(job_id=str(job.id)).status
+        except Exception as error:
+            outcome["error"] = type(error).__name__
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert reached.wait(20)
+    chat_services.user_data_delete(user=user, delete_account=False)
+    release.set()
+    thread.join(20)
+
+    assert not thread.is_alive()
+    assert not Memory.objects.filter(user=user).exists()
+    assert not MemorySource.objects.filter(event__session__user=user).exists()
+    assert not GenerationJob.objects.filter(user=user).exists()
+    if stage == "after extraction":
+        assert outcome == {"error": "DoesNotExist"}
+    else:
+        assert outcome == {"status": GenerationJob.Status.SUCCEEDED}
