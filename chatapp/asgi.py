@@ -12,7 +12,10 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from chatapp.background import periodic_start  # noqa: E402
-from chatapp.middleware import WebSocketLogContextMiddleware  # noqa: E402
+from chatapp.middleware import (  # noqa: E402
+    WebSocketDatabaseUnavailableMiddleware,
+    WebSocketLogContextMiddleware,
+)
 from chatapp.process import process_tune_gc  # noqa: E402
 from chatapp.routing import websocket_urlpatterns  # noqa: E402
 
@@ -20,7 +23,9 @@ application = ProtocolTypeRouter(
     {
         "http": django_asgi_application,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(WebSocketLogContextMiddleware(URLRouter(websocket_urlpatterns)))
+            WebSocketDatabaseUnavailableMiddleware(
+                AuthMiddlewareStack(WebSocketLogContextMiddleware(URLRouter(websocket_urlpatterns)))
+            )
         ),
     }
 )

@@ -15,6 +15,7 @@ access log (run daphne with ``--verbosity 0``), which is plain text.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -28,10 +29,12 @@ from django.utils.deprecation import MiddlewareMixin
 from chatapp import health, metrics
 from chatapp.log_context import log_context_bind, log_context_clear, request_id_from
 from chatapp.outages import (
+    CLOSE_DATABASE_UNAVAILABLE,
     DATABASE_UNAVAILABLE_CODE,
     DATABASE_UNAVAILABLE_ERRORS,
     DATABASE_UNAVAILABLE_MESSAGE,
     RETRY_AFTER_SECONDS,
+    SOCKET_REFUSED,
 )
 
 logger = logging.getLogger(__name__)
@@ -226,3 +229,44 @@ class DatabaseUnavailableMiddleware(MiddlewareMixin):
             )
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
+
+
+class WebSocketDatabaseUnavailableMiddleware:
+    """ASGI middleware for WebSockets: a socket opened while the database is away is told so.
+
+    Signing the socket in (``AuthMiddlewareStack``) reads the session from the database
+    before any consumer runs, so an outage there would end the handshake with a bare
+    HTTP 500. Instead the socket is accepted, gets a ``database_unavailable`` error
+    frame, and is closed with 4503, as the chat consumer does when the
+    database fails it after sign-in.
+    """
+
+    def __init__(self, inner: Callable) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> Any:
+        accepted = False
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal accepted
+            accepted = accepted or message.get("type") in ("websocket.accept", "websocket.close")
+            await send(message)
+
+        try:
+            return await self.inner(scope, receive, tracking_send)
+        except DATABASE_UNAVAILABLE_ERRORS as error:
+            if accepted:
+                raise
+            logger.error("chat socket refused, database unavailable: %s", error)
+            message = await receive()
+            if message.get("type") != "websocket.connect":
+                return None
+            frame = {"type": "error", "code": DATABASE_UNAVAILABLE_CODE, "message": SOCKET_REFUSED}
+            await send({"type": "websocket.accept"})
+            await send({"type": "websocket.send", "text": json.dumps(frame)})
+            await send({"type": "websocket.close", "code": CLOSE_DATABASE_UNAVAILABLE})
+            # Stay until the close completes: the server closes the socket of an app that
+            # has ended with 1011 (internal error) instead.
+            while (await receive()).get("type") != "websocket.disconnect":
+                pass
+            return None

@@ -24,5 +24,9 @@ DATABASE_UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (OperationalError, In
 
 DATABASE_UNAVAILABLE_CODE = "database_unavailable"
 DATABASE_UNAVAILABLE_MESSAGE = "The database is unavailable right now; try again in a moment."
+SOCKET_REFUSED = "The database is unavailable right now; reconnect in a moment."
+# Close code of a chat socket refused because the database is unreachable: 4000 + the HTTP
+# status, as 4401 and 4404 (the server may only send 1000 or 3000-4999, so not 1013).
+CLOSE_DATABASE_UNAVAILABLE = 4503
 # Seconds a client is asked to wait before trying again.
 RETRY_AFTER_SECONDS = 5

@@ -27,7 +27,13 @@ from django.conf import settings
 from google.genai import types
 
 from chatapp.metrics import turn_observe, turn_outcome
-from chatapp.outages import DATABASE_UNAVAILABLE_CODE, DATABASE_UNAVAILABLE_ERRORS, REDIS_ERRORS
+from chatapp.outages import (
+    CLOSE_DATABASE_UNAVAILABLE,
+    DATABASE_UNAVAILABLE_CODE,
+    DATABASE_UNAVAILABLE_ERRORS,
+    REDIS_ERRORS,
+    SOCKET_REFUSED,
+)
 from sessions_app import selectors
 from sessions_app.errors import SessionNotFoundError
 from sessions_app.events import Event
@@ -44,8 +50,6 @@ logger = logging.getLogger(__name__)
 
 CLOSE_NOT_SIGNED_IN = 4401
 CLOSE_NOT_FOUND = 4404
-# The standard "try again later" close code: the database could not be reached.
-CLOSE_TRY_AGAIN_LATER = 1013
 CHANNEL_LAYER_RETRY_FIRST_SECONDS = 0.5
 CHANNEL_LAYER_RETRY_MAX_SECONDS = 5.0
 MESSAGE_NOT_STORED = (
@@ -198,8 +202,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         try:
             record = await _owned_session(user_pk=user.pk, session_id=session_id)
         except DATABASE_UNAVAILABLE_ERRORS as error:
+            # Accepted only to say why: a socket closed before the handshake completes
+            # reaches the client as a bare HTTP 403, with neither code nor reason.
             logger.error("chat socket refused, database unavailable: %s", error)
-            await self.close(code=CLOSE_TRY_AGAIN_LATER)
+            await self.accept()
+            await self._error(DATABASE_UNAVAILABLE_CODE, SOCKET_REFUSED)
+            await self.close(code=CLOSE_DATABASE_UNAVAILABLE)
             return
         if record is None:
             await self.close(code=CLOSE_NOT_FOUND)

@@ -33,8 +33,9 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def stack() -> Iterator[Stack]:
+    """Started for this package's tests only, and stopped after them."""
     with running_stack() as running:
         yield running
 

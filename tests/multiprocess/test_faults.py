@@ -199,6 +199,9 @@ async def test_a_postgres_restart_fails_requests_cleanly_and_the_processes_recov
         api_status, api_body, api_headers = browser.api("GET", "/api/sessions/")
         page_status, page_body, _ = browser.api("GET", "/")
         during = await socket.turn("Are you there?", client_message_id="during")
+        refused = await browser.socket(session_id, base_url=stack.web_b.base_url)
+        refusal = await refused.wait_for(lambda frame: frame["type"] == "error")
+        await refused.connection.wait_closed()
     finally:
         stack.postgres.start()
 
@@ -212,6 +215,8 @@ async def test_a_postgres_restart_fails_requests_cleanly_and_the_processes_recov
     assert [error["code"] for error in errors] == ["database_unavailable"]
     assert "not stored" in errors[0]["message"]
     assert frames_of(during, "turn_complete")[0]["message_id"] is None
+    assert refusal["code"] == "database_unavailable"
+    assert refused.connection.close_code == 4503
 
     def serving() -> bool:
         return browser.api("GET", "/api/sessions/")[0] == 200
