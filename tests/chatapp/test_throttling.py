@@ -139,3 +139,14 @@ def test_the_schema_documents_429_on_every_operation(client):
     for operation in operations:
         throttled = operation["responses"]["429"]
         assert "Retry-After" in throttled["headers"]
+
+
+@pytest.mark.django_db
+def test_without_a_reachable_cache_requests_go_through(settings, unreachable_cache, caplog):
+    settings.API_THROTTLE_USER_RATE = "1/minute"
+    client = _signed_in(UserFactory())
+
+    statuses = [client.get("/api/sessions/").status_code for _ in range(3)]
+
+    assert statuses == [200, 200, 200]
+    assert "API rate limit not checked, no cache" in caplog.text
