@@ -52,6 +52,18 @@ def check_settings_consistency(app_configs, **kwargs) -> list[Error]:
                 id="chatapp.E004",
             )
         )
+    proxy_header = settings.SECURE_PROXY_SSL_HEADER
+    if proxy_header is not None and (
+        len(proxy_header) != 2 or not proxy_header[0].startswith("HTTP_") or not proxy_header[1]
+    ):
+        errors.append(
+            Error(
+                f"SECURE_PROXY_SSL_HEADER must name a request header and its HTTPS value, "
+                f"not {','.join(proxy_header)!r}.",
+                hint="For example SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https.",
+                id="chatapp.E005",
+            )
+        )
     if settings.PRODUCTION:
         if settings.DEBUG:
             errors.append(

@@ -54,6 +54,13 @@ def test_a_consistent_production_setup_passes():
     assert error_ids(**PRODUCTION_LIKE) == []
 
 
+def test_a_proxy_header_as_django_names_it_passes():
+    assert (
+        error_ids(**PRODUCTION_LIKE, SECURE_PROXY_SSL_HEADER=("HTTP_X_FORWARDED_PROTO", "https"))
+        == []
+    )
+
+
 def test_distributed_without_production_flag_passes():
     assert error_ids(**{**PRODUCTION_LIKE, "PRODUCTION": False, "DEBUG": True}) == []
 
@@ -63,6 +70,16 @@ def test_distributed_without_production_flag_passes():
     [
         pytest.param({**EMBEDDED, "BACKGROUND_TASKS": "threads"}, ["chatapp.E001"], id="E001"),
         pytest.param({**EMBEDDED, "LOG_FORMAT": "xml"}, ["chatapp.E004"], id="E004-log-format"),
+        pytest.param(
+            {**EMBEDDED, "SECURE_PROXY_SSL_HEADER": ("X-Forwarded-Proto",)},
+            ["chatapp.E005"],
+            id="E005-proxy-header-without-value",
+        ),
+        pytest.param(
+            {**EMBEDDED, "SECURE_PROXY_SSL_HEADER": ("X-Forwarded-Proto", "https")},
+            ["chatapp.E005"],
+            id="E005-proxy-header-not-as-django-names-it",
+        ),
         pytest.param(
             {**PRODUCTION_LIKE, "PRODUCTION": False, "CELERY_BROKER_URL": "memory://"},
             ["chatapp.E002"],
