@@ -20,6 +20,7 @@ from celery import Task
 from django.conf import settings
 from django.db import connections, transaction
 
+from chatapp.log_context import log_context_bind, log_context_clear, log_context_get
 from chatapp.outages import BROKER_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -39,18 +40,29 @@ def _in_process_executor() -> ThreadPoolExecutor:
         return _executor
 
 
-def _run_in_process(task: Task, kwargs: dict[str, Any]) -> None:
+def _run_in_process(task: Task, kwargs: dict[str, Any], log_context: dict[str, Any]) -> None:
     """Run ``task`` on a pool thread, which keeps no database connection between tasks.
 
     An idle pool thread holding connections would count against the
     database's limit and keep a test database from being dropped.
     """
+    log_context_bind(**log_context)
     try:
         result = task.apply(kwargs=kwargs)
         if result.failed():
             logger.error("background task %s failed: %r", task.name, result.result)
     finally:
+        log_context_clear()
         connections.close_all()
+
+
+def task_headers() -> dict[str, Any]:
+    """Message headers that carry this context's log ids to the worker that runs the task.
+
+    A task's log lines then name the request, turn and user that caused it;
+    ``chatapp.celery`` binds them when the task starts.
+    """
+    return {"log_context": log_context_get()}
 
 
 def task_enqueue(*, task: Task, **kwargs: Any) -> None:
@@ -63,10 +75,12 @@ def task_enqueue(*, task: Task, **kwargs: Any) -> None:
     job stays ``queued``), so the periodic sweeper sends it once the broker is back.
     """
 
+    headers = task_headers()
+
     def send() -> None:
         if settings.BACKGROUND_TASKS == "celery":
             try:
-                task.apply_async(kwargs=kwargs)
+                task.apply_async(kwargs=kwargs, headers=headers)
             except BROKER_ERRORS as error:
                 logger.warning(
                     "task %s %s not enqueued, the broker is unavailable: %s",
@@ -75,7 +89,9 @@ def task_enqueue(*, task: Task, **kwargs: Any) -> None:
                     error,
                 )
             return
-        future = _in_process_executor().submit(_run_in_process, task, kwargs)
+        future = _in_process_executor().submit(
+            _run_in_process, task, kwargs, headers["log_context"]
+        )
         _pending.add(future)
         future.add_done_callback(_pending.discard)
 
@@ -134,7 +150,7 @@ def periodic_start() -> threading.Thread | None:
                 if task is None:
                     logger.error("periodic task %s is not a registered task", name)
                     continue
-                future = _in_process_executor().submit(_run_in_process, task, {})
+                future = _in_process_executor().submit(_run_in_process, task, {}, {})
                 _pending.add(future)
                 future.add_done_callback(_pending.discard)
 

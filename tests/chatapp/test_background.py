@@ -23,7 +23,7 @@ def test_a_task_the_broker_cannot_take_is_logged_and_the_caller_goes_on(
     with django_capture_on_commit_callbacks(execute=True):
         task_enqueue(task=memory_job_run, job_id="1b7e")
 
-    assert sent == [{"kwargs": {"job_id": "1b7e"}}]
+    assert [call["kwargs"] for call in sent] == [{"job_id": "1b7e"}]
     assert (
         'task memory_app.tasks.memory_job_run {"job_id": "1b7e"} not enqueued, '
         "the broker is unavailable" in caplog.text

@@ -7,14 +7,23 @@ import logging
 import os
 import subprocess
 import sys
+import time
+import uuid
 
 import pytest
 from django.conf import settings
 from django.test import Client
 
+from chatapp.background import background_wait_idle, task_enqueue, task_headers
+from chatapp.celery import app as celery_app
 from chatapp.log_context import JsonLogFormatter, LogContextFilter, log_context_bind
 from tests.chatapp.support import turn
 from tests.fake_gemini import HttpError
+
+
+@celery_app.task(name="tests.chatapp.log_probe")
+def log_probe() -> None:
+    logging.getLogger("tests.probe").info("probe task ran")
 
 
 class JsonLines:
@@ -153,6 +162,65 @@ async def test_a_model_failure_is_logged_with_the_turns_invocation_id(
     assert failure["invocation_id"] == finished["invocation_id"] == invocation_id
     assert failure["user_id"] == str(user.pk)
     assert failure["request_id"] == finished["request_id"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_background_task_logs_the_ids_of_the_request_that_enqueued_it(json_lines, settings):
+    settings.BACKGROUND_TASKS = "inprocess"
+    log_context_bind(request_id="req-enqueuer", invocation_id="e-enqueuer", user_id=5)
+
+    task_enqueue(task=log_probe)
+    background_wait_idle()
+
+    [line] = json_lines.with_message("probe task ran")
+    assert (line["request_id"], line["invocation_id"], line["user_id"]) == (
+        "req-enqueuer",
+        "e-enqueuer",
+        "5",
+    )
+
+
+@pytest.mark.timeout(180)
+def test_a_celery_worker_logs_a_task_with_the_ids_it_was_sent_with():
+    """A real worker, JSON logs on stderr, a task on a queue of its own (celery.accumulate
+    touches nothing)."""
+    if not settings.REDIS_URL:
+        pytest.skip("needs Redis (REDIS_URL); runs in CI's PostgreSQL + Redis pass")
+    queue = f"log-test-{uuid.uuid4().hex[:8]}"
+    worker = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "celery", "-A", "chatapp", "worker", "--pool", "solo"),
+            *("--queues", queue, "--hostname", f"{queue}@test", "--loglevel", "INFO"),
+            *("--without-mingle", "--without-gossip"),
+        ],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, "PYTHONPATH": str(settings.BASE_DIR), "LOG_FORMAT": "json"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        log_context_bind(request_id="req-to-worker", invocation_id="e-to-worker", user_id=9)
+        celery_app.send_task("celery.accumulate", args=[1], queue=queue, headers=task_headers())
+        log_context_bind(request_id=None, invocation_id=None, user_id=None)
+        deadline = time.monotonic() + 120
+        succeeded = None
+        while succeeded is None:
+            assert time.monotonic() < deadline, "the task never ran"
+            line = worker.stderr.readline()
+            assert line or worker.poll() is None, "the worker exited"
+            if "succeeded in" in line:
+                succeeded = json.loads(line)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+
+    assert "celery.accumulate" in succeeded["message"]
+    assert (succeeded["request_id"], succeeded["invocation_id"], succeeded["user_id"]) == (
+        "req-to-worker",
+        "e-to-worker",
+        "9",
+    )
 
 
 def line_logged_by_a_new_process(**environment: str) -> str:
