@@ -241,7 +241,7 @@ async def test_a_client_that_drops_mid_turn_and_resends_gets_the_stored_turn_not
     stack = healthy_stack
     session_id = browser.session_create()
     socket = await browser.socket(session_id)
-    text = " ".join(f"word{n}" for n in range(90))
+    text = " ".join(f"word{n}" for n in range(300))  # about five seconds of streaming
     await socket.send({"type": "user_message", "text": text, "client_message_id": "long"})
     await socket.wait_for(lambda frame: frame["type"] == "delta")
     socket.connection.transport.abort()
