@@ -231,6 +231,20 @@ def test_the_admin_review_confirmation_page_is_inert(staff_client, user, action)
 
 
 @pytest.mark.django_db
+def test_the_access_page_names_what_staff_saw_inert(client, staff_client, user, hostile_session):
+    """The user's access page quotes the memory text and conversation title staff opened."""
+    memory = MemoryFactory(user=user, text=HOSTILE_TEXT)
+    staff_client.get(reverse("admin:memory_app_memory_change", args=[memory.pk]))
+    staff_client.get(reverse("admin:sessions_app_sessionrecord_change", args=[hostile_session.id]))
+    client.force_login(user)
+
+    document = client.get(reverse("access:overview")).content.decode()
+
+    assert "pwned" in document
+    assert_inert(document)
+
+
+@pytest.mark.django_db
 def test_the_admin_conversation_page_shows_hostile_messages_inert(staff_client, hostile_session):
     pages = [
         reverse("admin:sessions_app_sessionrecord_changelist"),
