@@ -5,7 +5,8 @@ marker word. Every route is requested by anonymous, the owner, another user, and
 every kind (no role, a grant from the owner, an expired grant, a grant from someone else,
 reviewer, memory admin, superuser), with the owner's ids in the URL. A marker may appear in
 an answer only for a visitor allowed to read that kind of data; where a page exists to show
-it, it must appear for them. Another user's object answers 404 with none of its content, a
+it, it must appear for them, and a staff member who saw it is in the owner's audit log.
+Another user's object answers 404 with none of its content, a
 visitor who may not write changes nothing, anonymous visitors are sent to sign in (pages) or
 refused (API).
 
@@ -32,7 +33,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
 from access_app import services as access_services
-from access_app.models import AccessGrant
+from access_app.models import AccessGrant, AuditLogEntry
 from chatapp.middleware import PROBES
 from chatapp.routing import websocket_urlpatterns
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource, MemoryTopic
@@ -451,12 +452,23 @@ def _send(client: Client, method: str, path: str, body: dict, *, api: bool):
 
 def _check_get(route: str, door: Door, world: World, role: str, path: str) -> list[str]:
     """What is wrong with a GET of ``path`` by ``role`` (empty when all is right)."""
+    logged_before = AuditLogEntry.objects.order_by("-pk").values_list("pk", flat=True).first()
     response = world.clients[role].get(path, HTTP_ACCEPT="text/html,application/json")
     body = _body(response)
     status = response.status_code
     problems = []
     if status >= 500:
         return [f"{role}: {status}"]
+    staff_saw_user_data = role != OWNER and any(
+        MARKERS[scope] in body for scope in (MEMORIES, CONVERSATIONS)
+    )
+    if (
+        staff_saw_user_data
+        and not AuditLogEntry.objects.filter(
+            pk__gt=logged_before or 0, subject_user=world.owner, actor=world.users[role]
+        ).exists()
+    ):
+        problems.append(f"{role}: saw the owner's data and nothing was written to the audit log")
     for scope, marker in MARKERS.items():
         may_read = role in _readers(door, scope)
         if marker in body and not may_read:
