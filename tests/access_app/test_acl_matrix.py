@@ -546,6 +546,11 @@ def test_route_against_every_role(route, world):
     problems = []
     for role in ROLES:
         problems += _check_get(route, door, world, role, path)
+    if door.kind == ADMIN and door.shows and not door.object_page:
+        # A list searched for the owner by name: the search must not widen what a role sees.
+        searched = f"{path}?q={world.owner.get_username()}"
+        for role in ROLES:
+            problems += _check_get(route, door, world, role, searched)
     if door.kind in (OWN_OBJECT, ADMIN):
         for role in sorted(READ_ONLY | ({OWNER} if door.kind == ADMIN else set())):
             problems += _check_writes(route, door, world, role, path)
