@@ -39,7 +39,7 @@ SESSION_ID = "fuzz-session"
 MEMORY_ID = "5b3cf1a4-0c1e-4a57-9d1b-6f1f3f0c2a11"
 REAL_IDS = {"session_id": SESSION_ID, "memory_id": MEMORY_ID}
 INVOCATION_IDS = ("inv-1", "inv-2")
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "50"))
 
 # Explicit (not discovered from a schemathesis.toml), and failures show the values sent:
 # everything here is test data.
