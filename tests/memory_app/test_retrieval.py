@@ -196,6 +196,20 @@ def test_semantic_similarity_finds_a_memory_with_no_shared_word(user, monkeypatc
     assert texts(search(user, "any pets at home?"))[0] == "The user adopted a puppy"
 
 
+@pytest.mark.local_embeddings
+def test_minilm_finds_a_paraphrase_that_shares_no_word_with_the_memory(user, local_embeddings):
+    memory_make(user=user, text="The user's sister lives in Lisbon")
+    memory_make(user=user, text="The user plays the cello on weekends")
+    memory_make(user=user, text="The user is allergic to peanuts")
+
+    assert texts(search(user, "Which city is my sibling based in?"))[0] == (
+        "The user's sister lives in Lisbon"
+    )
+    assert texts(search(user, "what instrument do I practise?"))[0] == (
+        "The user plays the cello on weekends"
+    )
+
+
 def test_search_reads_the_database_when_the_cache_is_unreachable(user, unreachable_cache):
     memory_make(user=user, text="The user lives in Lisbon")
     assert texts(search(user, "where does the user live? Lisbon")) == ["The user lives in Lisbon"]
