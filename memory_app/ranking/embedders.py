@@ -43,7 +43,8 @@ class MiniLMEmbedder:
     and keeps every vector within 1e-4 cosine of the float32 one, so vectors stored by either
     path stay comparable under the same model name (docs/memory-retrieval.md has the figures).
     ``threads`` sets torch's intra-op threads for the process (default 1: on a small shared
-    CPU, two spinning threads per query made a query 5x slower under load).
+    CPU, two spinning threads per query made a query 5x slower under load). ``fast=False``
+    runs the eager float32 model instead, the reference the fast path is measured against.
     """
 
     name = "all-MiniLM-L6-v2"
