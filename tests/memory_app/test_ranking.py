@@ -188,6 +188,8 @@ def test_minilm_fast_path_gives_the_sentence_transformers_vectors(local_embeddin
 
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     assert np.all((vectors * reference).sum(axis=1) > 0.9995)
+    eager = ranking.MiniLMEmbedder(fast=False).encode(texts)
+    assert np.all((eager * reference).sum(axis=1) > 0.99999)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     [query] = embedder.encode(["Which city is the user's sister in?"])
     assert int(np.argmax(vectors @ query)) == 0
