@@ -74,6 +74,23 @@ def test_bad_grants_answer_400_with_the_field(api_client, staff, body, field):
 
 
 @pytest.mark.django_db
+def test_a_grantee_must_be_a_json_string(api_client, staff):
+    """Found by the REST fuzz: a number was taken for the username the schema types as a
+    string (here it would have granted access to the staff account named "42")."""
+    staff.username = "42"
+    staff.save(update_fields=["username"])
+    expires_at = (timezone.now() + timedelta(days=1)).isoformat()
+
+    response = api_client.post(
+        reverse(GRANTS), {"grantee": 42, "expires_at": expires_at}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert "grantee" in response.json()
+    assert not AccessGrant.objects.exists()
+
+
+@pytest.mark.django_db
 def test_malformed_json_is_a_clear_400(api_client):
     response = api_client.post(reverse(GRANTS), "{not json", content_type="application/json")
     assert response.status_code == 400
