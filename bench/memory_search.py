@@ -4,7 +4,7 @@
     DATABASE_URL=sqlite:///build/bench-memory.sqlite3 \\
         python -m bench.memory_search /work/shared/data/locomo/locomo_dev.json [--queries 300]
 
-The whole read path as a request runs it (version tokens from the cache, the process's index,
+The whole read path as a request runs it (index versions from the database, the process's index,
 ranking, and the winners read again from the database with their sources), the index already
 built (one untimed search first). Memories are LoCoMo turns as the offline rules keep them
 ("[8 May 2023] Caroline: ..."), tiled to the size; queries are LoCoMo questions. Rows, each

@@ -9,11 +9,20 @@ def _session_pre_delete(sender, instance, **kwargs) -> None:
     session_memories_release(session_id=instance.pk)
 
 
-def _memory_changed(sender, instance, **kwargs) -> None:
-    """Any saved or deleted memory makes every process rebuild that owner's search index."""
+def _memory_saved(sender, instance, **kwargs) -> None:
+    """Any saved memory makes every process rebuild that owner's search index."""
     from memory_app.services import memory_index_invalidate
 
     memory_index_invalidate(app_name=instance.app_name, user_pk=instance.user_id)
+
+
+def _memory_deleted(sender, instance, **kwargs) -> None:
+    """So does a deleted one, without recreating the settings of a user being deleted."""
+    from memory_app.services import memory_index_invalidate
+
+    memory_index_invalidate(
+        app_name=instance.app_name, user_pk=instance.user_id, settings_create=False
+    )
 
 
 class MemoryAppConfig(AppConfig):
@@ -33,5 +42,5 @@ class MemoryAppConfig(AppConfig):
 
         memory_provider_register(DjangoMemoryProvider())
         pre_delete.connect(_session_pre_delete, sender=SessionRecord, dispatch_uid="memory-session")
-        post_save.connect(_memory_changed, sender=Memory, dispatch_uid="memory-saved")
-        post_delete.connect(_memory_changed, sender=Memory, dispatch_uid="memory-deleted")
+        post_save.connect(_memory_saved, sender=Memory, dispatch_uid="memory-saved")
+        post_delete.connect(_memory_deleted, sender=Memory, dispatch_uid="memory-deleted")

@@ -76,10 +76,24 @@ class MemorySettings(models.Model):
     )
     create_enabled = models.BooleanField(default=True)
     use_enabled = models.BooleanField(default=True)
+    # Replaced (by a random number) in the transaction of every write to the user's memories:
+    # a process's search index of the user is current while it is the one it was built at.
+    index_version = models.PositiveBigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"memory settings of {self.user_id}"
+
+
+class AppIndexVersion(models.Model):
+    """The search-index version of an app's shared (app-scope) memories, replaced in the
+    transaction of every write to them, as ``MemorySettings.index_version`` is for a user's."""
+
+    app_name = models.CharField(max_length=128, unique=True)
+    version = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"index version {self.version} of app {self.app_name}"
 
 
 class GenerationJob(models.Model):

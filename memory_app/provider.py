@@ -7,6 +7,7 @@ turn hook only enqueues a job when a trigger is due.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -21,6 +22,11 @@ from sessions_app.types import Session
 
 LOAD_MEMORY_LIMIT = 5
 CREATE_MEMORY_MAX_CHARS = 1000
+# (session id, index versions) that ``permissions`` read for the turn under way, taken once
+# by the preload that follows it in the same task, so the turn reads the versions once.
+_turn_index_versions: ContextVar[tuple[str, tuple] | None] = ContextVar(
+    "turn_index_versions", default=None
+)
 
 
 def snippet_from(result: selectors.ScoredMemory) -> MemorySnippet:
@@ -30,13 +36,26 @@ def snippet_from(result: selectors.ScoredMemory) -> MemorySnippet:
 
 
 async def _search(
-    *, app_name: str, user_id: str, session_id: str, query: str, limit: int
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    query: str,
+    limit: int,
+    sources: bool = True,
+    index_versions: tuple | None = None,
 ) -> list[MemorySnippet]:
     user_pk = user_pk_from_id(user_id)
     if user_pk is None:
         return []
     results = await sync_to_async(selectors.memory_search)(
-        app_name=app_name, user_pk=user_pk, query=query, session_id=session_id, limit=limit
+        app_name=app_name,
+        user_pk=user_pk,
+        query=query,
+        session_id=session_id,
+        limit=limit,
+        sources=sources,
+        index_versions=index_versions,
     )
     return [snippet_from(result) for result in results]
 
@@ -133,16 +152,22 @@ class DjangoMemoryProvider:
         access = await sync_to_async(selectors.session_memory_access)(
             user_pk=user_pk, session_id=session.id
         )
+        _turn_index_versions.set((session.id, access.index_versions) if access.use else None)
         return MemoryPermissions(use=access.use, create=access.create)
 
     async def preload(self, *, session: Session, query: str, limit: int) -> list[MemorySnippet]:
-        """The memories most relevant to the user's message, for the system instruction."""
+        """The memories most relevant to the user's message, for the system instruction, which
+        shows their text and confidence only (so their sources are not read)."""
+        read = _turn_index_versions.get()
+        _turn_index_versions.set(None)
         return await _search(
             app_name=session.app_name,
             user_id=session.user_id,
             session_id=session.id,
             query=query,
             limit=limit,
+            sources=False,
+            index_versions=read[1] if read is not None and read[0] == session.id else None,
         )
 
     def tools(self) -> list[Tool]:

@@ -2,31 +2,32 @@
 
 Search is exact over everything one user may see in an app: their user-scope memories, the
 app's shared memories, and the session-scope memories of the current session only. Each
-process keeps a :class:`~memory_app.ranking.MemoryIndex` per (app, user), checked against a
-version token in Django's cache that every write replaces, so a change made by a worker in
-another process is seen on the next search. The best candidates are then read again from the
-database, so a memory deleted a moment ago is never returned, even from a stale index.
+process keeps a :class:`~memory_app.ranking.MemoryIndex` per (app, user), checked against
+versions in the database that every write replaces in its own transaction, so a change made
+by a worker in another process is seen on the next search, cache or no cache. The best
+candidates are then read again from the database, so a memory deleted a moment ago is never
+returned, even from a stale index.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
 from django.conf import settings
-from django.core.cache import cache
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from chatapp.outages import REDIS_ERRORS
 from memory_app.embedding import embedder_get, vector_from_bytes
 from memory_app.models import (
+    AppIndexVersion,
     GenerationJob,
     Memory,
     MemoryRevision,
@@ -40,9 +41,6 @@ from memory_app.ranking import Embedder, MemoryIndex, recency_prior
 from sessions_app.models import EventRecord, SessionRecord
 
 logger = logging.getLogger(__name__)
-
-USER_VERSION_KEY = "memory-index:user:{app_name}:{user_pk}"
-APP_VERSION_KEY = "memory-index:app:{app_name}"
 
 
 @dataclass(frozen=True)
@@ -77,10 +75,15 @@ def trigger_config_get(*, app_name: str) -> TriggerConfig:
 
 @dataclass(frozen=True)
 class SessionMemoryAccess:
-    """What a session may do with memory: the user's choices, and never in a temporary chat."""
+    """What a session may do with memory: the user's choices, and never in a temporary chat.
+
+    ``index_versions``: the search-index versions (see :func:`_versions`) read in the same
+    query, for a search that follows at once (the preload) to skip reading them again.
+    """
 
     use: bool
     create: bool
+    index_versions: tuple[int | None, int] | None = None
 
 
 def session_memory_access(*, user_pk: int, session_id: str) -> SessionMemoryAccess:
@@ -88,19 +91,22 @@ def session_memory_access(*, user_pk: int, session_id: str) -> SessionMemoryAcce
 
     An unknown session (or one of another user) allows nothing. One query.
     """
+    app_version = AppIndexVersion.objects.filter(app_name=OuterRef("app_name")).values("version")
     row = (
         SessionRecord.objects.filter(pk=session_id, user_id=user_pk)
         .values_list(
             "temporary",
             "user__memory_settings__use_enabled",
             "user__memory_settings__create_enabled",
+            "user__memory_settings__index_version",
+            Subquery(app_version[:1]),
         )
         .first()
     )
     if row is None or row[0]:
         return SessionMemoryAccess(use=False, create=False)
-    use, create = (True if value is None else value for value in row[1:])
-    return SessionMemoryAccess(use=use, create=create)
+    use, create = (True if value is None else value for value in row[1:3])
+    return SessionMemoryAccess(use=use, create=create, index_versions=(row[3], row[4] or 0))
 
 
 @dataclass(frozen=True)
@@ -226,45 +232,49 @@ def _index_build(
     return entry
 
 
-def _versions_ensure(*, app_name: str, user_pk: int) -> None:
-    """Give both version tokens a value, so an index built now can be recognised as current."""
-    cache.add(
-        USER_VERSION_KEY.format(app_name=app_name, user_pk=user_pk), uuid.uuid4().hex, timeout=None
-    )
-    cache.add(APP_VERSION_KEY.format(app_name=app_name), uuid.uuid4().hex, timeout=None)
+def _versions(*, app_name: str, user_pk: int) -> tuple[int | None, int]:
+    """The (user, app) index versions, read in one query; the user's is None while they have
+    no settings row (the app's is 0 until its first shared memory is written).
 
-
-def _versions(*, app_name: str, user_pk: int) -> tuple:
-    """The (user, app) version tokens, given a value first when the cache has none.
-
-    ``(None, None)`` when the cache is unreachable (Redis down): no process can then tell
-    whether its index is current, so every search builds it afresh from the database
-    until the cache is back (slower, never stale), instead of failing the turn.
+    The database, not the cache, holds them: a write commits its version with it, so an
+    index is never taken for current after a write, even one made while Redis was away,
+    and the read costs the round trip a cache read would.
     """
-    user_key = USER_VERSION_KEY.format(app_name=app_name, user_pk=user_pk)
-    app_key = APP_VERSION_KEY.format(app_name=app_name)
-    try:
-        found = cache.get_many([user_key, app_key])
-        if len(found) < 2:
-            _versions_ensure(app_name=app_name, user_pk=user_pk)
-            found = cache.get_many([user_key, app_key])
-    except REDIS_ERRORS as error:
-        logger.warning("memory index versions unavailable, searching uncached: %s", error)
-        return (None, None)
-    return (found.get(user_key), found.get(app_key))
+    row = (
+        get_user_model()
+        .objects.filter(pk=user_pk)
+        .values_list(
+            "memory_settings__index_version",
+            Subquery(AppIndexVersion.objects.filter(app_name=app_name).values("version")[:1]),
+        )
+        .first()
+    )
+    user_version, app_version = row if row is not None else (None, None)
+    return (user_version, app_version or 0)
 
 
-def _index_get(*, app_name: str, user_pk: int) -> _CachedIndex:
-    """The (app, user) index of this process, rebuilt when a write replaced a version token."""
+def _index_get(
+    *, app_name: str, user_pk: int, versions: tuple[int | None, int] | None = None
+) -> _CachedIndex:
+    """The (app, user) index of this process, rebuilt when a write replaced a version.
+
+    ``versions`` as :func:`_versions` reads them, when the caller already has them. For a
+    user with no settings row, who has no version a write could replace, the index is built
+    and not kept; every write through a job or a review takes the user's lock, which creates
+    the row, so that is a user with no memories but the app's shared ones.
+    """
     embedder = embedder_get()
     key = (app_name, user_pk, embedder.name)
-    versions = _versions(app_name=app_name, user_pk=user_pk)
+    if versions is None:
+        versions = _versions(app_name=app_name, user_pk=user_pk)
     with _indexes_lock:
         entry = _indexes.get(key)
-        if entry is not None and entry.versions == versions and None not in versions:
+        if entry is not None and entry.versions == versions:
             _indexes.move_to_end(key)
             return entry
     entry = _index_build(app_name=app_name, user_pk=user_pk, embedder=embedder, versions=versions)
+    if versions[0] is None:
+        return entry
     with _indexes_lock:
         _indexes[key] = entry
         _indexes.move_to_end(key)
@@ -276,7 +286,7 @@ def _index_get(*, app_name: str, user_pk: int) -> _CachedIndex:
 def index_cache_drop(*, user_pk: int) -> None:
     """Forget this process's search indexes of the user, with the texts they hold.
 
-    Other processes' copies are already unusable once the version token changed (see
+    Other processes' copies are already unusable once the version changed (see
     ``memory_index_invalidate``) and leave their caches as newer indexes push them out.
     """
     with _indexes_lock:
@@ -302,7 +312,14 @@ _SCORED_FIELDS = (
 
 
 def memory_search(
-    *, app_name: str, user_pk: int, query: str, session_id: str | None = None, limit: int = 10
+    *,
+    app_name: str,
+    user_pk: int,
+    query: str,
+    session_id: str | None = None,
+    limit: int = 10,
+    sources: bool = True,
+    index_versions: tuple[int | None, int] | None = None,
 ) -> list[ScoredMemory]:
     """The ``limit`` memories most relevant to ``query`` that this user may see, best first.
 
@@ -310,10 +327,13 @@ def memory_search(
     session-scope memories of ``session_id`` only. Ranking: BM25 and (when the embedder has a
     model) cosine similarity blended half and half, plus ``MEMORY_PRIOR_WEIGHT`` times the mean
     of a recency prior and the memory's importance. Exact: every candidate is scored.
+    ``sources=False`` leaves each result's sources empty, for callers (the preload) that
+    need only the text and confidence and should not pay for the join. ``index_versions``:
+    as :func:`session_memory_access` read them a moment ago, else read here.
     """
     if limit <= 0 or not query.strip():
         return []
-    entry = _index_get(app_name=app_name, user_pk=user_pk)
+    entry = _index_get(app_name=app_name, user_pk=user_pk, versions=index_versions)
     now = timezone.now()
     excluded = {i for i, owner in entry.session_of.items() if owner != session_id}
     excluded.update(i for i, expires_at in entry.expiry.items() if expires_at <= now)
@@ -330,11 +350,17 @@ def memory_search(
         user_pk=user_pk,
         session_id=session_id,
         scores={i: scores[i] for i in chosen},
+        sources=sources,
     )
 
 
 def memories_scored(
-    *, app_name: str, user_pk: int, session_id: str | None, scores: dict[str, float]
+    *,
+    app_name: str,
+    user_pk: int,
+    session_id: str | None,
+    scores: dict[str, float],
+    sources: bool = True,
 ) -> list[ScoredMemory]:
     """The memories of ``scores`` that are still visible now, read fresh, in the given order.
 
@@ -348,11 +374,17 @@ def memories_scored(
     # One query, memories with their sources (a row per source, oldest first), fetched by
     # primary key alone and checked here: combined with the visibility filter in SQL,
     # SQLite's planner scanned every memory of the app through its app index.
-    rows = (
-        Memory.objects.filter(pk__in=list(scores))
-        .order_by("sources__event__session_id", "sources__event__sequence")
-        .values_list(*_SCORED_FIELDS, "sources__event__session_id", "sources__event__event_id")
-    )
+    if sources:
+        rows = (
+            Memory.objects.filter(pk__in=list(scores))
+            .order_by("sources__event__session_id", "sources__event__sequence")
+            .values_list(*_SCORED_FIELDS, "sources__event__session_id", "sources__event__event_id")
+        )
+    else:
+        rows = (
+            (*row, None, None)
+            for row in Memory.objects.filter(pk__in=list(scores)).values_list(*_SCORED_FIELDS)
+        )
     found: dict[str, tuple[dict, list[SourceRef]]] = {}
     hidden: set[str] = set()
     for *values, source_session_id, source_event_id in rows:
@@ -460,10 +492,15 @@ def event_text(record: EventRecord) -> str:
     return "".join(part.get("text") or "" for part in parts if not part.get("thought"))
 
 
-def user_turns_after(*, session_id: str, after_sequence: int) -> int:
-    """User turns stored after ``after_sequence`` (rewound ones left out)."""
+def user_turns_unprocessed(*, session_id: str) -> int:
+    """User turns stored past the session's watermark (rewound ones left out), in one query:
+    it runs after every turn."""
+    processed = MemoryWatermark.objects.filter(session_id=session_id).values("last_sequence")
     return EventRecord.objects.filter(
-        session_id=session_id, sequence__gt=after_sequence, author="user", rewound=False
+        session_id=session_id,
+        sequence__gt=Coalesce(Subquery(processed[:1]), Value(0)),
+        author="user",
+        rewound=False,
     ).count()
 
 

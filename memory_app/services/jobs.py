@@ -113,11 +113,11 @@ def _turn_trigger(
             return GenerationJob.Trigger.EXPLICIT
     if config.every_turn:
         return GenerationJob.Trigger.EVERY_TURN
-    if config.every_n_turns > 0:
-        processed = selectors.watermark_get(session_id=session_id)
-        turns = selectors.user_turns_after(session_id=session_id, after_sequence=processed)
-        if turns >= config.every_n_turns:
-            return GenerationJob.Trigger.EVERY_N_TURNS
+    if (
+        config.every_n_turns > 0
+        and selectors.user_turns_unprocessed(session_id=session_id) >= config.every_n_turns
+    ):
+        return GenerationJob.Trigger.EVERY_N_TURNS
     return None
 
 

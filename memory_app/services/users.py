@@ -4,18 +4,17 @@ version and the notices sent to their open chat pages."""
 from __future__ import annotations
 
 import logging
-import uuid
+import secrets
 
 from asgiref.sync import async_to_sync
-from django.core.cache import cache
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from chatapp.outages import REDIS_ERRORS
-from memory_app import selectors
 from memory_app.consolidation import (
     ConsolidationReport,
 )
 from memory_app.models import (
+    AppIndexVersion,
     Memory,
     MemorySettings,
 )
@@ -30,27 +29,32 @@ NOTICE_TEXT_CHARS = 200
 # --- Cache invalidation -------------------------------------------------------------------
 
 
-def memory_index_invalidate(*, app_name: str, user_pk: int | None) -> None:
+def memory_index_invalidate(
+    *, app_name: str, user_pk: int | None, settings_create: bool = True
+) -> None:
     """Make every process rebuild its search index of this user (or, for None, of the app).
 
-    The version token is replaced now, so this process and this transaction see the change,
-    and again after commit, so no process caches an index built from rows not yet committed.
+    Replaces the version in the database, in the caller's transaction: the change and the new
+    version commit together or not at all, whatever state the cache is in, and a search in
+    any process compares its index with the committed version (see
+    ``selectors._versions``). The version is random rather than counted, so an index built
+    inside a transaction that was then rolled back can never match a later write's version.
+    A user with no settings row gets one (no process keeps an index of such a user), unless
+    ``settings_create`` is False: a memory deleted as its user is being deleted.
     """
+    version = secrets.randbits(63)
     if user_pk is None:
-        key = selectors.APP_VERSION_KEY.format(app_name=app_name)
-    else:
-        key = selectors.USER_VERSION_KEY.format(app_name=app_name, user_pk=user_pk)
-
-    def replace() -> None:
-        try:
-            cache.set(key, uuid.uuid4().hex, timeout=None)
-        except REDIS_ERRORS as error:
-            # Without the cache, no process can read a version either: each search
-            # rebuilds its index (see selectors._versions) until the cache is back.
-            logger.warning("memory index version %s not replaced, no cache: %s", key, error)
-
-    replace()
-    transaction.on_commit(replace)
+        if not AppIndexVersion.objects.filter(app_name=app_name).update(version=version):
+            AppIndexVersion.objects.update_or_create(
+                app_name=app_name, defaults={"version": version}
+            )
+        return
+    if MemorySettings.objects.filter(user_id=user_pk).update(index_version=version):
+        return
+    if settings_create and get_user_model().objects.filter(pk=user_pk).exists():
+        MemorySettings.objects.update_or_create(
+            user_id=user_pk, defaults={"index_version": version}
+        )
 
 
 # --- Settings -------------------------------------------------------------------------------
@@ -68,7 +72,7 @@ def memory_settings_update(
             row.create_enabled = create_enabled
         if use_enabled is not None:
             row.use_enabled = use_enabled
-        row.save()
+        row.save(update_fields=["create_enabled", "use_enabled", "updated_at"])
     memory_change_notice_send(
         user_pk=user_pk,
         notice={

@@ -389,9 +389,12 @@ class Runner:
                 response = {"status": "error", "message": f"State not saved: {error}"}
             else:
                 state_delta.update(context.state_delta)
-            report.memories.extend(
-                memory for memory in context.memories_used if memory not in report.memories
-            )
+            # By id: a memory found again by a tool may carry another score.
+            shown = {memory.id for memory in report.memories}
+            for memory in context.memories_used:
+                if memory.id not in shown:
+                    shown.add(memory.id)
+                    report.memories.append(memory)
             parts.append(
                 types.Part(
                     function_response=types.FunctionResponse(

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 from django.core.cache import cache
+from django.test import override_settings
 
 from memory_app import selectors, services
-from memory_app.models import Memory, MemoryScope, MemoryStatus
+from memory_app.models import Memory, MemoryScope, MemorySettings, MemoryStatus
 from memory_app.ranking import normalise
 from tests.memory_app.support import (
     APP,
@@ -156,6 +157,7 @@ def test_a_deleted_memory_is_not_returned_even_from_a_stale_index(user):
 
 
 def test_a_write_in_another_process_is_seen_through_the_shared_version(user):
+    MemorySettings.objects.create(user=user)  # as for anyone whose chats made memories
     memory_make(user=user, text="The user reads poetry")
     assert len(search(user, "poetry")) == 1
     Memory.objects.bulk_create(  # no signals: as if written elsewhere, before the bump
@@ -163,7 +165,7 @@ def test_a_write_in_another_process_is_seen_through_the_shared_version(user):
     )
     assert len(search(user, "poetry")) == 1, "the index is cached until the version changes"
 
-    cache.set(selectors.USER_VERSION_KEY.format(app_name=APP, user_pk=user.pk), "elsewhere")
+    MemorySettings.objects.filter(user=user).update(index_version=7)  # that process's write
 
     assert len(search(user, "poetry")) == 2
 
@@ -216,3 +218,31 @@ def test_search_reads_the_database_when_the_cache_is_unreachable(user, unreachab
     services.memory_index_invalidate(app_name=APP, user_pk=user.pk)
     memory_make(user=user, text="The user moved to Porto")
     assert texts(search(user, "Porto")) == ["The user moved to Porto"]
+
+
+def test_writes_made_while_the_cache_was_down_are_found_once_it_is_back(user, settings):
+    """The cache comes back with its data intact, so it must not be what says a write
+    happened: the version is written with the memory, in the database."""
+    kept = memory_make(user=user, text="The user plays the cello")
+    memory_make(user=user, text="The team meets on Mondays", scope=MemoryScope.APP)
+    cache.set("still-here", True)
+    assert texts(search(user, "cello")) == ["The user plays the cello"]
+    assert texts(search(user, "Mondays")) == ["The team meets on Mondays"]
+    outage = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens there
+        }
+    }
+
+    with override_settings(CACHES=outage):
+        memory_make(user=user, text="The user plays the viola", age_days=1)
+        memory_make(user=user, text="The team meets on Fridays", scope=MemoryScope.APP)
+        services.memory_correct(
+            app_name=APP, user_pk=user.pk, memory_id=str(kept.id), text="The user plays the harp"
+        )
+
+    assert cache.get("still-here") is True, "the cache is back with what it held"
+    assert texts(search(user, "viola")) == ["The user plays the viola"]
+    assert texts(search(user, "Fridays")) == ["The team meets on Fridays"]
+    assert texts(search(user, "harp")) == ["The user plays the harp"]
