@@ -219,3 +219,12 @@ def test_the_image_leaves_out_local_state():
     ignored = (ROOT / ".dockerignore").read_text().split()
 
     assert {".git", ".venv", "build", ".env"} <= set(ignored)
+
+
+def test_compose_has_no_default_for_a_secret():
+    """A forgotten .env must stop `docker compose up`, not start with a guessable secret."""
+    text = (ROOT / "docker-compose.yml").read_text()
+    for name in ("SECRET_KEY", "POSTGRES_PASSWORD"):
+        uses = re.findall(r"\$\{" + name + r"([^}]*)\}", text)
+        assert uses, f"{name} is not used by docker-compose.yml"
+        assert all(use.startswith(":?") for use in uses), f"{name} has a default: {uses}"
