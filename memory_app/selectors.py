@@ -21,8 +21,8 @@ import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db import connection
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from memory_app.embedding import embedder_get, vector_from_bytes
@@ -488,20 +488,47 @@ def session_user_event_get(*, session_id: str, invocation_id: str) -> EventRecor
 
 def event_text(record: EventRecord) -> str:
     """The text parts of a stored event, thoughts left out."""
-    parts = (record.content or {}).get("parts") or []
+    return content_text(record.content)
+
+
+def content_text(content: dict | None) -> str:
+    """The text parts of a stored event's content, thoughts left out."""
+    parts = (content or {}).get("parts") or []
     return "".join(part.get("text") or "" for part in parts if not part.get("thought"))
 
 
-def user_turns_unprocessed(*, session_id: str) -> int:
-    """User turns stored past the session's watermark (rewound ones left out), in one query:
-    it runs after every turn."""
-    processed = MemoryWatermark.objects.filter(session_id=session_id).values("last_sequence")
-    return EventRecord.objects.filter(
-        session_id=session_id,
-        sequence__gt=Coalesce(Subquery(processed[:1]), Value(0)),
-        author="user",
-        rewound=False,
-    ).count()
+@dataclass(frozen=True)
+class TurnTriggerFacts:
+    """What the turn triggers look at: the text of the user event that began the invocation
+    (None without one) and the user turns stored past the session's watermark."""
+
+    user_text: str | None
+    unprocessed_user_turns: int
+
+
+def turn_trigger_facts(*, session_id: str, invocation_id: str) -> TurnTriggerFacts:
+    """Both facts in one statement, written out in SQL: it runs after every turn, where the
+    ORM's building of the two queries cost more than the database's answering them. Rewound
+    user turns are not counted."""
+    events = EventRecord._meta.db_table
+    watermarks = MemoryWatermark._meta.db_table
+    content_field = EventRecord._meta.get_field("content")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT (SELECT content FROM {events} WHERE session_id = %s AND invocation_id = %s"
+            f" AND author = 'user' ORDER BY sequence LIMIT 1),"
+            f" (SELECT COUNT(*) FROM {events} WHERE session_id = %s AND author = 'user'"
+            f" AND rewound = %s AND sequence > COALESCE("
+            f"(SELECT last_sequence FROM {watermarks} WHERE session_id = %s), 0))",
+            [session_id, invocation_id, session_id, False, session_id],
+        )
+        content, unprocessed = cursor.fetchone()
+    if isinstance(content, str | bytes):  # SQLite's text; psycopg decodes jsonb itself
+        content = content_field.from_db_value(content, None, connection)
+    return TurnTriggerFacts(
+        user_text=None if content is None else content_text(content),
+        unprocessed_user_turns=unprocessed,
+    )
 
 
 def watermark_get(*, session_id: str) -> int:

@@ -105,18 +105,14 @@ def _turn_trigger(
     *, app_name: str, session_id: str, invocation_id: str
 ) -> GenerationJob.Trigger | None:
     config = selectors.trigger_config_get(app_name=app_name)
-    if config.explicit:
-        user_event = selectors.session_user_event_get(
-            session_id=session_id, invocation_id=invocation_id
-        )
-        if user_event is not None and REMEMBER_REQUEST.search(selectors.event_text(user_event)):
-            return GenerationJob.Trigger.EXPLICIT
+    if not config.explicit and (config.every_turn or config.every_n_turns <= 0):
+        return GenerationJob.Trigger.EVERY_TURN if config.every_turn else None
+    facts = selectors.turn_trigger_facts(session_id=session_id, invocation_id=invocation_id)
+    if config.explicit and facts.user_text and REMEMBER_REQUEST.search(facts.user_text):
+        return GenerationJob.Trigger.EXPLICIT
     if config.every_turn:
         return GenerationJob.Trigger.EVERY_TURN
-    if (
-        config.every_n_turns > 0
-        and selectors.user_turns_unprocessed(session_id=session_id) >= config.every_n_turns
-    ):
+    if config.every_n_turns > 0 and facts.unprocessed_user_turns >= config.every_n_turns:
         return GenerationJob.Trigger.EVERY_N_TURNS
     return None
 
@@ -127,7 +123,7 @@ def memory_turn_completed(
     """After a stored turn: queue a job if one of the app's turn triggers is due, else None.
 
     Explicit ("remember ..." in the user's message) comes first, then every turn, then every
-    N user turns past the watermark. A few indexed reads; the job itself runs elsewhere.
+    N user turns past the watermark. One indexed read; the job itself runs elsewhere.
     """
     trigger = _turn_trigger(app_name=app_name, session_id=session_id, invocation_id=invocation_id)
     if trigger is None:
