@@ -22,7 +22,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import connection
-from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, Prefetch, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from memory_app.embedding import embedder_get, vector_from_bytes
@@ -89,23 +89,24 @@ class SessionMemoryAccess:
 def session_memory_access(*, user_pk: int, session_id: str) -> SessionMemoryAccess:
     """Use and create, each allowed only when the user allows it and the chat is not temporary.
 
-    An unknown session (or one of another user) allows nothing. One query.
+    An unknown session (or one of another user) allows nothing. One statement, written out in
+    SQL as it runs before every turn (see :func:`turn_trigger_facts`).
     """
-    app_version = AppIndexVersion.objects.filter(app_name=OuterRef("app_name")).values("version")
-    row = (
-        SessionRecord.objects.filter(pk=session_id, user_id=user_pk)
-        .values_list(
-            "temporary",
-            "user__memory_settings__use_enabled",
-            "user__memory_settings__create_enabled",
-            "user__memory_settings__index_version",
-            Subquery(app_version[:1]),
+    sessions = SessionRecord._meta.db_table
+    user_settings = MemorySettings._meta.db_table
+    app_versions = AppIndexVersion._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT s.temporary, m.use_enabled, m.create_enabled, m.index_version,"
+            f" (SELECT v.version FROM {app_versions} v WHERE v.app_name = s.app_name)"
+            f" FROM {sessions} s LEFT JOIN {user_settings} m ON m.user_id = s.user_id"
+            f" WHERE s.id = %s AND s.user_id = %s",
+            [session_id, user_pk],
         )
-        .first()
-    )
+        row = cursor.fetchone()
     if row is None or row[0]:
         return SessionMemoryAccess(use=False, create=False)
-    use, create = (True if value is None else value for value in row[1:3])
+    use, create = (True if value is None else bool(value) for value in row[1:3])
     return SessionMemoryAccess(use=use, create=create, index_versions=(row[3], row[4] or 0))
 
 
