@@ -246,3 +246,33 @@ def test_writes_made_while_the_cache_was_down_are_found_once_it_is_back(user, se
     assert texts(search(user, "viola")) == ["The user plays the viola"]
     assert texts(search(user, "Fridays")) == ["The team meets on Fridays"]
     assert texts(search(user, "harp")) == ["The user plays the harp"]
+
+
+def test_a_turn_reads_the_index_versions_once_with_its_permissions(user, django_assert_num_queries):
+    session = session_make(user)
+    memory_make(user=user, text="The user keeps bees")
+    services.memory_index_invalidate(app_name=APP, user_pk=user.pk)  # as a job does
+    access = selectors.session_memory_access(user_pk=user.pk, session_id=session.id)
+    search(user, "bees", session_id=session.id)  # the process's index, built once
+
+    with django_assert_num_queries(1):  # the winners read again, no version read
+        found = selectors.memory_search(
+            app_name=APP,
+            user_pk=user.pk,
+            query="bees",
+            session_id=session.id,
+            sources=False,
+            index_versions=access.index_versions,
+        )
+    assert texts(found) == ["The user keeps bees"]
+
+    memory_make(user=user, text="The user sells honey from the bees")
+    access = selectors.session_memory_access(user_pk=user.pk, session_id=session.id)
+    found = selectors.memory_search(
+        app_name=APP,
+        user_pk=user.pk,
+        query="honey",
+        session_id=session.id,
+        index_versions=access.index_versions,
+    )
+    assert texts(found) == ["The user sells honey from the bees"]
