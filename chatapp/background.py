@@ -122,9 +122,9 @@ def periodic_start() -> threading.Thread | None:
     every ``PERIODIC_REFRESH_SECONDS`` (see ``chatapp.periodic``).
     Task modules are imported first, as a worker does at start, so every
     scheduled task is registered.
-    Returns the thread, or None when beat is in charge.
+    Returns the thread, or None when beat is in charge or ``PERIODIC_IN_PROCESS`` is off.
     """
-    if settings.BACKGROUND_TASKS != "inprocess":
+    if settings.BACKGROUND_TASKS != "inprocess" or not settings.PERIODIC_IN_PROCESS:
         return None
     from chatapp.celery import app
     from chatapp.periodic import periodic_due, periodic_entries

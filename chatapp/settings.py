@@ -109,6 +109,10 @@ if USING_SQLITE:
         "timeout": 30,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+    # The test database is a file beside the real one, not the in-memory default: an in-memory
+    # database shares its cache between connections, where a second writer fails at once
+    # ("database table is locked") instead of waiting on the busy timeout as it does here.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "build" / "test-db.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: channel layer, cache, broker ----------------------------------------
@@ -143,6 +147,9 @@ else:
 # "inprocess": tasks run on a thread pool of the web process after commit (no
 # broker needed); "celery": tasks go to the Celery broker for external workers.
 BACKGROUND_TASKS = env.str("BACKGROUND_TASKS", default="celery" if REDIS_URL else "inprocess")
+# With "inprocess", the web process also runs the periodic tasks (beat's job otherwise); the
+# test suite turns this off so that no cleanup runs against a test's database behind its back.
+PERIODIC_IN_PROCESS = True
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "memory://")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True

@@ -1,10 +1,16 @@
 import os
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import OperationalError, connection
 from rest_framework.test import APIClient
 
 from tests.factories import UserFactory
+
+# Set before any test module imports chatapp.asgi, which starts the embedded mode's periodic
+# thread: that thread would run the real cleanup tasks against whichever test database is open,
+# outside the tests' transactions (SQLite then reports "database table is locked").
+django_settings.PERIODIC_IN_PROCESS = False
 
 
 @pytest.fixture(scope="session", autouse=True)

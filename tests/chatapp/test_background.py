@@ -1,9 +1,10 @@
-"""task_enqueue: work is sent after commit, and a broker outage never fails the caller."""
+"""task_enqueue: work is sent after commit, and a broker outage never fails the caller; where
+the periodic thread runs."""
 
 import pytest
 from kombu.exceptions import OperationalError
 
-from chatapp.background import task_enqueue
+from chatapp.background import periodic_start, task_enqueue
 from memory_app.tasks import memory_job_run
 
 
@@ -28,3 +29,13 @@ def test_a_task_the_broker_cannot_take_is_logged_and_the_caller_goes_on(
         'task memory_app.tasks.memory_job_run {"job_id": "1b7e"} not enqueued, '
         "the broker is unavailable" in caplog.text
     )
+
+
+def test_the_periodic_thread_starts_only_where_the_web_process_keeps_the_schedule(settings):
+    settings.BACKGROUND_TASKS = "celery"
+    settings.PERIODIC_IN_PROCESS = True
+    assert periodic_start() is None, "beat keeps the schedule when there is a broker"
+
+    settings.BACKGROUND_TASKS = "inprocess"
+    settings.PERIODIC_IN_PROCESS = False
+    assert periodic_start() is None, "the test suite keeps periodic work out of its databases"
