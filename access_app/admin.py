@@ -11,17 +11,7 @@ from django.contrib import admin
 from django.utils import timezone
 
 from access_app.models import AccessGrant, AuditLogEntry
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
+from chatapp.admin import ReadOnlyAdmin
 
 
 @admin.register(AuditLogEntry)

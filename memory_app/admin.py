@@ -30,6 +30,7 @@ from access_app.selectors import (
     staff_may_view_user_data,
 )
 from access_app.services import audit_record
+from chatapp.admin import ReadOnlyAdmin
 from memory_app import selectors
 from memory_app.models import TRUST, GenerationJob, Memory, MemoryStatus, MemoryTopic, SourceType
 from memory_app.services import review
@@ -207,7 +208,7 @@ def _memory_action(*, name: str, description: str, service, permission: str, rea
 
 
 @admin.register(Memory)
-class MemoryAdmin(admin.ModelAdmin):
+class MemoryAdmin(ReadOnlyAdmin):
     list_display = [
         "short_text",
         "user",
@@ -310,15 +311,6 @@ class MemoryAdmin(admin.ModelAdmin):
     @admin.display(description="memory", ordering="text")
     def short_text(self, memory: Memory) -> str:
         return Truncator(memory.text).chars(90)
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     def has_memory_review_permission(self, request) -> bool:
         return request.user.has_perm("memory_app.review_quarantine")
@@ -472,7 +464,7 @@ class StatusChart:
 
 
 @admin.register(GenerationJob)
-class GenerationJobAdmin(admin.ModelAdmin):
+class GenerationJobAdmin(ReadOnlyAdmin):
     list_display = [
         "id",
         "status",
@@ -538,15 +530,6 @@ class GenerationJobAdmin(admin.ModelAdmin):
             return "0"
         url = reverse("admin:memory_app_memory_changelist") + f"?job__id__exact={job.pk}"
         return format_html('<a href="{}">{}</a>', url, job.memory_total)
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     def has_retry_permission(self, request) -> bool:
         return request.user.has_perm("memory_app.change_generationjob")

@@ -23,6 +23,7 @@ from access_app.selectors import (
     sessions_visible_to_staff,
     staff_has_global_view,
 )
+from chatapp.admin import ReadOnlyAdmin
 from memory_app.admin import audit_object_viewed, audit_page_viewed
 from sessions_app.markdown import markdown_render_safe
 from sessions_app.models import EventRecord, SessionRecord
@@ -76,7 +77,7 @@ def conversation_entry(event: EventRecord) -> ConversationEntry:
 
 
 @admin.register(SessionRecord)
-class SessionRecordAdmin(admin.ModelAdmin):
+class SessionRecordAdmin(ReadOnlyAdmin):
     list_display = ["__str__", "title", "user", "app_name", "temporary", "updated", "event_total"]
     list_filter = ["app_name", "temporary"]
     search_fields = ["id", "title", "user__username"]
@@ -94,15 +95,6 @@ class SessionRecordAdmin(admin.ModelAdmin):
     @admin.display(description="events", ordering="events_stored")
     def event_total(self, session: SessionRecord) -> int:
         return session.events_stored
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     def has_regenerate_permission(self, request) -> bool:
         return request.user.has_perm("memory_app.add_generationjob")

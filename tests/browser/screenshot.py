@@ -8,12 +8,11 @@ the offline model) and needs Chromium at /usr/bin/chromium.
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from tests.browser.server import CHROMIUM, CHROMIUM_ARGS, ROOT, running_server, sign_in
+from tests.browser.server import ROOT, screenshot_page, sign_in
 
 OUTPUT = ROOT / "docs" / "chat.png"
 TITLE = "Lisbon trip"
@@ -28,13 +27,7 @@ CONVERSATIONS = [
 
 
 def take(output: Path = OUTPUT) -> None:
-    with (
-        tempfile.TemporaryDirectory() as logs,
-        running_server(Path(logs)) as server,
-        sync_playwright() as playwright,
-    ):
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
+    with screenshot_page(width=1280, height=800) as (page, server):
         sign_in(page, server, server.usernames[0])
         composer = page.get_by_role("textbox", name="Message")
         for number, messages in enumerate(CONVERSATIONS):
@@ -55,7 +48,6 @@ def take(output: Path = OUTPUT) -> None:
         page.mouse.move(640, 400)
         output.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(output))
-        browser.close()
 
 
 if __name__ == "__main__":

@@ -186,3 +186,20 @@ def running_server(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextlib.contextmanager
+def screenshot_page(*, width: int, height: int) -> Iterator[tuple[Page, Server]]:
+    """A Chromium page of the given size beside a throwaway server, for the docs' screenshots."""
+    from playwright.sync_api import sync_playwright
+
+    with (
+        tempfile.TemporaryDirectory() as logs,
+        running_server(Path(logs)) as server,
+        sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_page(viewport={"width": width, "height": height}), server
+        finally:
+            browser.close()

@@ -7,32 +7,24 @@ chat screenshot, it serves the app with daphne on a throwaway database and needs
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from tests.browser.server import CHROMIUM, CHROMIUM_ARGS, ROOT, running_server
+from tests.browser.server import ROOT, screenshot_page
 from tests.browser.staff_data import staff_scenario, staff_sign_in
 
 OUTPUT = ROOT / "docs" / "provenance.png"
 
 
 def take(output: Path = OUTPUT) -> None:
-    with (
-        tempfile.TemporaryDirectory() as logs,
-        running_server(Path(logs)) as server,
-        sync_playwright() as playwright,
-    ):
+    with screenshot_page(width=1280, height=1100) as (page, server):
         ids = staff_scenario(server, owner=server.usernames[0])
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 1100})
         staff_sign_in(page, server)
         page.goto(f"{server.base_url}/admin/memory_app/memory/{ids['quarantined']}/change/")
         expect(page.get_by_role("heading", name="Sources (1)")).to_be_visible()
         output.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(output), full_page=True)
-        browser.close()
 
 
 if __name__ == "__main__":
