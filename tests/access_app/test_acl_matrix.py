@@ -538,7 +538,10 @@ def _object_attribute(route: str) -> str:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("route", ALL_ROUTES)
-def test_route_against_every_role(route, world):
+def test_route_against_every_role(route, world, settings):
+    # Who may read /readyz is the question here, not whether a Celery worker runs beside the
+    # suite (with REDIS_URL set a missing worker makes it answer 503, tests/chatapp/test_health).
+    settings.READYZ_REQUIRE_WORKERS = False
     door = _classified().get(route)
     if door is None:
         pytest.fail(f"{route!r} is not classified in DOORS / ADMIN_MODELS")

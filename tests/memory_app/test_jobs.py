@@ -26,7 +26,7 @@ from memory_app.models import (
     MemoryWatermark,
     SourceType,
 )
-from memory_app.services import jobs
+from memory_app.services import jobs as job_services
 from memory_app.tasks import memories_forget, memory_job_run, memory_jobs_redispatch
 from sessions_app.models import SessionRecord
 from sessions_app.runtime.llm import ModelError
@@ -50,7 +50,7 @@ Status = GenerationJob.Status
 def enqueued(monkeypatch):
     """Job ids sent to the task queue (the task itself does not run)."""
     sent = []
-    monkeypatch.setattr(jobs, "task_enqueue", lambda *, task, **kwargs: sent.append(kwargs))
+    monkeypatch.setattr(job_services, "task_enqueue", lambda *, task, **kwargs: sent.append(kwargs))
     return sent
 
 
@@ -189,9 +189,9 @@ def test_only_events_after_the_watermark_are_processed(user, enqueued, monkeypat
     turn_add(session, "I live in Porto.")
     run(job_for(user, session))
     seen = []
-    real = jobs.facts_extract
+    real = job_services.facts_extract
     monkeypatch.setattr(
-        jobs,
+        job_services,
         "facts_extract",
         lambda **kwargs: seen.append([e.text() for e in kwargs["events"]]) or real(**kwargs),
     )
@@ -222,14 +222,14 @@ def test_opting_out_during_extraction_skips_the_write(user, enqueued, monkeypatc
     session = session_make(user)
     turn_add(session, "I live in Porto.")
     job = job_for(user, session)
-    real = jobs.facts_extract
+    real = job_services.facts_extract
 
     def extract_then_opt_out(**kwargs):
         facts = real(**kwargs)
         services.memory_settings_update(user_pk=user.pk, create_enabled=False)
         return facts
 
-    monkeypatch.setattr(jobs, "facts_extract", extract_then_opt_out)
+    monkeypatch.setattr(job_services, "facts_extract", extract_then_opt_out)
 
     assert run(job) == Status.SKIPPED
     assert not Memory.objects.exists()
@@ -318,7 +318,7 @@ def test_a_transient_error_then_success(user, enqueued, monkeypatch, settings):
     session = session_make(user)
     turn_add(session, "I live in Porto.")
     job = job_for(user, session)
-    real = jobs.facts_extract
+    real = job_services.facts_extract
     failures = [ModelError("busy", code="model_unavailable", transient=True)]
 
     def flaky(**kwargs):
@@ -326,7 +326,7 @@ def test_a_transient_error_then_success(user, enqueued, monkeypatch, settings):
             raise failures.pop()
         return real(**kwargs)
 
-    monkeypatch.setattr(jobs, "facts_extract", flaky)
+    monkeypatch.setattr(job_services, "facts_extract", flaky)
 
     run(job)
     job.refresh_from_db()
@@ -342,7 +342,7 @@ def test_a_non_transient_error_fails_the_job_at_once(user, enqueued, monkeypatch
     def broken(**kwargs):
         raise ModelError("bad request", code="model_invalid_request")
 
-    monkeypatch.setattr(jobs, "facts_extract", broken)
+    monkeypatch.setattr(job_services, "facts_extract", broken)
 
     assert run(job) == Status.FAILED
     job.refresh_from_db()
@@ -365,7 +365,7 @@ def test_jobs_left_queued_are_dispatched_again(user, enqueued, settings):
         - timedelta(seconds=settings.MEMORY_JOB_REDISPATCH_AFTER_SECONDS + 60)
     )
     enqueued.clear()
-    jobs.cache.delete(jobs.DISPATCHED_KEY.format(job_id=lost.id))
+    job_services.cache.delete(job_services.DISPATCHED_KEY.format(job_id=lost.id))
 
     assert memory_jobs_redispatch.apply().get() == 1
     assert enqueued == [{"job_id": str(lost.id)}]
@@ -473,7 +473,7 @@ def test_jobs_of_one_user_write_one_at_a_time(requires_postgres, user, enqueued,
     jobs = same_session_twice + [job_for(user, s) for s in sessions]
     active, overlaps = [0], []
     lock = threading.Lock()
-    real = services.memories_consolidate
+    real = job_services.memories_consolidate
 
     def slow_consolidate(**kwargs):
         with lock:
@@ -486,7 +486,7 @@ def test_jobs_of_one_user_write_one_at_a_time(requires_postgres, user, enqueued,
             with lock:
                 active[0] -= 1
 
-    monkeypatch.setattr(jobs, "memories_consolidate", slow_consolidate)
+    monkeypatch.setattr(job_services, "memories_consolidate", slow_consolidate)
     barrier = threading.Barrier(len(jobs))
     results = {}
 
@@ -525,7 +525,7 @@ def test_jobs_of_one_user_write_one_at_a_time(requires_postgres, user, enqueued,
 
 @pytest.mark.django_db(transaction=True)
 async def test_the_user_s_open_chat_gets_a_notice_from_the_job(monkeypatch):
-    monkeypatch.setattr(jobs, "task_enqueue", lambda **kwargs: None)
+    monkeypatch.setattr(job_services, "task_enqueue", lambda **kwargs: None)
     owner = await sync_to_async(UserFactory)()
     client = Client()
     await sync_to_async(client.force_login)(owner)
