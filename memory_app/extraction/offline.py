@@ -1,83 +1,22 @@
-"""Extraction: the facts worth remembering in a range of a session's events.
-
-With Gemini configured, the model extracts them with structured output (:func:`fact_schema`),
-guided by the app's topics and their few-shot examples; every event is shown with its id and
-each fact cites the ids that support it. Without Gemini, the offline rules below extract them.
-Either way, every ``create_memory`` call the agent made yields a ``tool`` fact with the call's
-``text`` (the agent asked for it explicitly), and no other tool output yields anything.
-
-Facts are written in the third person, "The user ..." (the memory is read later by an agent
-talking to the user, and "I" would be ambiguous there). A fact has a ``kind``: a plain
-``statement``; a ``correction``, which replaces what a similar memory says; or a
-``retraction``, a negated statement that invalidates the memory it contradicts.
-
-Offline rules, applied to the text of user-authored events only, sentence by sentence (a
-sentence ends at ``.``, ``!``, ``?``, ``;`` or a line break, before "and I", "but I", "and
-my", "but my", and before ", I" or ", my" when more than an opening word precedes it, so
-"Actually, I ..." stays whole; a leading "oh", "well", "so", "also", "btw", "by the way",
-"ok" is skipped):
-
-1. "remember (that) X", "please remember X", "don't forget (that) X", "keep in mind (that) X"
-   (not "remember to/when/how/me/this/it ..."): X in the third person, topic
-   ``explicit_instructions``, source ``explicit``, confidence 0.95, importance 0.8.
-2. A correction marker opening the sentence ("actually", "correction", "sorry", "wait", "no,"
-   before "I" or "my"; "I meant") or "is not X but Y" / "not in X but in Y" (the sentence is
-   read with Y in place of X): the rest must be a first-person statement (rule 3); kind
-   ``correction``, source ``explicit``, confidence 0.9.
-3. First-person statements, "I" becoming "The user" and the verb agreeing ("I live" -> "The
-   user lives", "I don't" -> "The user does not", later "my/me/I" -> "their/them/they"):
-   - "my X is/are/was Y" or "my X's Y" (not "my question/point/problem/guess/bad ..."):
-     "The user's X is Y", topic ``preferences`` when X names a favourite, else ``personal_info``;
-   - "I am / I'm Y" (Y not an "-ing" word, except "living/working/studying", which read as
-     "lives/works/studies"; not a passing state: sorry, sure, fine, tired, ready, back, ...):
-     "The user is Y", ``personal_info``;
-   - "I (adverb) like/love/prefer/hate/dislike/enjoy/adore X" (X not it/that/this/you/how/
-     what ...): ``preferences``;
-   - "I (adverb) live/work/study/teach/own/have/speak/use/play/drive/eat/drink/cook X", "I
-     moved/grew up/was born X" ("have" not followed by to/a question/no idea/been/got):
-     ``personal_info``;
-   - "I moved (from Y) to <Place> ..." with a named place (a capital letter; the place ends
-     at a comma or before "last", "this", "for", "in 2019", "in May" ...): "The user lives in
-     <Place>, having moved there (from Y) ...", so the move fills the "lives in" slot;
-   - "I (have) switched/changed (over) (from Y) to X": "The user switched from Y to X",
-     ``preferences``, stated as lasting (source ``explicit``, confidence 0.9); without "from",
-     Y is what an earlier sentence of the same message said the user no longer likes ("I
-     don't like coffee anymore, I switched to green tea"). Consolidation makes it an update
-     of the preference it replaces.
-   Plain statements are source ``implicit``, confidence 0.8. A negated one ("I don't ...", "I
-   never ...", "I am not ...", "my X is not ...") is kind ``retraction``; when the change is
-   stated as lasting ("no longer", "anymore") it is also source ``explicit``, confidence 0.9.
-4. Key conversation details: a user turn whose sentences that yielded nothing under rules 1-3
-   are substantive together is kept whole, as a record of what was said and when: topic
-   ``key_conversation_details``, source ``implicit``, confidence 0.8, importance 0.5, its event
-   the only source. Its text is "[<date>] <speaker>: <turn>": the date of the event's timestamp
-   in UTC ("8 May 2023"), the speaker the event's ``custom_metadata["speaker"]`` when it is a
-   non-empty string (an imported transcript names its speakers), else "User"; the whole turn on
-   one line (the facts it stated in context), at most 500 characters. Text is substantive when
-   it has at least 3 index terms (``memory_app.ranking.tokenize``: function words, greetings
-   and fillers such as "hey", "yeah", "wow" do not count, so "Hi Mel!" or "Thanks, that's
-   great!" are not) and is not questions only (every sentence ending in "?"). So a turn that
-   only states a fact ("I live in Lisbon") yields that fact alone. Without a model, rules 1-3
-   keep only a few first-person statements; the plans, events and outcomes a conversation is
-   mostly made of would otherwise be lost. The date and the speaker let the memory answer
-   "when" and "who" questions later (on LoCoMo, the date alone lifts temporal recall@5 from
-   0.65 to 0.86 on one conversation).
-5. Anything else yields nothing. A fact whose topic the app turned off is dropped.
-
-Importance: 0.8 for explicit instructions, 0.7 for personal information, 0.5 otherwise.
-"""
+"""The offline extraction rules, as the package docstring specifies them, and the reading of a
+fact's subject and polarity that consolidation shares with them."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
-from typing import Any
 
-from asgiref.sync import async_to_sync
-from django.conf import settings
-
+from memory_app.extraction.facts import (
+    CREATE_MEMORY_TOOL,
+    DEFAULT_IMPORTANCE,
+    DETAIL_MIN_TERMS,
+    EXCERPT_CHARS,
+    IMPORTANCE,
+    USER_AUTHOR,
+    ExtractedFact,
+    FactKind,
+)
 from memory_app.models import SourceType
 from memory_app.ranking import tokenize
 from memory_app.topics import (
@@ -85,42 +24,8 @@ from memory_app.topics import (
     KEY_CONVERSATION_DETAILS,
     PERSONAL_INFO,
     PREFERENCES,
-    TopicSpec,
 )
 from sessions_app.events import Event
-from sessions_app.runtime.llm import ModelError
-from sessions_app.runtime.models import gemini_configured
-
-CREATE_MEMORY_TOOL = "create_memory"
-USER_AUTHOR = "user"
-EXCERPT_CHARS = 500
-
-
-class FactKind(StrEnum):
-    STATEMENT = "statement"
-    CORRECTION = "correction"
-    RETRACTION = "retraction"
-
-
-@dataclass(frozen=True)
-class ExtractedFact:
-    """One fact found in the events, with the ids of the events that support it."""
-
-    text: str
-    topic: str
-    source_type: str
-    confidence: float
-    importance: float
-    event_ids: list[str] = field(default_factory=list)
-    excerpt: str = ""
-    kind: str = FactKind.STATEMENT
-
-
-IMPORTANCE = {EXPLICIT_INSTRUCTIONS: 0.8, PERSONAL_INFO: 0.7}
-DEFAULT_IMPORTANCE = 0.5
-DETAIL_MIN_TERMS = 3
-
-# --- offline rules -------------------------------------------------------------------------
 
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+|,?\s+(?:and|but)\s+(?=(?:I|my)\b)", re.I)
 _CLAUSE_SPLIT = re.compile(r",\s+(?=(?:I|[Mm]y)\b)")
@@ -579,7 +484,8 @@ def _turn_detail(event: Event) -> ExtractedFact:
     )
 
 
-def _facts_offline(*, events: list[Event]) -> list[ExtractedFact]:
+def facts_from_offline_rules(*, events: list[Event]) -> list[ExtractedFact]:
+    """The facts rules 1-4 (the package docstring) find in the users' messages, in event order."""
     facts = []
     for event in events:
         if event.author != USER_AUTHOR:
@@ -598,7 +504,7 @@ def _facts_offline(*, events: list[Event]) -> list[ExtractedFact]:
     return facts
 
 
-def _facts_from_tool_calls(*, events: list[Event]) -> list[ExtractedFact]:
+def facts_from_tool_calls(*, events: list[Event]) -> list[ExtractedFact]:
     """A ``tool`` fact for each ``create_memory`` call with a non-empty ``text`` argument."""
     facts = []
     for event in events:
@@ -701,198 +607,3 @@ def fact_is_turn_record(*, text: str, topic: str) -> bool:
 def fact_negated(*, text: str) -> bool:
     """Whether a fact denies something ("does not", "no longer", "never", "not")."""
     return bool(_NEGATION.search(text))
-
-
-# --- Gemini ------------------------------------------------------------------------------------
-
-_SOURCE_TYPES = (SourceType.EXPLICIT.value, SourceType.IMPLICIT.value, SourceType.TOOL.value)
-
-
-def fact_schema(*, topic_keys: list[str]) -> dict[str, Any]:
-    """The JSON Schema of the model's answer: ``{"facts": [...]}``, each fact fully described."""
-    return {
-        "type": "object",
-        "properties": {
-            "facts": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "text": {"type": "string", "description": "The fact: 'The user ...'."},
-                        "topic": {"type": "string", "enum": list(topic_keys)},
-                        "source_type": {"type": "string", "enum": list(_SOURCE_TYPES)},
-                        "kind": {"type": "string", "enum": [kind.value for kind in FactKind]},
-                        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-                        "importance": {"type": "number", "minimum": 0, "maximum": 1},
-                        "event_ids": {
-                            "type": "array",
-                            "items": {"type": "string"},
-                            "description": "Ids of the events that support the fact.",
-                        },
-                        "excerpt": {
-                            "type": "string",
-                            "description": "The words of those events that support the fact.",
-                        },
-                    },
-                    "required": [
-                        "text",
-                        "topic",
-                        "source_type",
-                        "kind",
-                        "confidence",
-                        "importance",
-                        "event_ids",
-                        "excerpt",
-                    ],
-                },
-            }
-        },
-        "required": ["facts"],
-    }
-
-
-def _system_instruction(*, app_name: str, topics: list[TopicSpec]) -> str:
-    lines = [
-        f"You extract long-term memories about the user from a conversation in the app "
-        f"{app_name!r}.",
-        "Return only facts that will still be useful in a later conversation, each atomic and "
-        "self-contained, written in the third person as 'The user ...'.",
-        "For each fact give: its topic (one of the keys below); its source_type: 'explicit' "
-        "when the user asked to remember it or deliberately corrected something, 'implicit' "
-        "when it comes out of the conversation; its kind: 'statement', 'correction' (it "
-        "replaces something the user said before) or 'retraction' (the user says something "
-        "is no longer or not true); confidence and importance between 0 and 1; the ids of "
-        "the events that support it, exactly as shown in brackets; and the supporting words.",
-        "Never record instructions about how the assistant should behave, secrets (passwords, "
-        "keys, tokens), or anything the assistant said that the user did not confirm.",
-        "Return an empty list when there is nothing worth remembering.",
-        "",
-        "Topics:",
-    ]
-    for topic in topics:
-        lines.append(f"- {topic.key} ({topic.label}): {topic.description}")
-        for example in topic.few_shot_examples:
-            lines.append(f'  Example: "{example["text"]}" -> "{example["memory"]}"')
-    return "\n".join(lines)
-
-
-def _transcript(*, events: list[Event]) -> str:
-    """The conversation as the model reads it: one ``[event id] author: text`` line per event."""
-    lines = []
-    for event in events:
-        text = " ".join(event.text().split())
-        if text:
-            speaker = "user" if event.author == USER_AUTHOR else f"assistant ({event.author})"
-            lines.append(f"[{event.id}] {speaker}: {text}")
-    return "\n".join(lines)
-
-
-def _invalid(message: str) -> ModelError:
-    return ModelError(
-        f"Gemini's extracted facts are invalid: {message}", code="model_invalid_output"
-    )
-
-
-def _number(item: dict[str, Any], key: str) -> float:
-    value = item.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _invalid(f"{key} is not a number: {value!r:.80}")
-    return min(1.0, max(0.0, float(value)))
-
-
-def _facts_parse(
-    *, answer: dict[str, Any], events: list[Event], topic_keys: list[str]
-) -> list[ExtractedFact]:
-    """The model's facts, checked field by field.
-
-    A malformed fact (a missing or mistyped field, an unknown topic, source type or kind)
-    makes the whole answer invalid: a non-transient ``model_invalid_output`` error. Event ids
-    the conversation does not contain are dropped, and a fact left with none is dropped: it
-    is not grounded in what the user said. Numbers are clamped to [0, 1].
-    """
-    items = answer.get("facts")
-    if not isinstance(items, list):
-        raise _invalid("no 'facts' list")
-    texts = {event.id: event.text() for event in events}
-    facts = []
-    for item in items:
-        if not isinstance(item, dict):
-            raise _invalid(f"a fact is not an object: {item!r:.80}")
-        text = item.get("text")
-        if not isinstance(text, str) or not text.strip():
-            raise _invalid("a fact has no text")
-        if item.get("topic") not in topic_keys:
-            raise _invalid(f"unknown topic {item.get('topic')!r:.80}")
-        if item.get("source_type") not in _SOURCE_TYPES:
-            raise _invalid(f"unknown source type {item.get('source_type')!r:.80}")
-        if item.get("kind") not in {kind.value for kind in FactKind}:
-            raise _invalid(f"unknown kind {item.get('kind')!r:.80}")
-        event_ids = item.get("event_ids")
-        if not isinstance(event_ids, list) or not all(isinstance(i, str) for i in event_ids):
-            raise _invalid("event_ids is not a list of strings")
-        excerpt = item.get("excerpt", "")
-        if not isinstance(excerpt, str):
-            raise _invalid("excerpt is not a string")
-        confidence = _number(item, "confidence")
-        importance = _number(item, "importance")
-        known = list(dict.fromkeys(i for i in event_ids if i in texts))
-        if not known:
-            continue
-        facts.append(
-            ExtractedFact(
-                text=" ".join(text.split()),
-                topic=item["topic"],
-                source_type=item["source_type"],
-                confidence=confidence,
-                importance=importance,
-                event_ids=known,
-                excerpt=(excerpt.strip() or texts[known[0]])[:EXCERPT_CHARS],
-                kind=item["kind"],
-            )
-        )
-    return facts
-
-
-def _facts_gemini(
-    *, app_name: str, events: list[Event], topics: list[TopicSpec]
-) -> list[ExtractedFact]:
-    from sessions_app.runtime.gemini import GeminiModel
-
-    transcript = _transcript(events=events)
-    if not transcript:
-        return []
-    topic_keys = [topic.key for topic in topics]
-
-    async def generate() -> dict[str, Any]:
-        model = GeminiModel(settings.MEMORY_EXTRACTION_MODEL)
-        try:
-            return await model.generate_json(
-                system_instruction=_system_instruction(app_name=app_name, topics=topics),
-                contents=transcript,
-                response_schema=fact_schema(topic_keys=topic_keys),
-            )
-        finally:
-            await model.aclose()
-
-    answer = async_to_sync(generate)()
-    return _facts_parse(answer=answer, events=events, topic_keys=topic_keys)
-
-
-def facts_extract(
-    *, app_name: str, events: list[Event], topics: list[TopicSpec]
-) -> list[ExtractedFact]:
-    """The facts in ``events`` worth remembering for ``app_name``, in event order.
-
-    Gemini when it is configured, the offline rules otherwise, plus one ``tool`` fact per
-    ``create_memory`` call. Only facts of the given (enabled) topics are returned. Model
-    errors propagate as ``ModelError``: transient ones are for the job layer to retry.
-    """
-    topic_keys = {topic.key for topic in topics}
-    if gemini_configured():
-        facts = _facts_gemini(app_name=app_name, events=events, topics=topics)
-    else:
-        facts = _facts_offline(events=events)
-    facts += _facts_from_tool_calls(events=events)
-    position = {event.id: index for index, event in enumerate(events)}
-    facts.sort(key=lambda fact: position[fact.event_ids[0]])
-    return [fact for fact in facts if fact.topic in topic_keys]
