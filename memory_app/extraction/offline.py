@@ -438,6 +438,19 @@ def _sentence_fact(*, sentence: str, event_id: str, dropped: str = "") -> Extrac
     )
 
 
+# "I <verb>" whose verb agrees with "the user" once conjugated: not a past form (-ed or a common
+# irregular one) nor a modal, which stay as they are ("the user went", "the user can").
+_UNCONJUGATED = (
+    r"(?:\w+ed|went|was|were|had|did|made|got|saw|took|came|gave|found|left|met|ran|told|thought|"
+    r"bought|brought|felt|kept|lost|paid|said|sold|sent|spent|won|wrote|began|can|could|will|"
+    r"would|shall|should|may|might|must|do|does|am|also|still|really|just)"
+)
+_I_PRESENT_VERB = re.compile(
+    r"\bI\s+(?P<adverbs>(?:(?:usually|often|always|sometimes|never|also|still|really|just|"
+    r"mostly|generally|now|currently)\s+)*)(?!" + _UNCONJUGATED + r"\b)(?P<verb>[a-z]+)\b"
+)
+
+
 def _pronouns_remembered(clause: str) -> str:
     """A remembered clause that is not a first-person statement, with 'my/me/I' made 'the
     user's/the user' and a capital first letter: 'the meeting with my boss is on Friday' ->
@@ -446,6 +459,9 @@ def _pronouns_remembered(clause: str) -> str:
     clause = re.sub(r"\bmy\b", "the user's", clause, flags=re.I)
     clause = re.sub(r"\bI\s+am\b", "the user is", clause)
     clause = re.sub(r"\bI\s+have\b", "the user has", clause)
+    clause = _I_PRESENT_VERB.sub(
+        lambda match: f"the user {match['adverbs']}{_third_person_verb(match['verb'])}", clause
+    )
     clause = re.sub(r"\b(?:me|I)\b", "the user", clause)
     return clause[:1].upper() + clause[1:]
 

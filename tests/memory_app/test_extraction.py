@@ -168,6 +168,10 @@ class TestOfflineRules:
             ("please remember I'm allergic to peanuts", "The user is allergic to peanuts."),
             ("Don't forget that the dentist is on Monday", "The dentist is on Monday."),
             ("Keep in mind: I work nights", "The user works nights."),
+            ("Don't forget that I grow tomatoes", "The user grows tomatoes."),
+            ("remember that I usually wake at 6", "The user usually wakes at 6."),
+            ("remember that I went to Paris in May", "The user went to Paris in May."),
+            ("remember that I can swim", "The user can swim."),
         ],
     )
     def test_remember_requests_are_explicit_and_confident(self, said, memory):
