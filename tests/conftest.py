@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
@@ -11,6 +12,11 @@ from tests.factories import UserFactory
 # thread: that thread would run the real cleanup tasks against whichever test database is open,
 # outside the tests' transactions (SQLite then reports "database table is locked").
 django_settings.PERIODIC_IN_PROCESS = False
+
+# The SQLite test database is a file under build/ (chatapp.settings); `make test` creates the
+# folder, a bare `pytest` on a fresh checkout would otherwise fail to open the database.
+if django_settings.USING_SQLITE:
+    Path(django_settings.DATABASES["default"]["TEST"]["NAME"]).parent.mkdir(exist_ok=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
