@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from access_app import selectors, services
 from access_app.models import AccessGrant, AccessScope, AuditLogEntry
+from sessions_app.api import NOT_SIGNED_IN
 from sessions_app.serializers import ErrorSerializer, StrictCharField
 
 
@@ -76,7 +77,6 @@ class NewestFirstPagination(CursorPagination):
         }
 
 
-NOT_SIGNED_IN = OpenApiResponse(ErrorSerializer, description="Not signed in.")
 BAD_CURSOR = OpenApiResponse(ErrorSerializer, description="The page cursor is invalid.")
 GRANT_ID = OpenApiParameter(
     "grant_id", int, OpenApiParameter.PATH, description="Another user's grant answers 404."

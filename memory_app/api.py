@@ -33,7 +33,7 @@ from sessions_app.api import (
     UNSUPPORTED,
     BadRequest,
     SessionStoreAPIView,
-    _validated,
+    request_data_validated,
 )
 from sessions_app.serializers import ErrorSerializer
 
@@ -60,7 +60,7 @@ class MemoryListView(SessionStoreAPIView):
         responses={200: MemoryPageSerializer, 400: BAD_REQUEST, 403: NOT_SIGNED_IN},
     )
     def get(self, request: Request) -> Response:
-        query = _validated(MemoryQuerySerializer, request.query_params)
+        query = request_data_validated(MemoryQuerySerializer, request.query_params)
         app_name, user_pk = query["app_name"], request.user.pk
         words = query.get("q", "").strip()
         if words:
@@ -91,7 +91,7 @@ class MemoryListView(SessionStoreAPIView):
         responses={200: MemoriesDeletedSerializer, 400: BAD_REQUEST, 403: NOT_SIGNED_IN},
     )
     def delete(self, request: Request) -> Response:
-        query = _validated(AppQuerySerializer, request.query_params)
+        query = request_data_validated(AppQuerySerializer, request.query_params)
         count = services.memories_delete_all(app_name=query["app_name"], user_pk=request.user.pk)
         return Response(MemoriesDeletedSerializer({"deleted": count}).data)
 
@@ -121,7 +121,7 @@ class MemoryDetailView(SessionStoreAPIView):
         },
     )
     def get(self, request: Request, memory_id: str) -> Response:
-        query = _validated(AppQuerySerializer, request.query_params)
+        query = request_data_validated(AppQuerySerializer, request.query_params)
         return Response(_serialized(request, _owned_memory(request, memory_id, query["app_name"])))
 
     @extend_schema(
@@ -131,7 +131,7 @@ class MemoryDetailView(SessionStoreAPIView):
         responses={204: None, 400: BAD_REQUEST, 403: NOT_SIGNED_IN, 404: MEMORY_NOT_FOUND},
     )
     def delete(self, request: Request, memory_id: str) -> Response:
-        query = _validated(AppQuerySerializer, request.query_params)
+        query = request_data_validated(AppQuerySerializer, request.query_params)
         if not services.memory_delete(
             app_name=query["app_name"], user_pk=request.user.pk, memory_id=memory_id
         ):
@@ -158,8 +158,8 @@ class MemoryCorrectView(SessionStoreAPIView):
         },
     )
     def post(self, request: Request, memory_id: str) -> Response:
-        query = _validated(AppQuerySerializer, request.query_params)
-        data = _validated(MemoryCorrectSerializer, request.data)
+        query = request_data_validated(AppQuerySerializer, request.query_params)
+        data = request_data_validated(MemoryCorrectSerializer, request.data)
         try:
             memory = services.memory_correct(
                 app_name=query["app_name"],
@@ -199,6 +199,6 @@ class MemorySettingsView(SessionStoreAPIView):
         },
     )
     def patch(self, request: Request) -> Response:
-        data = _validated(MemorySettingsSerializer, request.data)
+        data = request_data_validated(MemorySettingsSerializer, request.data)
         row = services.memory_settings_update(user_pk=request.user.pk, **data)
         return Response(MemorySettingsSerializer(row).data)

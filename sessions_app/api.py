@@ -125,7 +125,7 @@ def _api_error(exc: Exception) -> Exception:
     return exc
 
 
-def _validated(serializer_class: type[serializers.Serializer], data: Any) -> Any:
+def request_data_validated(serializer_class: type[serializers.Serializer], data: Any) -> Any:
     """``data`` validated, or a 400. Query parameters are validated as plain values: DRF
     would read an empty ``?page_size=`` as left out (HTML form semantics), which the
     schema does not allow."""
@@ -197,7 +197,7 @@ class SessionListView(SessionStoreAPIView):
         responses={200: SessionPageSerializer, 400: BAD_REQUEST, 403: NOT_SIGNED_IN},
     )
     def get(self, request: Request) -> Response:
-        query = _validated(SessionListQuerySerializer, request.query_params)
+        query = request_data_validated(SessionListQuerySerializer, request.query_params)
         page = selectors.session_list(
             app_name=query["app_name"],
             user_id=_user_id(request),
@@ -235,7 +235,7 @@ class SessionListView(SessionStoreAPIView):
         },
     )
     def post(self, request: Request) -> Response:
-        data = _validated(SessionCreateSerializer, request.data)
+        data = request_data_validated(SessionCreateSerializer, request.data)
         session = services.session_create(user_id=_user_id(request), **data)
         body = {**session.model_dump(exclude={"events"}), "temporary": data["temporary"]}
         return Response(SessionSerializer(body).data, status=status.HTTP_201_CREATED)
@@ -255,7 +255,7 @@ class SessionDetailView(SessionStoreAPIView):
     )
     def get(self, request: Request, session_id: str) -> Response:
         record = self.owned_session(session_id)
-        query = _validated(SessionDetailQuerySerializer, request.query_params)
+        query = request_data_validated(SessionDetailQuerySerializer, request.query_params)
         session = self.session_load(record)
         events = selectors.stored_events_recent(
             session_id=session.id, limit=query["num_recent_events"]
@@ -286,7 +286,7 @@ class SessionDetailView(SessionStoreAPIView):
     )
     def patch(self, request: Request, session_id: str) -> Response:
         record = self.owned_session(session_id)
-        data = _validated(SessionRenameSerializer, request.data)
+        data = request_data_validated(SessionRenameSerializer, request.data)
         if not services.session_rename(
             user_pk=request.user.pk, session_id=session_id, title=data["title"]
         ):
@@ -327,7 +327,7 @@ class SessionEventsView(SessionStoreAPIView):
     )
     def get(self, request: Request, session_id: str) -> Response:
         self.owned_session(session_id)
-        query = _validated(EventsQuerySerializer, request.query_params)
+        query = request_data_validated(EventsQuerySerializer, request.query_params)
         page = selectors.stored_events_page(session_id=session_id, **query)
         return Response(EventsPageSerializer(page).data)
 
@@ -362,7 +362,7 @@ class SessionEventsView(SessionStoreAPIView):
     )
     def post(self, request: Request, session_id: str) -> Response:
         record = self.owned_session(session_id)
-        event = _validated(EventCreateSerializer, request.data)
+        event = request_data_validated(EventCreateSerializer, request.data)
         services.event_append(session=self.session_load(record), event=event)
         stored = selectors.stored_event_get(session_id=session_id, event_id=event.id)
         if stored is None:
@@ -405,7 +405,7 @@ class SessionRewindView(SessionStoreAPIView):
     )
     def post(self, request: Request, session_id: str) -> Response:
         record = self.owned_session(session_id)
-        data = _validated(RewindSerializer, request.data)
+        data = request_data_validated(RewindSerializer, request.data)
         event = services.session_rewind(
             app_name=record.app_name,
             user_id=_user_id(request),
