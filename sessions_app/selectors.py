@@ -97,15 +97,20 @@ _EVENT_SELECT_LIST = _select_list(EventRecord, EVENT_COLUMNS)
 
 
 def _events_sql(*, include_rewound: bool, after_timestamp: bool, recent: bool) -> str:
-    """The session's events as ``EVENT_COLUMNS``; parameters: session id, then ``False``
-    unless ``include_rewound``, the timestamp if ``after_timestamp``, the count if ``recent``
-    (the newest first then)."""
+    """The events of a session, as ``EVENT_COLUMNS``, if the user has it (none otherwise);
+    parameters: session id, then session id, app name and user pk for the owner check,
+    ``False`` unless ``include_rewound``, the timestamp if ``after_timestamp``, the count if
+    ``recent`` (the newest first then)."""
     session_id, sequence, rewound, timestamp = _columns(
         EventRecord, "session", "sequence", "rewound", "timestamp"
     )
+    sessions = _qn(SessionRecord._meta.db_table)
+    pk, app_name, user = _columns(SessionRecord, "id", "app_name", "user")
     sql = (
         f"SELECT {_EVENT_SELECT_LIST} "
-        f"FROM {_qn(EventRecord._meta.db_table)} WHERE {session_id} = %s"
+        f"FROM {_qn(EventRecord._meta.db_table)} WHERE {session_id} = %s "
+        f"AND EXISTS (SELECT 1 FROM {sessions} "
+        f"WHERE {pk} = %s AND {app_name} = %s AND {user} = %s)"
     )
     if not include_rewound:
         sql += f" AND {rewound} = %s"
@@ -177,6 +182,36 @@ def _fetch(sql: str, params: list[Any]) -> list[tuple]:
         return cursor.fetchall()
 
 
+def _fetch_each(statements: Sequence[tuple[str, list[Any]]]) -> list[list[tuple]]:
+    """The rows of each statement, in order.
+
+    On PostgreSQL the statements travel in one round trip, which is most of
+    what reading a short session costs: with psycopg's client-side binding
+    (Django's default) several statements can go as one query. Server-side
+    binding takes one statement at a time, and SQLite runs in-process, so
+    there they run one after the other.
+    """
+    with connection.cursor() as cursor:
+        if (
+            len(statements) > 1
+            and connection.vendor == "postgresql"
+            and connection.settings_dict["OPTIONS"].get("server_side_binding") is not True
+        ):
+            cursor.execute(
+                "; ".join(sql for sql, _ in statements),
+                [param for _, params in statements for param in params],
+            )
+            results = [cursor.fetchall()]
+            while cursor.nextset():
+                results.append(cursor.fetchall())
+            return results
+        results = []
+        for sql, params in statements:
+            cursor.execute(sql, params)
+            results.append(cursor.fetchall())
+        return results
+
+
 def _json_column(values: tuple) -> Sequence[Any]:
     """A JSON column's values, from many rows, as ``_json_value`` gives each.
 
@@ -218,13 +253,15 @@ def _scoped_states_fold(
     user_state: dict[str, Any] = {}
     app_state: dict[str, Any] = {}
     records = []
-    for scope, session_id, key, value, last_update_time in rows:
+    rows = list(rows)
+    values = _json_column(tuple(row[3] for row in rows))
+    for (scope, session_id, key, _, last_update_time), value in zip(rows, values, strict=True):
         if scope == "s":
-            by_session.setdefault(session_id, {})[key] = _json_value(value)
+            by_session.setdefault(session_id, {})[key] = value
         elif scope == "u":
-            user_state[key] = _json_value(value)
+            user_state[key] = value
         elif scope == "a":
-            app_state[key] = _json_value(value)
+            app_state[key] = value
         else:
             records.append((session_id, last_update_time))
     return by_session, user_state, app_state, records
@@ -241,28 +278,26 @@ def scoped_states_get(
     return by_session, user_state, app_state
 
 
-def session_events(*, session_id: str, config: GetSessionConfig | None = None) -> list[Event]:
-    """The session's events in order, filtered as ``config`` asks.
+def _events_statement(
+    *, app_name: str, user_pk: int, session_id: str, config: GetSessionConfig
+) -> tuple[str, list[Any]] | None:
+    """The statement reading the session's events as ``config`` asks, or None when it asks
+    for none.
 
-    ``num_recent_events=0`` returns no events (ADK would return all of them,
-    which is never what a caller asking for zero wants).
+    ``num_recent_events=0`` asks for none (ADK would return all of them, which
+    is never what a caller asking for zero wants).
     """
-    config = config or GetSessionConfig()
     recent = config.num_recent_events is not None
     if recent and config.num_recent_events <= 0:
-        return []
-    params: list[Any] = [session_id]
+        return None
+    params: list[Any] = [session_id, session_id, app_name, user_pk]
     if not config.include_rewound:
         params.append(False)
     if config.after_timestamp is not None:
         params.append(config.after_timestamp)
     if recent:
         params.append(config.num_recent_events)
-    sql = _EVENTS_SQL[(config.include_rewound, config.after_timestamp is not None, recent)]
-    rows = _fetch(sql, params)
-    if recent:
-        rows.reverse()
-    return _events_from_raw_rows(rows)
+    return _EVENTS_SQL[(config.include_rewound, config.after_timestamp is not None, recent)], params
 
 
 def session_get(
@@ -270,18 +305,34 @@ def session_get(
 ) -> Session | None:
     """The session with its merged state and events, or None if the user has no such session.
 
-    Two queries: the session row with every state it sees, then its events.
+    Two statements, one round trip on PostgreSQL: the session row with every
+    state it sees, then its events (read only if the user has the session).
     """
     user_pk = user_pk_from_id(user_id)
     if user_pk is None:
         return None
-    rows = _fetch(
-        _SESSION_AND_STATES_SQL,
-        [session_id, app_name, user_pk, session_id, user_pk, app_name, app_name],
+    config = config or GetSessionConfig()
+    statements = [
+        (
+            _SESSION_AND_STATES_SQL,
+            [session_id, app_name, user_pk, session_id, user_pk, app_name, app_name],
+        )
+    ]
+    events_statement = _events_statement(
+        app_name=app_name, user_pk=user_pk, session_id=session_id, config=config
     )
-    by_session, user_state, app_state, records = _scoped_states_fold(rows)
+    if events_statement is not None:
+        statements.append(events_statement)
+    results = _fetch_each(statements)
+    by_session, user_state, app_state, records = _scoped_states_fold(results[0])
     if not records:
         return None
+    events: list[Event] = []
+    if events_statement is not None:
+        event_rows = results[1]
+        if config.num_recent_events is not None:
+            event_rows.reverse()
+        events = _events_from_raw_rows(event_rows)
     # Every value is already of its field's type; validating the session would
     # check each of possibly thousands of events again.
     return Session.model_construct(
@@ -289,7 +340,7 @@ def session_get(
         app_name=app_name,
         user_id=str(user_pk),
         state=state_merge(session=by_session.get(session_id, {}), user=user_state, app=app_state),
-        events=session_events(session_id=session_id, config=config),
+        events=events,
         last_update_time=records[0][1],
     )
 

@@ -1,0 +1,77 @@
+"""What reading a session costs the database: its statements and round trips."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from google.genai import types
+
+from sessions_app import selectors, services
+from sessions_app.events import Event, EventActions
+from sessions_app.types import GetSessionConfig
+from tests.factories import UserFactory
+
+APP = "demo"
+
+
+def _session_with_events(count: int):
+    user = UserFactory()
+    session = services.session_create(
+        app_name=APP, user_id=str(user.pk), state={"topic": "trains", "user:name": "Ada"}
+    )
+    for number in range(count):
+        event = Event(
+            author="user",
+            content=types.Content(role="user", parts=[types.Part(text=f"message {number}")]),
+            actions=EventActions(state_delta={"turn": number}),
+        )
+        services.event_append(session=session, event=event)
+    return user, session
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("recent", [None, 3])
+def test_get_session_is_one_round_trip_on_postgresql(recent):
+    user, session = _session_with_events(5)
+    config = GetSessionConfig(num_recent_events=recent)
+
+    with CaptureQueriesContext(connection) as queries:
+        stored = selectors.session_get(
+            app_name=APP, user_id=str(user.pk), session_id=session.id, config=config
+        )
+
+    # PostgreSQL gets the session's states and its events in one query; SQLite,
+    # in-process, runs the two statements one after the other.
+    assert len(queries) == (1 if connection.vendor == "postgresql" else 2)
+    expected = [f"message {number}" for number in range(5)][-(recent or 5) :]
+    assert [event.text() for event in stored.events] == expected
+    assert stored.state == {"topic": "trains", "user:name": "Ada", "turn": 4}
+
+
+@pytest.mark.django_db
+def test_get_session_without_events_reads_only_the_session():
+    user, session = _session_with_events(2)
+
+    with CaptureQueriesContext(connection) as queries:
+        stored = selectors.session_get(
+            app_name=APP,
+            user_id=str(user.pk),
+            session_id=session.id,
+            config=GetSessionConfig(num_recent_events=0),
+        )
+
+    assert len(queries) == 1
+    assert stored.events == [] and stored.state["turn"] == 1
+
+
+@pytest.mark.django_db
+def test_another_users_session_reads_as_absent():
+    _, session = _session_with_events(2)
+    stranger = UserFactory()
+
+    with CaptureQueriesContext(connection) as queries:
+        stored = selectors.session_get(
+            app_name=APP, user_id=str(stranger.pk), session_id=session.id
+        )
+
+    assert stored is None
+    assert len(queries) == (1 if connection.vendor == "postgresql" else 2)
