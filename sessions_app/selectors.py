@@ -6,7 +6,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 from django.db import connection, models
@@ -300,17 +301,67 @@ def _events_statement(
     return _EVENTS_SQL[(config.include_rewound, config.after_timestamp is not None, recent)], params
 
 
-def session_get(
-    *, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
-) -> Session | None:
-    """The session with its merged state and events, or None if the user has no such session.
+class StoreRead(NamedTuple):
+    """A read of the session store: its statements, and how their rows make the answer.
 
-    Two statements, one round trip on PostgreSQL: the session row with every
-    state it sees, then its events (read only if the user has the session).
+    The same read runs from sync code (``store_read_run``) or straight from an
+    event loop (``SessionService``, through ``chatapp.async_database``).
+    ``assemble`` touches no database. A read with no statements answers
+    without asking the database.
     """
+
+    statements: list[tuple[str, list[Any]]]
+    assemble: Callable[[list[list[tuple]]], Any]
+
+
+def store_read_run(read: StoreRead) -> Any:
+    """The answer of ``read``, its statements run on Django's connection."""
+    return read.assemble(_fetch_each(read.statements) if read.statements else [])
+
+
+def _no_answer(results: list[list[tuple]]) -> None:
+    return None
+
+
+def _session_assemble(
+    results: list[list[tuple]],
+    *,
+    app_name: str,
+    user_pk: int,
+    session_id: str,
+    with_events: bool,
+    newest_first: bool,
+) -> Session | None:
+    by_session, user_state, app_state, records = _scoped_states_fold(results[0])
+    if not records:
+        return None
+    events: list[Event] = []
+    if with_events:
+        event_rows = results[1]
+        if newest_first:
+            event_rows.reverse()
+        events = _events_from_raw_rows(event_rows)
+    # Every value is already of its field's type; validating the session would
+    # check each of possibly thousands of events again.
+    return Session.model_construct(
+        id=session_id,
+        app_name=app_name,
+        user_id=str(user_pk),
+        state=state_merge(session=by_session.get(session_id, {}), user=user_state, app=app_state),
+        events=events,
+        last_update_time=records[0][1],
+    )
+
+
+def session_get_read(
+    *, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
+) -> StoreRead:
+    """The read behind ``session_get``: two statements, one round trip on PostgreSQL (the
+    session row with every state it sees, then its events, read only if the user has the
+    session)."""
     user_pk = user_pk_from_id(user_id)
     if user_pk is None:
-        return None
+        return StoreRead([], _no_answer)
     config = config or GetSessionConfig()
     statements = [
         (
@@ -323,25 +374,25 @@ def session_get(
     )
     if events_statement is not None:
         statements.append(events_statement)
-    results = _fetch_each(statements)
-    by_session, user_state, app_state, records = _scoped_states_fold(results[0])
-    if not records:
-        return None
-    events: list[Event] = []
-    if events_statement is not None:
-        event_rows = results[1]
-        if config.num_recent_events is not None:
-            event_rows.reverse()
-        events = _events_from_raw_rows(event_rows)
-    # Every value is already of its field's type; validating the session would
-    # check each of possibly thousands of events again.
-    return Session.model_construct(
-        id=session_id,
-        app_name=app_name,
-        user_id=str(user_pk),
-        state=state_merge(session=by_session.get(session_id, {}), user=user_state, app=app_state),
-        events=events,
-        last_update_time=records[0][1],
+    return StoreRead(
+        statements,
+        partial(
+            _session_assemble,
+            app_name=app_name,
+            user_pk=user_pk,
+            session_id=session_id,
+            with_events=events_statement is not None,
+            newest_first=config.num_recent_events is not None,
+        ),
+    )
+
+
+def session_get(
+    *, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
+) -> Session | None:
+    """The session with its merged state and events, or None if the user has no such session."""
+    return store_read_run(
+        session_get_read(app_name=app_name, user_id=user_id, session_id=session_id, config=config)
     )
 
 
@@ -361,32 +412,10 @@ def _page_token_decode(token: str) -> tuple[float, str]:
         raise InvalidPageTokenError("The page token is not one this service issued.") from None
 
 
-def session_list(
-    *,
-    app_name: str,
-    user_id: str,
-    page_size: int = DEFAULT_PAGE_SIZE,
-    page_token: str | None = None,
+def _session_page_assemble(
+    results: list[list[tuple]], *, app_name: str, user_pk: int, page_size: int
 ) -> ListSessionsResponse:
-    """One page of the user's sessions of an app, most recently updated first.
-
-    Keyset pagination on (last_update_time, id): a page costs the same however
-    deep it is, and sessions updated between pages are neither skipped nor
-    repeated within the pages already handed out. Sessions carry their merged
-    state but no events. One query a page.
-    """
-    user_pk = user_pk_from_id(user_id)
-    if user_pk is None:
-        return ListSessionsResponse()
-    page_size = max(1, min(int(page_size), MAX_PAGE_SIZE))
-    params: list[Any] = [user_pk, app_name]
-    if page_token:
-        params.extend(_page_token_decode(page_token))
-    rows = _fetch(
-        _SESSION_PAGE_SQL[bool(page_token)],
-        [*params, page_size + 1, user_pk, app_name, app_name],
-    )
-    by_session, user_state, app_state, records = _scoped_states_fold(rows)
+    by_session, user_state, app_state, records = _scoped_states_fold(results[0])
     next_token = None
     if len(records) > page_size:
         records = records[:page_size]
@@ -406,6 +435,59 @@ def session_list(
         for session_id, last_update_time in records
     ]
     return ListSessionsResponse(sessions=sessions, next_page_token=next_token)
+
+
+def _empty_page(results: list[list[tuple]]) -> ListSessionsResponse:
+    return ListSessionsResponse()
+
+
+def session_list_read(
+    *,
+    app_name: str,
+    user_id: str,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    page_token: str | None = None,
+) -> StoreRead:
+    """The read behind ``session_list``: one statement a page.
+
+    Raises ``InvalidPageTokenError`` for a token this service did not issue.
+    """
+    user_pk = user_pk_from_id(user_id)
+    if user_pk is None:
+        return StoreRead([], _empty_page)
+    page_size = max(1, min(int(page_size), MAX_PAGE_SIZE))
+    params: list[Any] = [user_pk, app_name]
+    if page_token:
+        params.extend(_page_token_decode(page_token))
+    statement = (
+        _SESSION_PAGE_SQL[bool(page_token)],
+        [*params, page_size + 1, user_pk, app_name, app_name],
+    )
+    return StoreRead(
+        [statement],
+        partial(_session_page_assemble, app_name=app_name, user_pk=user_pk, page_size=page_size),
+    )
+
+
+def session_list(
+    *,
+    app_name: str,
+    user_id: str,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    page_token: str | None = None,
+) -> ListSessionsResponse:
+    """One page of the user's sessions of an app, most recently updated first.
+
+    Keyset pagination on (last_update_time, id): a page costs the same however
+    deep it is, and sessions updated between pages are neither skipped nor
+    repeated within the pages already handed out. Sessions carry their merged
+    state but no events.
+    """
+    return store_read_run(
+        session_list_read(
+            app_name=app_name, user_id=user_id, page_size=page_size, page_token=page_token
+        )
+    )
 
 
 def session_record_get(*, user_pk: int, session_id: str) -> SessionRecord | None:

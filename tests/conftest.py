@@ -76,9 +76,10 @@ def api_client(user):
 
 @pytest.fixture
 def requires_postgres(db):
-    """Skip on SQLite: row locks and true concurrency need PostgreSQL (CI's second pass)."""
+    """Skip on SQLite: row locks, true concurrency and reads straight from async code need
+    PostgreSQL (CI's second pass)."""
     if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL (SQLite ignores row locks); runs in CI's PostgreSQL pass")
+        pytest.skip("needs PostgreSQL; runs in CI's PostgreSQL pass")
 
 
 @pytest.fixture

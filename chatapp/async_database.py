@@ -1,0 +1,119 @@
+"""Reads on PostgreSQL straight from async code, without a thread.
+
+Django's database layer is synchronous: async code reaches it through
+``sync_to_async``, whose thread-sensitive executor is one thread per process,
+shared by every request and socket of that process. For the short reads of
+the async session API (ADK's ``get_session`` and ``list_sessions``) handing
+the work to that thread and back cost about as much as the query, and under
+load a read queued behind whatever the thread was doing. So each event loop
+keeps a few psycopg async connections of its own, opened with Django's
+connection parameters (same database, same adapters, client-side binding,
+no prepared statements, as Django has them so that connection poolers keep
+working), and a read's statements go as one query, in autocommit.
+
+Only reads come this way: writes keep Django's connections and transactions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from django.db import OperationalError, connection
+from psycopg.pq import TransactionStatus
+
+# Connections a loop keeps open between reads; more may be open at once while
+# reads overlap, and are closed when they end.
+IDLE_CONNECTIONS_KEPT = 4
+
+
+def async_reads_available() -> bool:
+    """Whether the database can be read from async code directly (PostgreSQL only)."""
+    return connection.vendor == "postgresql"
+
+
+class _LoopConnections:
+    """The idle connections of one event loop, reused read after read."""
+
+    def __init__(self, parameters: dict[str, Any]) -> None:
+        self.parameters = parameters
+        self.idle: list[psycopg.AsyncConnection] = []
+
+    async def take(self) -> tuple[psycopg.AsyncConnection, bool]:
+        """A connection, and whether it was opened just now (a reused one may have broken)."""
+        while self.idle:
+            reused = self.idle.pop()
+            if not reused.closed:
+                return reused, False
+        return await psycopg.AsyncConnection.connect(**self.parameters), True
+
+    async def give_back(self, database_connection: psycopg.AsyncConnection) -> None:
+        if (
+            database_connection.closed
+            or database_connection.info.transaction_status != TransactionStatus.IDLE
+            or len(self.idle) >= IDLE_CONNECTIONS_KEPT
+        ):
+            await database_connection.close()
+        else:
+            self.idle.append(database_connection)
+
+
+def _connections_close(idle: list[psycopg.AsyncConnection]) -> None:
+    """Close the idle connections of a loop that is gone (no loop left to await on)."""
+    for database_connection in idle:
+        database_connection.pgconn.finish()
+    idle.clear()
+
+
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopConnections] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _loop_connections() -> _LoopConnections:
+    loop = asyncio.get_running_loop()
+    connections = _by_loop.get(loop)
+    if connections is None:
+        parameters = connection.get_connection_params()
+        parameters.update(autocommit=True, cursor_factory=psycopg.AsyncClientCursor)
+        connections = _by_loop[loop] = _LoopConnections(parameters)
+        weakref.finalize(loop, _connections_close, connections.idle)
+    return connections
+
+
+async def _rows_of_each(
+    database_connection: psycopg.AsyncConnection, statements: Sequence[tuple[str, list[Any]]]
+) -> list[list[tuple]]:
+    async with database_connection.cursor() as cursor:
+        await cursor.execute(
+            "; ".join(sql for sql, _ in statements),
+            [param for _, params in statements for param in params],
+        )
+        results = [await cursor.fetchall()]
+        while cursor.nextset():
+            results.append(await cursor.fetchall())
+        return results
+
+
+async def fetch_each(statements: Sequence[tuple[str, list[Any]]]) -> list[list[tuple]]:
+    """The rows of each statement, in order, read in one round trip from this event loop.
+
+    Errors are Django's (``django.db.OperationalError`` when the database is
+    unreachable), as from a synchronous read. A kept connection found broken
+    (the server restarted since the last read) is replaced once.
+    """
+    connections = _loop_connections()
+    while True:
+        with connection.wrap_database_errors:
+            database_connection, fresh = await connections.take()
+        try:
+            with connection.wrap_database_errors:
+                return await _rows_of_each(database_connection, statements)
+        except OperationalError:
+            if fresh or not database_connection.broken:
+                raise
+        finally:
+            await connections.give_back(database_connection)
