@@ -25,9 +25,12 @@ import psycopg
 from django.db import OperationalError, connection
 from psycopg.pq import TransactionStatus
 
-# Connections a loop keeps open between reads; more may be open at once while
-# reads overlap, and are closed when they end.
-IDLE_CONNECTIONS_KEPT = 4
+# Connections a loop opens at most, and keeps between reads: reads beyond that
+# many at once wait for one, so that a burst of sockets cannot exhaust the
+# server's max_connections.
+CONNECTIONS_PER_LOOP = 4
+# How these connections show in pg_stat_activity.
+APPLICATION_NAME = "chatapp-async-reads"
 
 
 def async_reads_available() -> bool:
@@ -41,24 +44,35 @@ class _LoopConnections:
     def __init__(self, parameters: dict[str, Any]) -> None:
         self.parameters = parameters
         self.idle: list[psycopg.AsyncConnection] = []
+        self.slots = asyncio.Semaphore(CONNECTIONS_PER_LOOP)
 
     async def take(self) -> tuple[psycopg.AsyncConnection, bool]:
-        """A connection, and whether it was opened just now (a reused one may have broken)."""
-        while self.idle:
-            reused = self.idle.pop()
-            if not reused.closed:
-                return reused, False
-        return await psycopg.AsyncConnection.connect(**self.parameters), True
+        """A connection, and whether it was opened just now (a reused one may have broken).
+
+        Waits while ``CONNECTIONS_PER_LOOP`` are in use; pair with ``give_back``.
+        """
+        await self.slots.acquire()
+        try:
+            while self.idle:
+                reused = self.idle.pop()
+                if not reused.closed:
+                    return reused, False
+            return await psycopg.AsyncConnection.connect(**self.parameters), True
+        except BaseException:
+            self.slots.release()
+            raise
 
     async def give_back(self, database_connection: psycopg.AsyncConnection) -> None:
-        if (
-            database_connection.closed
-            or database_connection.info.transaction_status != TransactionStatus.IDLE
-            or len(self.idle) >= IDLE_CONNECTIONS_KEPT
-        ):
-            await database_connection.close()
-        else:
-            self.idle.append(database_connection)
+        try:
+            if (
+                database_connection.closed
+                or database_connection.info.transaction_status != TransactionStatus.IDLE
+            ):
+                await database_connection.close()
+            else:
+                self.idle.append(database_connection)
+        finally:
+            self.slots.release()
 
 
 def _connections_close(idle: list[psycopg.AsyncConnection]) -> None:
@@ -78,7 +92,11 @@ def _loop_connections() -> _LoopConnections:
     connections = _by_loop.get(loop)
     if connections is None:
         parameters = connection.get_connection_params()
-        parameters.update(autocommit=True, cursor_factory=psycopg.AsyncClientCursor)
+        parameters.update(
+            autocommit=True,
+            cursor_factory=psycopg.AsyncClientCursor,
+            application_name=APPLICATION_NAME,
+        )
         connections = _by_loop[loop] = _LoopConnections(parameters)
         weakref.finalize(loop, _connections_close, connections.idle)
     return connections

@@ -3,11 +3,13 @@
 import asyncio
 import threading
 
+import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 from google.genai import types
 
+from chatapp import async_database
 from sessions_app import services
 from sessions_app.events import Event, EventActions
 from sessions_app.services import GetSessionConfig, SessionService
@@ -108,3 +110,30 @@ async def test_another_users_session_reads_as_absent_from_async_code():
     )
 
     assert stored is None
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_burst_of_reads_opens_no_more_connections_than_the_cap(
+    requires_postgres, monkeypatch
+):
+    user_id, session_id = await sync_to_async(_session_with_events)(2)
+    opened = []
+    connect = psycopg.AsyncConnection.connect
+
+    async def counting_connect(*args, **kwargs):
+        opened.append(kwargs.get("application_name"))
+        return await connect(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", counting_connect)
+    service = SessionService()
+
+    sessions = await asyncio.gather(
+        *(
+            service.get_session(app_name=APP, user_id=user_id, session_id=session_id)
+            for _ in range(40)
+        )
+    )
+
+    assert all(len(session.events) == 2 for session in sessions)
+    assert 1 <= len(opened) <= async_database.CONNECTIONS_PER_LOOP
+    assert set(opened) == {async_database.APPLICATION_NAME}
