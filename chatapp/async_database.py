@@ -11,12 +11,15 @@ connection parameters (same database, same adapters, client-side binding,
 no prepared statements, as Django has them so that connection poolers keep
 working), and a read's statements go as one query, in autocommit.
 
-Only reads come this way: writes keep Django's connections and transactions.
+Besides reads, only an append of an event comes this way, being one
+statement in autocommit (``sessions_app.storage``); every other write keeps
+Django's connections and transactions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -33,8 +36,8 @@ CONNECTIONS_PER_LOOP = 4
 APPLICATION_NAME = "chatapp-async-reads"
 
 
-def async_reads_available() -> bool:
-    """Whether the database can be read from async code directly (PostgreSQL only)."""
+def available() -> bool:
+    """Whether async code can reach the database directly (PostgreSQL only)."""
     return connection.vendor == "postgresql"
 
 
@@ -55,8 +58,9 @@ class _LoopConnections:
         try:
             while self.idle:
                 reused = self.idle.pop()
-                if not reused.closed:
+                if _quiet(reused):
                     return reused, False
+                await reused.close()
             return await psycopg.AsyncConnection.connect(**self.parameters), True
         except BaseException:
             self.slots.release()
@@ -73,6 +77,20 @@ class _LoopConnections:
                 self.idle.append(database_connection)
         finally:
             self.slots.release()
+
+
+def _quiet(database_connection: psycopg.AsyncConnection) -> bool:
+    """Whether an idle connection is still open and has nothing to say.
+
+    An idle connection in autocommit, listening to nothing, hears from the
+    server only when the server is about to hang up (it sends its reason
+    first, on a restart or a terminated backend): such a connection is not
+    reused, so that a write never goes out on it.
+    """
+    if database_connection.closed:
+        return False
+    readable, _, _ = select.select([database_connection.pgconn.socket], [], [], 0)
+    return not readable
 
 
 def _connections_close(idle: list[psycopg.AsyncConnection]) -> None:
@@ -116,12 +134,16 @@ async def _rows_of_each(
         return results
 
 
-async def fetch_each(statements: Sequence[tuple[str, list[Any]]]) -> list[list[tuple]]:
-    """The rows of each statement, in order, read in one round trip from this event loop.
+async def fetch_each(
+    statements: Sequence[tuple[str, list[Any]]], *, repeatable: bool = True
+) -> list[list[tuple]]:
+    """The rows of each statement, in order, in one round trip from this event loop.
 
     Errors are Django's (``django.db.OperationalError`` when the database is
-    unreachable), as from a synchronous read. A kept connection found broken
-    (the server restarted since the last read) is replaced once.
+    unreachable), as from Django's connection. A kept connection found broken
+    (the server restarted since the last call) is replaced once, if the
+    statements are ``repeatable``: a write is not, as it may have been
+    committed before the connection broke.
     """
     connections = _loop_connections()
     while True:
@@ -131,7 +153,7 @@ async def fetch_each(statements: Sequence[tuple[str, list[Any]]]) -> list[list[t
             with connection.wrap_database_errors:
                 return await _rows_of_each(database_connection, statements)
         except OperationalError:
-            if fresh or not database_connection.broken:
+            if fresh or not repeatable or not database_connection.broken:
                 raise
         finally:
             await connections.give_back(database_connection)

@@ -15,11 +15,13 @@ append is all of that in a single statement, one round trip to the database.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import re
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -159,6 +161,61 @@ def _event_validate(event: Event) -> dict[str, Any]:
     return fields
 
 
+class _PendingAppend(NamedTuple):
+    """An event checked for storing: its record fields, its delta split by scope."""
+
+    fields: dict[str, Any]
+    scoped: ScopedState
+    user_pk: int
+    original_delta: dict[str, Any]
+
+
+def _append_begin(*, session: Session, event: Event) -> _PendingAppend:
+    """Check ``event`` for ``session`` and strip its ``temp:`` keys from the delta it will be
+    stored with; raises (the event as it was) if it cannot be stored."""
+    delta = event.actions.state_delta
+    scoped = state_split(delta)
+    event.actions.state_delta = {
+        key: value for key, value in delta.items() if not key.startswith(TEMP_PREFIX)
+    }
+    try:
+        fields = _event_validate(event)
+        user_pk = selectors.user_pk_from_id(session.user_id)
+        if user_pk is None:
+            raise SessionNotFoundError(f"Session {session.id!r} not found.")
+    except SessionStoreError:
+        event.actions.state_delta = delta
+        raise
+    return _PendingAppend(fields=fields, scoped=scoped, user_pk=user_pk, original_delta=delta)
+
+
+@contextlib.contextmanager
+def _append_storing(*, event: Event, pending: _PendingAppend) -> Iterator[None]:
+    """Around storing a pending append: if it fails, however it fails, the event gets its
+    whole delta back; an event id the session already has reads as ``DuplicateEventError``."""
+    try:
+        yield
+    except IntegrityError:
+        event.actions.state_delta = pending.original_delta
+        raise DuplicateEventError(
+            f"An event with id {event.id!r} is already stored in this session."
+        ) from None
+    except BaseException:
+        event.actions.state_delta = pending.original_delta
+        raise
+
+
+def _append_end(
+    *, session: Session, event: Event, pending: _PendingAppend, last_update_time: float
+) -> Event:
+    for key, value in pending.scoped.temp.items():
+        session.state[TEMP_PREFIX + key] = value
+    session.state.update(event.actions.state_delta)
+    session.events.append(event)
+    session.last_update_time = last_update_time
+    return event
+
+
 def event_append(*, session: Session, event: Event) -> Event:
     """Store ``event`` in ``session`` and apply its state delta, atomically.
 
@@ -169,42 +226,37 @@ def event_append(*, session: Session, event: Event) -> Event:
     """
     if event.partial:
         return event
-    delta = event.actions.state_delta
-    scoped = state_split(delta)
-    stored_delta = {key: value for key, value in delta.items() if not key.startswith(TEMP_PREFIX)}
-    original_delta = event.actions.state_delta
-    event.actions.state_delta = stored_delta
-    try:
-        fields = _event_validate(event)
-    except SessionStoreError:
-        event.actions.state_delta = original_delta
-        raise
-    user_pk = selectors.user_pk_from_id(session.user_id)
-    if user_pk is None:
-        event.actions.state_delta = original_delta
-        raise SessionNotFoundError(f"Session {session.id!r} not found.")
-    try:
+    pending = _append_begin(session=session, event=event)
+    with _append_storing(event=event, pending=pending):
         last_update_time = storage.event_store(
             session_id=session.id,
             app_name=session.app_name,
-            user_pk=user_pk,
-            fields=fields,
-            scoped=scoped,
+            user_pk=pending.user_pk,
+            fields=pending.fields,
+            scoped=pending.scoped,
         )
-    except IntegrityError:
-        event.actions.state_delta = original_delta
-        raise DuplicateEventError(
-            f"An event with id {event.id!r} is already stored in this session."
-        ) from None
-    except SessionStoreError:
-        event.actions.state_delta = original_delta
-        raise
-    for key, value in scoped.temp.items():
-        session.state[TEMP_PREFIX + key] = value
-    session.state.update(stored_delta)
-    session.events.append(event)
-    session.last_update_time = last_update_time
-    return event
+    return _append_end(
+        session=session, event=event, pending=pending, last_update_time=last_update_time
+    )
+
+
+async def _event_append_async(*, session: Session, event: Event) -> Event:
+    """``event_append`` from an event loop, its one statement on the loop's own connection
+    (PostgreSQL)."""
+    if event.partial:
+        return event
+    pending = _append_begin(session=session, event=event)
+    with _append_storing(event=event, pending=pending):
+        last_update_time = await storage.event_store_async(
+            session_id=session.id,
+            app_name=session.app_name,
+            user_pk=pending.user_pk,
+            fields=pending.fields,
+            scoped=pending.scoped,
+        )
+    return _append_end(
+        session=session, event=event, pending=pending, last_update_time=last_update_time
+    )
 
 
 def session_delete(*, app_name: str, user_id: str, session_id: str) -> bool:
@@ -355,7 +407,7 @@ async def _store_read(read: selectors.StoreRead) -> Any:
     """The answer of ``read``, from async code: without a thread on PostgreSQL."""
     if not read.statements:
         return read.assemble([])
-    if not async_database.async_reads_available():
+    if not async_database.available():
         return await sync_to_async(selectors.store_read_run)(read)
     results = await async_database.fetch_each(read.statements)
     if sum(len(rows) for rows in results) > ROWS_ASSEMBLED_ON_LOOP:
@@ -366,8 +418,9 @@ async def _store_read(read: selectors.StoreRead) -> Any:
 class SessionService:
     """ADK's ``BaseSessionService`` API over the Django store: same names, same arguments.
 
-    Reads on PostgreSQL go from the event loop itself (``chatapp.async_database``);
-    every other call runs its whole database work in one ``sync_to_async`` hop.
+    On PostgreSQL reads and appends go from the event loop itself
+    (``chatapp.async_database``); every other call, and every call on SQLite,
+    runs its whole database work in one ``sync_to_async`` hop.
     Errors are ``SessionStoreError`` subclasses (``ValueError``s).
     """
 
@@ -417,6 +470,8 @@ class SessionService:
         )
 
     async def append_event(self, session: Session, event: Event) -> Event:
+        if async_database.available():
+            return await _event_append_async(session=session, event=event)
         return await sync_to_async(event_append)(session=session, event=event)
 
     async def rewind_session(

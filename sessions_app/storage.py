@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db import connection, models, transaction
 
+from chatapp import async_database
 from sessions_app.errors import SessionNotFoundError
 from sessions_app.models import AppState, EventRecord, SessionRecord, SessionState, UserState
 from sessions_app.state import ScopedState
@@ -206,6 +207,36 @@ def _append_sql_postgresql(session_keys: int, user_keys: int, app_keys: int) -> 
     return f"WITH {', '.join(ctes)} SELECT sequence, last_update_time FROM claim"
 
 
+def _append_statement_postgresql(
+    *,
+    session_id: str,
+    app_name: str,
+    user_pk: int,
+    fields: dict[str, Any],
+    scoped: ScopedState,
+    now: float,
+) -> tuple[str, list[Any]]:
+    """The one statement of an append on PostgreSQL, with its parameters."""
+    params: list[Any] = [now, now, session_id, app_name, user_pk]
+    params += _event_record_params(fields, _EVENT_PARAM_NAMES)
+    for owner, values in (
+        ((), scoped.session),
+        ((user_pk, app_name), scoped.user),
+        ((app_name,), scoped.app),
+    ):
+        if values:
+            params += owner
+            for key, value in sorted(values.items()):
+                params += (key, _json_param(value))
+    return _append_sql_postgresql(len(scoped.session), len(scoped.user), len(scoped.app)), params
+
+
+def _stored_last_update_time(row: tuple | None, session_id: str) -> float:
+    if row is None:
+        raise SessionNotFoundError(f"Session {session_id!r} not found.")
+    return row[1]
+
+
 def event_store(
     *, session_id: str, app_name: str, user_pk: int, fields: dict[str, Any], scoped: ScopedState
 ) -> float:
@@ -228,23 +259,34 @@ def event_store(
                 session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=scoped
             )
         return last_update_time
-    params: list[Any] = [now, now, session_id, app_name, user_pk]
-    params += _event_record_params(fields, _EVENT_PARAM_NAMES)
-    for owner, values in (
-        ((), scoped.session),
-        ((user_pk, app_name), scoped.user),
-        ((app_name,), scoped.app),
-    ):
-        if values:
-            params += owner
-            for key, value in sorted(values.items()):
-                params += (key, _json_param(value))
-    sql = _append_sql_postgresql(len(scoped.session), len(scoped.user), len(scoped.app))
+    sql, params = _append_statement_postgresql(
+        session_id=session_id,
+        app_name=app_name,
+        user_pk=user_pk,
+        fields=fields,
+        scoped=scoped,
+        now=now,
+    )
     in_transaction = not connection.get_autocommit()
     savepoint = transaction.atomic() if in_transaction else contextlib.nullcontext()
     with savepoint, connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
-    if row is None:
-        raise SessionNotFoundError(f"Session {session_id!r} not found.")
-    return row[1]
+    return _stored_last_update_time(row, session_id)
+
+
+async def event_store_async(
+    *, session_id: str, app_name: str, user_pk: int, fields: dict[str, Any], scoped: ScopedState
+) -> float:
+    """``event_store`` from an event loop, on PostgreSQL: the same one statement, in
+    autocommit on the loop's own connection (``chatapp.async_database``)."""
+    sql, params = _append_statement_postgresql(
+        session_id=session_id,
+        app_name=app_name,
+        user_pk=user_pk,
+        fields=fields,
+        scoped=scoped,
+        now=time.time(),
+    )
+    (rows,) = await async_database.fetch_each([(sql, params)], repeatable=False)
+    return _stored_last_update_time(rows[0] if rows else None, session_id)

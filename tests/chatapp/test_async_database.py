@@ -6,11 +6,12 @@ import threading
 import psycopg
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connection
+from django.db import OperationalError, connection
 from google.genai import types
 
 from chatapp import async_database
-from sessions_app import services
+from sessions_app import selectors, services
+from sessions_app.errors import DuplicateEventError, SessionNotFoundError
 from sessions_app.events import Event, EventActions
 from sessions_app.services import GetSessionConfig, SessionService
 from tests.factories import UserFactory
@@ -64,18 +65,6 @@ async def test_a_read_does_not_wait_for_the_database_thread(requires_postgres):
     assert [event.text() for event in stored.events] == ["message 0", "message 1", "message 2"]
     assert stored.state == {"step": 2}
     assert [session.id for session in listed.sessions] == [session_id]
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_a_read_after_the_server_dropped_the_kept_connection_succeeds(requires_postgres):
-    user_id, session_id = await sync_to_async(_session_with_events)(2)
-    service = SessionService()
-    await service.get_session(app_name=APP, user_id=user_id, session_id=session_id)
-
-    assert await sync_to_async(_end_other_connections)() >= 1
-    stored = await service.get_session(app_name=APP, user_id=user_id, session_id=session_id)
-
-    assert [event.text() for event in stored.events] == ["message 0", "message 1"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -137,3 +126,97 @@ async def test_a_burst_of_reads_opens_no_more_connections_than_the_cap(
     assert all(len(session.events) == 2 for session in sessions)
     assert 1 <= len(opened) <= async_database.CONNECTIONS_PER_LOOP
     assert set(opened) == {async_database.APPLICATION_NAME}
+
+
+def _event(text: str, **delta) -> Event:
+    return Event(
+        author="user",
+        content=types.Content(role="user", parts=[types.Part(text=text)]),
+        actions=EventActions(state_delta=delta),
+    )
+
+
+def _stored_texts(session_id: str) -> list[str]:
+    return [
+        stored.event.text()
+        for stored in selectors.stored_events_page(
+            session_id=session_id, after_sequence=0, page_size=100
+        ).events
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_append_does_not_wait_for_the_database_thread(requires_postgres):
+    user_id, session_id = await sync_to_async(_session_with_events)(1)
+    service = SessionService()
+    session = await service.get_session(app_name=APP, user_id=user_id, session_id=session_id)
+    release = threading.Event()
+    busy = asyncio.ensure_future(sync_to_async(release.wait)())
+    try:
+        await asyncio.wait_for(
+            service.append_event(session, _event("hello", step=7, **{"temp:draft": True})),
+            timeout=10,
+        )
+        assert not busy.done()
+    finally:
+        release.set()
+        await busy
+
+    assert session.state == {"step": 7, "temp:draft": True}
+    stored = await service.get_session(app_name=APP, user_id=user_id, session_id=session_id)
+    assert stored.state == {"step": 7}
+    assert [event.text() for event in stored.events] == ["message 0", "hello"]
+    assert stored.events[-1].actions.state_delta == {"step": 7}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_append_that_fails_stores_nothing_and_gives_the_event_back_whole(
+    requires_postgres,
+):
+    user_id, session_id = await sync_to_async(_session_with_events)(1)
+    service = SessionService()
+    session = await service.get_session(app_name=APP, user_id=user_id, session_id=session_id)
+    first = await service.append_event(session, _event("once", step=1))
+    again = _event("twice", step=2, **{"temp:note": "x"})
+    again.id = first.id
+
+    with pytest.raises(DuplicateEventError):
+        await service.append_event(session, again)
+
+    assert again.actions.state_delta == {"step": 2, "temp:note": "x"}
+    stranger = await sync_to_async(UserFactory)()
+    foreign = session.model_copy(update={"user_id": str(stranger.pk)})
+    with pytest.raises(SessionNotFoundError):
+        await service.append_event(foreign, _event("not mine", step=3))
+    assert await sync_to_async(_stored_texts)(session_id) == ["message 0", "once"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("goodbye_heard", [True, False])
+async def test_after_the_server_dropped_the_kept_connection(
+    requires_postgres, monkeypatch, goodbye_heard
+):
+    """A kept connection whose server hung up is not used again when its goodbye has
+    arrived; if it has not, a read is repeated on a new connection, while an append, which
+    cannot know whether it was stored, fails once with nothing stored."""
+    if not goodbye_heard:
+        monkeypatch.setattr(async_database, "_quiet", lambda connection: not connection.closed)
+    user_id, session_id = await sync_to_async(_session_with_events)(1)
+    service = SessionService()
+    session = await service.get_session(app_name=APP, user_id=user_id, session_id=session_id)
+
+    assert await sync_to_async(_end_other_connections)() >= 1
+    stored = await service.get_session(app_name=APP, user_id=user_id, session_id=session_id)
+    assert [event.text() for event in stored.events] == ["message 0"]
+
+    assert await sync_to_async(_end_other_connections)() >= 1
+    event = _event("after the restart", step=5, **{"temp:try": 1})
+    if goodbye_heard:
+        await service.append_event(session, event)
+        expected = ["message 0", "after the restart"]
+    else:
+        with pytest.raises(OperationalError):
+            await service.append_event(session, event)
+        assert event.actions.state_delta == {"step": 5, "temp:try": 1}
+        expected = ["message 0"]
+    assert await sync_to_async(_stored_texts)(session_id) == expected
