@@ -36,15 +36,37 @@ EVENT_COLUMNS = (
     "long_running_tool_ids",
 )
 
-_PART_DEFAULTS = {
-    name: field.get_default(call_default_factory=True)
-    for name, field in types.Part.model_fields.items()
-}
+def _shared_keys(values: dict[str, Any]) -> dict[str, Any]:
+    """A dict equal to ``values`` whose copies share one key table.
+
+    An instance's attribute dict is such a dict, and so are its copies: each
+    holds only its values, about half the memory of a plain dict of the same
+    keys, and is quicker to make and to free. The ``__dict__`` of every model
+    instance built below is a copy of one of these.
+    """
+
+    class Holder:
+        pass
+
+    holder = Holder()
+    for name, value in values.items():
+        setattr(holder, name, value)
+    return holder.__dict__
+
+
+_PART_DEFAULTS = _shared_keys(
+    {
+        name: field.get_default(call_default_factory=True)
+        for name, field in types.Part.model_fields.items()
+    }
+)
 _TEXT_KEYS = frozenset({"text"})
-_CONTENT_DEFAULTS = {
-    name: field.get_default(call_default_factory=True)
-    for name, field in types.Content.model_fields.items()
-}
+_CONTENT_DEFAULTS = _shared_keys(
+    {
+        name: field.get_default(call_default_factory=True)
+        for name, field in types.Content.model_fields.items()
+    }
+)
 
 
 def _field_slots(model_class: type) -> dict[str, Any]:
@@ -61,8 +83,8 @@ def _field_slots(model_class: type) -> dict[str, Any]:
 
 # A stored row always gives an event's id, author, timestamp and actions, and
 # the actions' state_delta (model_dump keeps an empty one).
-_EVENT_SLOTS = _field_slots(Event)
-_ACTIONS_SLOTS = _field_slots(EventActions)
+_EVENT_SLOTS = _shared_keys(_field_slots(Event))
+_ACTIONS_SLOTS = _shared_keys(_field_slots(EventActions))
 _PLAIN_ACTIONS = frozenset(
     {
         "state_delta",
