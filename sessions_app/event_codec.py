@@ -36,6 +36,7 @@ EVENT_COLUMNS = (
     "long_running_tool_ids",
 )
 
+
 def _shared_keys(values: dict[str, Any]) -> dict[str, Any]:
     """A dict equal to ``values`` whose copies share one key table.
 

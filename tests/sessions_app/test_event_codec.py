@@ -41,9 +41,9 @@ def test_fast_path_content_behaves_like_a_validated_one():
     ],
 )
 def test_a_json_column_decodes_as_its_values_one_by_one(column):
-    from sessions_app.selectors import _json_column, _json_value
+    from sessions_app.selectors.rows import json_column, json_value
 
-    assert list(_json_column(column)) == [_json_value(value) for value in column]
+    assert list(json_column(column)) == [json_value(value) for value in column]
 
 
 def _row(**columns):

@@ -1,0 +1,264 @@
+"""Reads of sessions: one with its merged state and events, a page of a user's sessions."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import Any, NamedTuple
+
+from sessions_app.events import Event
+from sessions_app.models import SessionRecord
+from sessions_app.selectors.rows import events_from_raw_rows, scoped_states_fold
+from sessions_app.selectors.statements import (
+    SESSION_AND_STATES_SQL,
+    SESSION_PAGE_SQL,
+    fetch,
+    fetch_each,
+    scoped_states_sql,
+    session_events_statement,
+)
+from sessions_app.state import ScopedState, state_merge
+from sessions_app.types import GetSessionConfig, ListSessionsResponse, Session
+
+DEFAULT_PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
+
+
+class InvalidPageTokenError(ValueError):
+    pass
+
+
+def user_pk_from_id(user_id: str | int) -> int | None:
+    """The user primary key an ADK ``user_id`` string names, or None if it names none."""
+    text = str(user_id)
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        return None
+    return int(text)
+
+
+def scoped_states_get(
+    *, session_ids: Iterable[str], app_name: str, user_pk: int
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Session states of the given sessions, the user's state and the app's, in one query."""
+    session_ids = list(session_ids)
+    placeholders = ", ".join(["%s"] * len(session_ids))
+    rows = fetch(scoped_states_sql(placeholders), [*session_ids, user_pk, app_name, app_name])
+    by_session, user_state, app_state, _ = scoped_states_fold(rows)
+    return by_session, user_state, app_state
+
+
+class StoreRead(NamedTuple):
+    """A read of the session store: its statements, and how their rows make the answer.
+
+    The same read runs from sync code (``store_read_run``) or straight from an
+    event loop (``SessionService``, through ``chatapp.async_database``).
+    ``assemble`` touches no database. A read with no statements answers
+    without asking the database.
+    """
+
+    statements: list[tuple[str, list[Any]]]
+    assemble: Callable[[list[list[tuple]]], Any]
+
+
+def store_read_run(read: StoreRead) -> Any:
+    """The answer of ``read``, its statements run on Django's connection."""
+    return read.assemble(fetch_each(read.statements) if read.statements else [])
+
+
+def _no_answer(results: list[list[tuple]]) -> None:
+    return None
+
+
+def _session_assemble(
+    results: list[list[tuple]],
+    *,
+    app_name: str,
+    user_pk: int,
+    session_id: str,
+    with_events: bool,
+    newest_first: bool,
+) -> Session | None:
+    by_session, user_state, app_state, records = scoped_states_fold(results[0])
+    if not records:
+        return None
+    events: list[Event] = []
+    if with_events:
+        event_rows = results[1]
+        if newest_first:
+            event_rows.reverse()
+        events = events_from_raw_rows(event_rows)
+    # Every value is already of its field's type; validating the session would
+    # check each of possibly thousands of events again.
+    return Session.model_construct(
+        id=session_id,
+        app_name=app_name,
+        user_id=str(user_pk),
+        state=state_merge(session=by_session.get(session_id, {}), user=user_state, app=app_state),
+        events=events,
+        last_update_time=records[0][1],
+    )
+
+
+def session_get_read(
+    *, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
+) -> StoreRead:
+    """The read behind ``session_get``: two statements, one round trip on PostgreSQL (the
+    session row with every state it sees, then its events, read only if the user has the
+    session)."""
+    user_pk = user_pk_from_id(user_id)
+    if user_pk is None:
+        return StoreRead([], _no_answer)
+    config = config or GetSessionConfig()
+    statements = [
+        (
+            SESSION_AND_STATES_SQL,
+            [session_id, app_name, user_pk, session_id, user_pk, app_name, app_name],
+        )
+    ]
+    events_statement = session_events_statement(
+        app_name=app_name, user_pk=user_pk, session_id=session_id, config=config
+    )
+    if events_statement is not None:
+        statements.append(events_statement)
+    return StoreRead(
+        statements,
+        partial(
+            _session_assemble,
+            app_name=app_name,
+            user_pk=user_pk,
+            session_id=session_id,
+            with_events=events_statement is not None,
+            newest_first=config.num_recent_events is not None,
+        ),
+    )
+
+
+def session_get(
+    *, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
+) -> Session | None:
+    """The session with its merged state and events, or None if the user has no such session."""
+    return store_read_run(
+        session_get_read(app_name=app_name, user_id=user_id, session_id=session_id, config=config)
+    )
+
+
+def _page_token_encode(last_update_time: float, session_id: str) -> str:
+    raw = json.dumps([last_update_time, session_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _page_token_decode(token: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        last_update_time, session_id = json.loads(raw)
+        if not isinstance(session_id, str) or "\x00" in session_id:
+            raise TypeError
+        return float(last_update_time), session_id
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        raise InvalidPageTokenError("The page token is not one this service issued.") from None
+
+
+def _session_page_assemble(
+    results: list[list[tuple]], *, app_name: str, user_pk: int, page_size: int
+) -> ListSessionsResponse:
+    by_session, user_state, app_state, records = scoped_states_fold(results[0])
+    next_token = None
+    if len(records) > page_size:
+        records = records[:page_size]
+        next_token = _page_token_encode(records[-1][1], records[-1][0])
+    if not records:
+        return ListSessionsResponse()
+    sessions = [
+        Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=str(user_pk),
+            state=state_merge(
+                session=by_session.get(session_id, {}), user=user_state, app=app_state
+            ),
+            last_update_time=last_update_time,
+        )
+        for session_id, last_update_time in records
+    ]
+    return ListSessionsResponse(sessions=sessions, next_page_token=next_token)
+
+
+def _empty_page(results: list[list[tuple]]) -> ListSessionsResponse:
+    return ListSessionsResponse()
+
+
+def session_list_read(
+    *,
+    app_name: str,
+    user_id: str,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    page_token: str | None = None,
+) -> StoreRead:
+    """The read behind ``session_list``: one statement a page.
+
+    Raises ``InvalidPageTokenError`` for a token this service did not issue.
+    """
+    user_pk = user_pk_from_id(user_id)
+    if user_pk is None:
+        return StoreRead([], _empty_page)
+    page_size = max(1, min(int(page_size), MAX_PAGE_SIZE))
+    params: list[Any] = [user_pk, app_name]
+    if page_token:
+        params.extend(_page_token_decode(page_token))
+    statement = (
+        SESSION_PAGE_SQL[bool(page_token)],
+        [*params, page_size + 1, user_pk, app_name, app_name],
+    )
+    return StoreRead(
+        [statement],
+        partial(_session_page_assemble, app_name=app_name, user_pk=user_pk, page_size=page_size),
+    )
+
+
+def session_list(
+    *,
+    app_name: str,
+    user_id: str,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    page_token: str | None = None,
+) -> ListSessionsResponse:
+    """One page of the user's sessions of an app, most recently updated first.
+
+    Keyset pagination on (last_update_time, id): a page costs the same however
+    deep it is, and sessions updated between pages are neither skipped nor
+    repeated within the pages already handed out. Sessions carry their merged
+    state but no events.
+    """
+    return store_read_run(
+        session_list_read(
+            app_name=app_name, user_id=user_id, page_size=page_size, page_token=page_token
+        )
+    )
+
+
+def session_record_get(*, user_pk: int, session_id: str) -> SessionRecord | None:
+    """The user's session row by id alone (any app), for the REST and WebSocket doors."""
+    return SessionRecord.objects.filter(pk=session_id, user_id=user_pk).first()
+
+
+def session_titles(*, user_pk: int, session_ids: Iterable[str]) -> dict[str, str]:
+    """The titles of the user's sessions among ``session_ids`` that have one, by session id."""
+    rows = SessionRecord.objects.filter(user_id=user_pk, pk__in=list(session_ids)).exclude(title="")
+    return dict(rows.values_list("id", "title"))
+
+
+def sessions_temporary(*, user_pk: int, session_ids: Iterable[str]) -> set[str]:
+    """The ids among ``session_ids`` of the user's temporary chats (no long-term memory)."""
+    rows = SessionRecord.objects.filter(user_id=user_pk, pk__in=list(session_ids), temporary=True)
+    return set(rows.values_list("id", flat=True))
+
+
+def session_scoped_state(*, app_name: str, user_pk: int, session_id: str) -> ScopedState:
+    """The state a session sees, split by scope (keys stored without their prefix)."""
+    by_session, user_state, app_state = scoped_states_get(
+        session_ids=[session_id], app_name=app_name, user_pk=user_pk
+    )
+    return ScopedState(session=by_session.get(session_id, {}), user=user_state, app=app_state)

@@ -1,0 +1,188 @@
+"""The hand-written SQL of the session store's hot reads, and running it.
+
+Built once from the models' metadata: composing these reads with the ORM cost
+more than running them. They run unchanged on PostgreSQL and SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection, models
+
+from sessions_app.event_codec import EVENT_COLUMNS
+from sessions_app.models import AppState, EventRecord, SessionRecord, SessionState, UserState
+from sessions_app.types import GetSessionConfig
+
+_qn = connection.ops.quote_name
+
+
+def _columns(model: type[models.Model], *names: str) -> list[str]:
+    return [_qn(model._meta.get_field(name).column) for name in names]
+
+
+def _state_branch(model: type[models.Model], scope: str, where: str, owner: str = "''") -> str:
+    table = _qn(model._meta.db_table)
+    key, value = _columns(model, "key", "value")
+    return f"SELECT '{scope}', {owner}, {key}, {value}, NULL FROM {table} WHERE {where}"
+
+
+def scoped_states_sql(session_ids: str | None) -> str:
+    """Rows (scope, session id, key, value, NULL) of the states of the sessions whose ids
+    ``session_ids`` lists (SQL: placeholders or a subquery; None for no session), then of a
+    user's and an app's; parameters: those of ``session_ids``, user pk, app name, app name."""
+    (session_id,) = _columns(SessionState, "session")
+    user, user_app = _columns(UserState, "user", "app_name")
+    (app,) = _columns(AppState, "app_name")
+    branches = [
+        _state_branch(UserState, "u", f"{user} = %s AND {user_app} = %s"),
+        _state_branch(AppState, "a", f"{app} = %s"),
+    ]
+    if session_ids:
+        branches.insert(
+            0, _state_branch(SessionState, "s", f"{session_id} IN ({session_ids})", session_id)
+        )
+    return " UNION ALL ".join(branches)
+
+
+def _session_and_states_sql() -> str:
+    """A row ('r', id, NULL, NULL, last_update_time) if the user has the session, then the
+    rows of ``scoped_states_sql`` for it; parameters: session id, app name, user pk, then
+    those of the states."""
+    table = _qn(SessionRecord._meta.db_table)
+    pk, app_name, user, last_update_time = _columns(
+        SessionRecord, "id", "app_name", "user", "last_update_time"
+    )
+    return (
+        f"SELECT 'r', {pk}, NULL, NULL, {last_update_time} FROM {table} "
+        f"WHERE {pk} = %s AND {app_name} = %s AND {user} = %s "
+        f"UNION ALL {scoped_states_sql('%s')}"
+    )
+
+
+def _select_list(model: type[models.Model], names: Sequence[str]) -> str:
+    """The columns ``names`` of ``model`` as the ORM selects them (some fields cast)."""
+    compiler = model.objects.none().query.get_compiler(connection=connection)
+    expressions = []
+    for name, column in zip(names, _columns(model, *names), strict=True):
+        sql, _ = model._meta.get_field(name).select_format(compiler, column, [])
+        expressions.append(sql)
+    return ", ".join(expressions)
+
+
+_EVENT_SELECT_LIST = _select_list(EventRecord, EVENT_COLUMNS)
+
+
+def _events_sql(*, include_rewound: bool, after_timestamp: bool, recent: bool) -> str:
+    """The events of a session, as ``EVENT_COLUMNS``, if the user has it (none otherwise);
+    parameters: session id, then session id, app name and user pk for the owner check,
+    ``False`` unless ``include_rewound``, the timestamp if ``after_timestamp``, the count if
+    ``recent`` (the newest first then)."""
+    session_id, sequence, rewound, timestamp = _columns(
+        EventRecord, "session", "sequence", "rewound", "timestamp"
+    )
+    sessions = _qn(SessionRecord._meta.db_table)
+    pk, app_name, user = _columns(SessionRecord, "id", "app_name", "user")
+    sql = (
+        f"SELECT {_EVENT_SELECT_LIST} "
+        f"FROM {_qn(EventRecord._meta.db_table)} WHERE {session_id} = %s "
+        f"AND EXISTS (SELECT 1 FROM {sessions} "
+        f"WHERE {pk} = %s AND {app_name} = %s AND {user} = %s)"
+    )
+    if not include_rewound:
+        sql += f" AND {rewound} = %s"
+    if after_timestamp:
+        sql += f" AND {timestamp} >= %s"
+    if recent:
+        return sql + f" ORDER BY {sequence} DESC LIMIT %s"
+    return sql + f" ORDER BY {sequence}"
+
+
+def _session_page_sql(*, after: bool) -> str:
+    """Rows ('r', id, NULL, NULL, last_update_time) of a page of a user's sessions of an app,
+    newest first, mixed with the rows of ``scoped_states_sql`` for them (which come in no
+    particular place); parameters: user pk, app name, the last (time, id) of the previous
+    page if ``after``, the row count, then those of the states."""
+    table = _qn(SessionRecord._meta.db_table)
+    pk, app_name, user, last_update_time = _columns(
+        SessionRecord, "id", "app_name", "user", "last_update_time"
+    )
+    page = f"SELECT {pk}, {last_update_time} FROM {table} WHERE {user} = %s AND {app_name} = %s"
+    if after:
+        page += f" AND ({last_update_time}, {pk}) < (%s, %s)"
+    page += f" ORDER BY {last_update_time} DESC, {pk} DESC LIMIT %s"
+    return (
+        f"WITH page AS ({page}) SELECT 'r', {pk}, NULL, NULL, {last_update_time} FROM page "
+        f"UNION ALL {scoped_states_sql(f'SELECT {pk} FROM page')} ORDER BY 5 DESC, 2 DESC"
+    )
+
+
+SESSION_AND_STATES_SQL = _session_and_states_sql()
+_EVENTS_SQL = {
+    (include_rewound, after_timestamp, recent): _events_sql(
+        include_rewound=include_rewound, after_timestamp=after_timestamp, recent=recent
+    )
+    for include_rewound in (False, True)
+    for after_timestamp in (False, True)
+    for recent in (False, True)
+}
+SESSION_PAGE_SQL = {after: _session_page_sql(after=after) for after in (False, True)}
+
+
+def fetch(sql: str, params: list[Any]) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def fetch_each(statements: Sequence[tuple[str, list[Any]]]) -> list[list[tuple]]:
+    """The rows of each statement, in order.
+
+    On PostgreSQL the statements travel in one round trip, which is most of
+    what reading a short session costs: with psycopg's client-side binding
+    (Django's default) several statements can go as one query. Server-side
+    binding takes one statement at a time, and SQLite runs in-process, so
+    there they run one after the other.
+    """
+    with connection.cursor() as cursor:
+        if (
+            len(statements) > 1
+            and connection.vendor == "postgresql"
+            and connection.settings_dict["OPTIONS"].get("server_side_binding") is not True
+        ):
+            cursor.execute(
+                "; ".join(sql for sql, _ in statements),
+                [param for _, params in statements for param in params],
+            )
+            results = [cursor.fetchall()]
+            while cursor.nextset():
+                results.append(cursor.fetchall())
+            return results
+        results = []
+        for sql, params in statements:
+            cursor.execute(sql, params)
+            results.append(cursor.fetchall())
+        return results
+
+
+def session_events_statement(
+    *, app_name: str, user_pk: int, session_id: str, config: GetSessionConfig
+) -> tuple[str, list[Any]] | None:
+    """The statement reading the session's events as ``config`` asks, or None when it asks
+    for none.
+
+    ``num_recent_events=0`` asks for none (ADK would return all of them, which
+    is never what a caller asking for zero wants).
+    """
+    recent = config.num_recent_events is not None
+    if recent and config.num_recent_events <= 0:
+        return None
+    params: list[Any] = [session_id, session_id, app_name, user_pk]
+    if not config.include_rewound:
+        params.append(False)
+    if config.after_timestamp is not None:
+        params.append(config.after_timestamp)
+    if recent:
+        params.append(config.num_recent_events)
+    return _EVENTS_SQL[(config.include_rewound, config.after_timestamp is not None, recent)], params
