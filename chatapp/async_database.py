@@ -7,9 +7,12 @@ the async session API (ADK's ``get_session`` and ``list_sessions``) handing
 the work to that thread and back cost about as much as the query, and under
 load a read queued behind whatever the thread was doing. So each event loop
 keeps a few psycopg async connections of its own, opened with Django's
-connection parameters (same database, same adapters, client-side binding,
-no prepared statements, as Django has them so that connection poolers keep
-working), and a read's statements go as one query, in autocommit.
+connection parameters (same database, same adapters), and a read's
+statements go as one query, in autocommit. Each statement is prepared once
+per connection, with a generic plan, and then only executed by name: the
+server neither parses nor plans it again, which was a third of a short read.
+Server-side prepared statements need each client connection to keep its
+server connection: behind PgBouncer, use session pooling (docs/deploy.md).
 
 Besides reads, only an append of an event comes this way, being one
 statement in autocommit (``sessions_app.storage``); every other write keeps
@@ -19,6 +22,7 @@ Django's connections and transactions.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import select
 import weakref
 from collections.abc import Sequence
@@ -61,7 +65,11 @@ class _LoopConnections:
                 if _quiet(reused):
                     return reused, False
                 await reused.close()
-            return await psycopg.AsyncConnection.connect(**self.parameters), True
+            opened = await psycopg.AsyncConnection.connect(**self.parameters)
+            # Plans of these statements do not hinge on their parameters (keys and
+            # ids, through indexes): planning each execution would be wasted.
+            await opened.execute("SET plan_cache_mode = force_generic_plan")
+            return opened, True
         except BaseException:
             self.slots.release()
             raise
@@ -120,12 +128,78 @@ def _loop_connections() -> _LoopConnections:
     return connections
 
 
+_statement_numbers = itertools.count(1)
+_statement_names: dict[str, str] = {}
+_prepared_on: weakref.WeakKeyDictionary[psycopg.AsyncConnection, set[str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _statement_name(sql: str) -> str:
+    name = _statement_names.get(sql)
+    if name is None:
+        name = _statement_names.setdefault(sql, f"chatapp_{next(_statement_numbers)}")
+    return name
+
+
+def _placeholders_numbered(sql: str) -> str:
+    """``sql`` with its ``%s`` placeholders as ``$1``, ``$2``, ..., for PREPARE."""
+    pieces = sql.split("%s")
+    if any("%" in piece for piece in pieces):
+        raise ValueError("A prepared statement may hold no '%' but its placeholders.")
+    numbered = [f"{piece}${number}" for number, piece in enumerate(pieces[:-1], 1)]
+    return "".join(numbered) + pieces[-1]
+
+
+def _execute_sql(name: str, params: list[Any]) -> str:
+    if not params:
+        return f"EXECUTE {name}"
+    return f"EXECUTE {name}({', '.join(['%s'] * len(params))})"
+
+
 async def _rows_of_each(
     database_connection: psycopg.AsyncConnection, statements: Sequence[tuple[str, list[Any]]]
 ) -> list[list[tuple]]:
+    """The rows of each statement, prepared on this connection first if need be.
+
+    A connection on which a statement failed for any reason but a broken
+    constraint or a broken connection is closed: what it has prepared may no
+    longer match the server (a PREPARE half done, a plan that a migration
+    invalidated).
+    """
+    try:
+        return await _prepared_rows_of_each(database_connection, statements)
+    except (psycopg.IntegrityError, psycopg.OperationalError):
+        raise
+    except psycopg.Error:
+        await database_connection.close()
+        raise
+
+
+async def _prepared_rows_of_each(
+    database_connection: psycopg.AsyncConnection, statements: Sequence[tuple[str, list[Any]]]
+) -> list[list[tuple]]:
+    prepared = _prepared_on.setdefault(database_connection, set())
+    names = [_statement_name(sql) for sql, _ in statements]
     async with database_connection.cursor() as cursor:
+        unprepared = {
+            name: sql
+            for name, (sql, _) in zip(names, statements, strict=True)
+            if name not in prepared
+        }
+        if unprepared:
+            await cursor.execute(
+                "; ".join(
+                    f"PREPARE {name} AS {_placeholders_numbered(sql)}"
+                    for name, sql in unprepared.items()
+                )
+            )
+            prepared.update(unprepared)
         await cursor.execute(
-            "; ".join(sql for sql, _ in statements),
+            "; ".join(
+                _execute_sql(name, params)
+                for name, (_, params) in zip(names, statements, strict=True)
+            ),
             [param for _, params in statements for param in params],
         )
         results = [await cursor.fetchall()]

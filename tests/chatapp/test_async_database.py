@@ -6,7 +6,7 @@ import threading
 import psycopg
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import OperationalError, connection
+from django.db import NotSupportedError, OperationalError, connection
 from google.genai import types
 
 from chatapp import async_database
@@ -220,3 +220,50 @@ async def test_after_the_server_dropped_the_kept_connection(
         assert event.actions.state_delta == {"step": 5, "temp:try": 1}
         expected = ["message 0"]
     assert await sync_to_async(_stored_texts)(session_id) == expected
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_server_plans_each_statement_once_per_connection(requires_postgres):
+    user_id, session_id = await sync_to_async(_session_with_events)(3)
+    service = SessionService()
+    for _ in range(3):
+        await service.get_session(app_name=APP, user_id=user_id, session_id=session_id)
+
+    # One read at a time, so this runs on the connection that served those reads.
+    (rows,) = await async_database.fetch_each(
+        [
+            (
+                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement NOT LIKE %s",
+                ["%pg_prepared_statements%"],
+            )
+        ]
+    )
+
+    assert len(rows) == 2  # the session with its states, and its events
+    assert all(generic == 3 and custom == 0 for _, generic, custom in rows)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_statement_whose_prepared_plan_went_stale_works_again(requires_postgres):
+    await sync_to_async(_scratch_table)("CREATE TABLE async_scratch (value integer)")
+    try:
+        read = [("SELECT value FROM async_scratch WHERE value > %s", [0])]
+        await sync_to_async(_scratch_table)("INSERT INTO async_scratch VALUES (1)")
+        assert await async_database.fetch_each(read) == [[(1,)]]
+        await sync_to_async(_scratch_table)(
+            "ALTER TABLE async_scratch ALTER COLUMN value TYPE bigint"
+        )
+
+        # The prepared plan's result type no longer matches: that read fails, and its
+        # connection is not used again.
+        with pytest.raises(NotSupportedError):
+            await async_database.fetch_each(read)
+        assert await async_database.fetch_each(read) == [[(1,)]]
+    finally:
+        await sync_to_async(_scratch_table)("DROP TABLE async_scratch")
+
+
+def _scratch_table(sql: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
