@@ -9,8 +9,10 @@ load a read queued behind whatever the thread was doing. So each event loop
 keeps a few psycopg async connections of its own, opened with Django's
 connection parameters (same database, same adapters), and a read's
 statements go as one query, in autocommit. Each statement is prepared once
-per connection, with a generic plan, and then only executed by name: the
-server neither parses nor plans it again, which was a third of a short read.
+per connection and then only executed by name: the server does not parse it
+again, and plans it again only while its plans depend on the parameters
+(PostgreSQL's plan cache settles on one plan when that costs no more);
+parsing and planning were a third of a short read.
 Server-side prepared statements need each client connection to keep its
 server connection: behind PgBouncer, use session pooling (docs/deploy.md).
 
@@ -65,11 +67,7 @@ class _LoopConnections:
                 if _quiet(reused):
                     return reused, False
                 await reused.close()
-            opened = await psycopg.AsyncConnection.connect(**self.parameters)
-            # Plans of these statements do not hinge on their parameters (keys and
-            # ids, through indexes): planning each execution would be wasted.
-            await opened.execute("SET plan_cache_mode = force_generic_plan")
-            return opened, True
+            return await psycopg.AsyncConnection.connect(**self.parameters), True
         except BaseException:
             self.slots.release()
             raise
