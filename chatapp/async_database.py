@@ -1,4 +1,4 @@
-"""Reads on PostgreSQL straight from async code, without a thread.
+"""The async session API's database work on PostgreSQL, straight from the event loop.
 
 Django's database layer is synchronous: async code reaches it through
 ``sync_to_async``, whose thread-sensitive executor is one thread per process,
@@ -39,7 +39,7 @@ from psycopg.pq import TransactionStatus
 # server's max_connections.
 CONNECTIONS_PER_LOOP = 4
 # How these connections show in pg_stat_activity.
-APPLICATION_NAME = "chatapp-async-reads"
+APPLICATION_NAME = "chatapp-async"
 
 
 def available() -> bool:
@@ -209,7 +209,8 @@ async def _prepared_rows_of_each(
 async def fetch_each(
     statements: Sequence[tuple[str, list[Any]]], *, repeatable: bool = True
 ) -> list[list[tuple]]:
-    """The rows of each statement, in order, in one round trip from this event loop.
+    """The rows of each statement, in order, in one round trip from this event loop (two
+    the first time a connection meets one of the statements, to prepare it).
 
     Errors are Django's (``django.db.OperationalError`` when the database is
     unreachable), as from Django's connection. A kept connection found broken
