@@ -1,127 +1,44 @@
-"""Writes of the session store, and ``SessionService``, its ADK-shaped async facade.
+"""Writes of events: an append (sync, or from an event loop on PostgreSQL) and a rewind.
 
 State changes only through events: ``event_append`` stores an event and applies
-its ``state_delta`` to the three stored scopes in one short transaction. The
-transaction starts by bumping the session's ``last_sequence`` with an UPDATE,
-which takes the session row lock; concurrent appends to one session therefore
-queue on that lock and get contiguous sequence numbers, and no caller ever sees
-a "stale session" error. State rows are then upserted key by key (so writers
-never overwrite each other's keys) in a fixed order: session, user, app, keys
-sorted, so two sessions of one user cannot deadlock on shared ``user:`` keys.
-The statements themselves live in ``sessions_app.storage``; on PostgreSQL an
-append is all of that in a single statement, one round trip to the database.
+its ``state_delta`` to the three stored scopes in one short transaction (one
+statement on PostgreSQL, ``sessions_app.storage``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import math
-import re
 import time
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
-from chatapp import async_database
 from sessions_app import selectors, storage
 from sessions_app.errors import (
     DuplicateEventError,
     InvalidEventError,
-    InvalidStateError,
     InvocationNotFoundError,
-    SessionAlreadyExistsError,
     SessionNotFoundError,
     SessionStoreError,
 )
 from sessions_app.event_codec import event_to_record_fields
-from sessions_app.events import Event, EventActions, new_event_id, new_invocation_id
+from sessions_app.events import Event, EventActions, new_invocation_id
 from sessions_app.models import EventRecord, SessionRecord, SessionState
 from sessions_app.state import (
     APP_PREFIX,
     TEMP_PREFIX,
     USER_PREFIX,
     ScopedState,
-    state_merge,
     state_split,
 )
-from sessions_app.types import GetSessionConfig, ListSessionsResponse, Session
+from sessions_app.types import Session
 
-IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 MAX_NAME_LENGTH = 128
 MAX_BRANCH_LENGTH = 512
-
-
-def identifier_validate(*, value: Any, what: str) -> str:
-    if not isinstance(value, str) or not IDENTIFIER_PATTERN.fullmatch(value):
-        raise SessionStoreError(
-            f"{what} must be 1-128 characters of letters, digits and . _ : @ -, "
-            f"starting with a letter or digit; got {str(value)[:60]!r}."
-        )
-    return value
-
-
-def _user_pk_require(user_id: str) -> int:
-    user_pk = selectors.user_pk_from_id(user_id)
-    if user_pk is None or not get_user_model().objects.filter(pk=user_pk).exists():
-        raise SessionStoreError(f"user_id {str(user_id)[:40]!r} does not name a user.")
-    return user_pk
-
-
-def session_create(
-    *,
-    app_name: str,
-    user_id: str,
-    state: dict[str, Any] | None = None,
-    session_id: str | None = None,
-    temporary: bool = False,
-) -> Session:
-    """Create a session; ``user:`` and ``app:`` keys of ``state`` go to their shared scopes.
-
-    ``temp:`` keys are dropped, as nothing outlives an invocation. A
-    ``session_id`` already in use (by anyone) is refused. A ``temporary``
-    session is a chat that neither reads nor writes long-term memory.
-    """
-    identifier_validate(value=app_name, what="app_name")
-    if session_id is None:
-        session_id = new_event_id()
-    identifier_validate(value=session_id, what="session_id")
-    scoped = state_split(state)
-    scoped.temp.clear()
-    user_pk = _user_pk_require(user_id)
-    now = time.time()
-    try:
-        with transaction.atomic():
-            SessionRecord.objects.create(
-                id=session_id,
-                app_name=app_name,
-                user_id=user_pk,
-                last_update_time=now,
-                initial_state=scoped.session,
-                temporary=temporary,
-            )
-            storage.state_rows_upsert(
-                session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=scoped
-            )
-    except IntegrityError:
-        raise SessionAlreadyExistsError(
-            f"A session with id {session_id!r} already exists."
-        ) from None
-    by_session, user_state, app_state = selectors.scoped_states_get(
-        session_ids=[session_id], app_name=app_name, user_pk=user_pk
-    )
-    return Session(
-        id=session_id,
-        app_name=app_name,
-        user_id=str(user_pk),
-        state=state_merge(session=by_session.get(session_id, {}), user=user_state, app=app_state),
-        last_update_time=now,
-    )
 
 
 def _event_validate(event: Event) -> dict[str, Any]:
@@ -240,7 +157,7 @@ def event_append(*, session: Session, event: Event) -> Event:
     )
 
 
-async def _event_append_async(*, session: Session, event: Event) -> Event:
+async def event_append_async(*, session: Session, event: Event) -> Event:
     """``event_append`` from an event loop, its one statement on the loop's own connection
     (PostgreSQL)."""
     if event.partial:
@@ -257,29 +174,6 @@ async def _event_append_async(*, session: Session, event: Event) -> Event:
     return _append_end(
         session=session, event=event, pending=pending, last_update_time=last_update_time
     )
-
-
-def session_delete(*, app_name: str, user_id: str, session_id: str) -> bool:
-    """Delete the user's session with its events and session state; False if there was none."""
-    user_pk = selectors.user_pk_from_id(user_id)
-    if user_pk is None:
-        return False
-    deleted, _ = SessionRecord.objects.filter(
-        pk=session_id, app_name=app_name, user_id=user_pk
-    ).delete()
-    return deleted > 0
-
-
-def session_rename(*, user_pk: int, session_id: str, title: str) -> bool:
-    """Set the title shown in the session list; False if the user has no such session.
-
-    The title is presentation only, so renaming does not count as activity
-    (``last_update_time`` is left alone and the list order does not change).
-    """
-    title = " ".join(str(title).split())
-    if len(title) > 200:
-        raise SessionStoreError("A session title is at most 200 characters.")
-    return SessionRecord.objects.filter(pk=session_id, user_id=user_pk).update(title=title) > 0
 
 
 def _session_state_replay(
@@ -370,129 +264,3 @@ def session_rewind(
             session_id=session_id, sequence=sequence, **event_to_record_fields(event)
         )
     return event
-
-
-def sessions_expire_idle(*, now: float | None = None, batch_size: int | None = None) -> int:
-    """Delete sessions idle longer than ``SESSION_IDLE_TTL_SECONDS``, a batch per transaction.
-
-    Returns how many were deleted. Short batches keep each transaction (and
-    the locks of cascading deletes) brief while the app goes on serving.
-    """
-    ttl = settings.SESSION_IDLE_TTL_SECONDS
-    if ttl <= 0:
-        return 0
-    cutoff = (now if now is not None else time.time()) - ttl
-    batch_size = batch_size or settings.SESSION_CLEANUP_BATCH_SIZE
-    total = 0
-    while True:
-        with transaction.atomic():
-            ids = list(
-                SessionRecord.objects.filter(last_update_time__lt=cutoff)
-                .order_by("last_update_time")
-                .values_list("pk", flat=True)[:batch_size]
-            )
-            if not ids:
-                return total
-            SessionRecord.objects.filter(pk__in=ids, last_update_time__lt=cutoff).delete()
-        total += len(ids)
-
-
-# Rows a read may bring back for its answer to be built on the event loop. Building
-# a long history is milliseconds of CPU (about 10 ms for 2,000 events): on the
-# loop it would hold up every other socket of the process, so it goes to a thread.
-ROWS_ASSEMBLED_ON_LOOP = 200
-
-
-async def _store_read(read: selectors.StoreRead) -> Any:
-    """The answer of ``read``, from async code: without a thread on PostgreSQL."""
-    if not read.statements:
-        return read.assemble([])
-    if not async_database.available():
-        return await sync_to_async(selectors.store_read_run)(read)
-    results = await async_database.fetch_each(read.statements)
-    if sum(len(rows) for rows in results) > ROWS_ASSEMBLED_ON_LOOP:
-        return await asyncio.to_thread(read.assemble, results)
-    return read.assemble(results)
-
-
-class SessionService:
-    """ADK's ``BaseSessionService`` API over the Django store: same names, same arguments.
-
-    On PostgreSQL reads and appends go from the event loop itself
-    (``chatapp.async_database``); every other call, and every call on SQLite,
-    runs its whole database work in one ``sync_to_async`` hop.
-    Errors are ``SessionStoreError`` subclasses (``ValueError``s).
-    """
-
-    async def create_session(
-        self,
-        *,
-        app_name: str,
-        user_id: str,
-        state: dict[str, Any] | None = None,
-        session_id: str | None = None,
-    ) -> Session:
-        return await sync_to_async(session_create)(
-            app_name=app_name, user_id=user_id, state=state, session_id=session_id
-        )
-
-    async def get_session(
-        self,
-        *,
-        app_name: str,
-        user_id: str,
-        session_id: str,
-        config: GetSessionConfig | None = None,
-    ) -> Session | None:
-        return await _store_read(
-            selectors.session_get_read(
-                app_name=app_name, user_id=user_id, session_id=session_id, config=config
-            )
-        )
-
-    async def list_sessions(
-        self,
-        *,
-        app_name: str,
-        user_id: str,
-        page_size: int = selectors.DEFAULT_PAGE_SIZE,
-        page_token: str | None = None,
-    ) -> ListSessionsResponse:
-        return await _store_read(
-            selectors.session_list_read(
-                app_name=app_name, user_id=user_id, page_size=page_size, page_token=page_token
-            )
-        )
-
-    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        await sync_to_async(session_delete)(
-            app_name=app_name, user_id=user_id, session_id=session_id
-        )
-
-    async def append_event(self, session: Session, event: Event) -> Event:
-        if async_database.available():
-            return await _event_append_async(session=session, event=event)
-        return await sync_to_async(event_append)(session=session, event=event)
-
-    async def rewind_session(
-        self, *, app_name: str, user_id: str, session_id: str, rewind_before_invocation_id: str
-    ) -> Event:
-        return await sync_to_async(session_rewind)(
-            app_name=app_name,
-            user_id=user_id,
-            session_id=session_id,
-            rewind_before_invocation_id=rewind_before_invocation_id,
-        )
-
-
-__all__ = [
-    "GetSessionConfig",
-    "InvalidStateError",
-    "ListSessionsResponse",
-    "SessionService",
-    "event_append",
-    "session_create",
-    "session_delete",
-    "session_rewind",
-    "sessions_expire_idle",
-]

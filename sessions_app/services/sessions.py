@@ -1,0 +1,135 @@
+"""Writes of sessions themselves: create, rename, delete, expire when idle."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+
+from sessions_app import selectors, storage
+from sessions_app.errors import SessionAlreadyExistsError, SessionStoreError
+from sessions_app.events import new_event_id
+from sessions_app.models import SessionRecord
+from sessions_app.state import state_merge, state_split
+from sessions_app.types import Session
+
+IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+
+
+def identifier_validate(*, value: Any, what: str) -> str:
+    if not isinstance(value, str) or not IDENTIFIER_PATTERN.fullmatch(value):
+        raise SessionStoreError(
+            f"{what} must be 1-128 characters of letters, digits and . _ : @ -, "
+            f"starting with a letter or digit; got {str(value)[:60]!r}."
+        )
+    return value
+
+
+def _user_pk_require(user_id: str) -> int:
+    user_pk = selectors.user_pk_from_id(user_id)
+    if user_pk is None or not get_user_model().objects.filter(pk=user_pk).exists():
+        raise SessionStoreError(f"user_id {str(user_id)[:40]!r} does not name a user.")
+    return user_pk
+
+
+def session_create(
+    *,
+    app_name: str,
+    user_id: str,
+    state: dict[str, Any] | None = None,
+    session_id: str | None = None,
+    temporary: bool = False,
+) -> Session:
+    """Create a session; ``user:`` and ``app:`` keys of ``state`` go to their shared scopes.
+
+    ``temp:`` keys are dropped, as nothing outlives an invocation. A
+    ``session_id`` already in use (by anyone) is refused. A ``temporary``
+    session is a chat that neither reads nor writes long-term memory.
+    """
+    identifier_validate(value=app_name, what="app_name")
+    if session_id is None:
+        session_id = new_event_id()
+    identifier_validate(value=session_id, what="session_id")
+    scoped = state_split(state)
+    scoped.temp.clear()
+    user_pk = _user_pk_require(user_id)
+    now = time.time()
+    try:
+        with transaction.atomic():
+            SessionRecord.objects.create(
+                id=session_id,
+                app_name=app_name,
+                user_id=user_pk,
+                last_update_time=now,
+                initial_state=scoped.session,
+                temporary=temporary,
+            )
+            storage.state_rows_upsert(
+                session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=scoped
+            )
+    except IntegrityError:
+        raise SessionAlreadyExistsError(
+            f"A session with id {session_id!r} already exists."
+        ) from None
+    by_session, user_state, app_state = selectors.scoped_states_get(
+        session_ids=[session_id], app_name=app_name, user_pk=user_pk
+    )
+    return Session(
+        id=session_id,
+        app_name=app_name,
+        user_id=str(user_pk),
+        state=state_merge(session=by_session.get(session_id, {}), user=user_state, app=app_state),
+        last_update_time=now,
+    )
+
+
+def session_delete(*, app_name: str, user_id: str, session_id: str) -> bool:
+    """Delete the user's session with its events and session state; False if there was none."""
+    user_pk = selectors.user_pk_from_id(user_id)
+    if user_pk is None:
+        return False
+    deleted, _ = SessionRecord.objects.filter(
+        pk=session_id, app_name=app_name, user_id=user_pk
+    ).delete()
+    return deleted > 0
+
+
+def session_rename(*, user_pk: int, session_id: str, title: str) -> bool:
+    """Set the title shown in the session list; False if the user has no such session.
+
+    The title is presentation only, so renaming does not count as activity
+    (``last_update_time`` is left alone and the list order does not change).
+    """
+    title = " ".join(str(title).split())
+    if len(title) > 200:
+        raise SessionStoreError("A session title is at most 200 characters.")
+    return SessionRecord.objects.filter(pk=session_id, user_id=user_pk).update(title=title) > 0
+
+
+def sessions_expire_idle(*, now: float | None = None, batch_size: int | None = None) -> int:
+    """Delete sessions idle longer than ``SESSION_IDLE_TTL_SECONDS``, a batch per transaction.
+
+    Returns how many were deleted. Short batches keep each transaction (and
+    the locks of cascading deletes) brief while the app goes on serving.
+    """
+    ttl = settings.SESSION_IDLE_TTL_SECONDS
+    if ttl <= 0:
+        return 0
+    cutoff = (now if now is not None else time.time()) - ttl
+    batch_size = batch_size or settings.SESSION_CLEANUP_BATCH_SIZE
+    total = 0
+    while True:
+        with transaction.atomic():
+            ids = list(
+                SessionRecord.objects.filter(last_update_time__lt=cutoff)
+                .order_by("last_update_time")
+                .values_list("pk", flat=True)[:batch_size]
+            )
+            if not ids:
+                return total
+            SessionRecord.objects.filter(pk__in=ids, last_update_time__lt=cutoff).delete()
+        total += len(ids)
