@@ -20,7 +20,7 @@ from django.db import transaction
 
 from access_app.models import AuditAction
 from access_app.services import audit_record
-from memory_app.consolidation import _snapshot
+from memory_app.consolidation.writes import _snapshot
 from memory_app.embedding import embedder_get, vector_to_bytes
 from memory_app.models import (
     GenerationJob,

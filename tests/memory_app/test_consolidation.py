@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from memory_app import consolidation
-from memory_app.consolidation import consolidation_prepare, memories_consolidate
+from memory_app.consolidation import consolidation_prepare, memories_consolidate, preparation
+from memory_app.consolidation.writes import MemoryWrites
 from memory_app.embedding import vector_from_bytes
 from memory_app.extraction import ExtractedFact, FactKind, facts_extract
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource
@@ -50,7 +50,7 @@ class SynonymEmbedder:
 def embedder(monkeypatch):
     """Lexical only by default; a test swaps in another embedder with ``use_embedder``."""
     current = {"embedder": NoEmbedder()}
-    monkeypatch.setattr(consolidation, "embedder_get", lambda: current["embedder"])
+    monkeypatch.setattr(preparation, "embedder_get", lambda: current["embedder"])
     return current
 
 
@@ -455,7 +455,7 @@ def test_facts_prepared_for_other_facts_are_refused(user, session):
 def test_a_failure_midway_leaves_nothing_written(user, session, monkeypatch):
     events = say(session, "I live in Lisbon", "I love jazz", "I have a cat")
     facts = facts_extract(app_name=APP, events=events, topics=list(MANAGED_TOPICS))
-    real_revision = consolidation._Run._revision
+    real_revision = MemoryWrites._revision
     calls = []
 
     def failing_revision(self, *args, **kwargs):
@@ -464,7 +464,7 @@ def test_a_failure_midway_leaves_nothing_written(user, session, monkeypatch):
             raise RuntimeError("database went away")
         return real_revision(self, *args, **kwargs)
 
-    monkeypatch.setattr(consolidation._Run, "_revision", failing_revision)
+    monkeypatch.setattr(MemoryWrites, "_revision", failing_revision)
 
     with pytest.raises(RuntimeError):
         consolidate(user, session, facts)

@@ -15,7 +15,8 @@ from django.test import Client
 from django.utils import timezone
 
 from chatapp.asgi import application
-from memory_app import consolidation, services
+from memory_app import services
+from memory_app.consolidation import preparation
 from memory_app.embedding import vector_from_bytes
 from memory_app.extraction import ExtractedFact
 from memory_app.models import (
@@ -266,7 +267,7 @@ class RecordingEmbedder:
 @pytest.mark.django_db(transaction=True)
 def test_no_embedder_call_happens_under_the_user_s_lock(user, enqueued, monkeypatch):
     embedder = RecordingEmbedder()
-    monkeypatch.setattr(consolidation, "embedder_get", lambda: embedder)
+    monkeypatch.setattr(preparation, "embedder_get", lambda: embedder)
     session = session_make(user)
     turn_add(session, "I live in Porto.")
     assert run(job_for(user, session)) == Status.SUCCEEDED

@@ -1,0 +1,184 @@
+"""The decision for each fact (merge, invalidate, update, create or nothing) as the package
+docstring specifies it, and :func:`memories_consolidate`, which applies the facts in order in
+one transaction."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import transaction
+
+from memory_app.consolidation.matching import KnownMemories, KnownMemory, record_key
+from memory_app.consolidation.preparation import (
+    PreparedFact,
+    PreparedFacts,
+    consolidation_prepare,
+)
+from memory_app.consolidation.writes import ConsolidationReport, MemoryWrites
+from memory_app.extraction import (
+    ExtractedFact,
+    FactKind,
+    fact_is_turn_record,
+    fact_negated,
+    fact_subject,
+    fact_switch,
+)
+from memory_app.models import TRUST, Memory, MemoryStatus, SourceType
+from sessions_app.models import EventRecord
+
+DUPLICATE_JACCARD = 0.8
+DUPLICATE_COSINE = 0.95
+RELATED_JACCARD = 0.5
+RELATED_COSINE = 0.8
+
+
+class _Run:
+    """One consolidation's decisions, over the user's active memories as its writes leave
+    them."""
+
+    def __init__(self, *, known: KnownMemories, writes: MemoryWrites) -> None:
+        self.known = known
+        self.writes = writes
+        self.report = writes.report
+
+    def _wins(self, item: PreparedFact, known: KnownMemory) -> bool:
+        """Trust first, then recency; a correction or retraction also wins a tie in time."""
+        fact_trust = TRUST[SourceType(item.fact.source_type)]
+        memory_trust = TRUST[SourceType(known.memory.source_type)]
+        if fact_trust != memory_trust:
+            return fact_trust > memory_trust
+        fact_time = self.writes.fact_time(item)
+        if fact_time != known.last_seen:
+            return fact_time > known.last_seen
+        return item.fact.kind in (FactKind.CORRECTION, FactKind.RETRACTION)
+
+    def _applied_before(self, item: PreparedFact) -> Memory | None:
+        """The invalidated memory that already holds this fact (same text, every one of its
+        events a source): a re-run must not bring back what a later fact invalidated."""
+        events = self.writes.events
+        event_pks = {events[i].pk for i in item.fact.event_ids if i in events}
+        if not event_pks:
+            return None
+        for memory in Memory.objects.filter(
+            user_id=self.writes.user_pk,
+            app_name=self.writes.app_name,
+            status=MemoryStatus.INVALIDATED,
+            text=item.text,
+        ):
+            if event_pks <= set(memory.sources.values_list("event_id", flat=True)):
+                return memory
+        return None
+
+    def apply(self, item: PreparedFact) -> None:
+        if not item.verdict.ok:
+            self.writes.quarantine(item)
+            return
+        applied = self._applied_before(item)
+        if applied is not None:
+            self.report.unchanged.append(applied)
+            return
+        if fact_is_turn_record(text=item.text, topic=item.fact.topic):
+            same = self.known.records.get(record_key(item.text))
+            if same is None:
+                self.writes.create(item, reason="extracted from the conversation")
+            else:
+                self.writes.merge(same, item)
+            return
+        kind = item.fact.kind
+        negated = fact_negated(text=item.text)
+        subject = fact_subject(text=item.text)
+        similar = self.known.similar(item)
+        for known, jaccard, cosine in similar:
+            same_text = known.memory.text.casefold() == item.text.casefold()
+            close = jaccard >= DUPLICATE_JACCARD or cosine >= DUPLICATE_COSINE
+            other_value = bool(subject) and known.subject == subject and not same_text
+            if known.negated == negated and (same_text or (close and not other_value)):
+                self.writes.merge(known, item)
+                return
+        related = [
+            known
+            for known, jaccard, cosine in similar
+            if jaccard >= RELATED_JACCARD or cosine >= RELATED_COSINE
+        ]
+        contradicted = next((k for k in related if k.negated != negated), None)
+        if contradicted is not None:
+            if not self._wins(item, contradicted):
+                self.report.unchanged.append(contradicted.memory)
+                return
+            self.writes.invalidate(contradicted, item)
+        target = None
+        if subject:
+            same_subject = [k for k in self.known.by_id.values() if k.subject == subject]
+            target = max(same_subject, key=lambda k: k.last_seen, default=None)
+        switch = fact_switch(text=item.text)
+        if target is None and switch is not None:
+            target = self.known.switched_from(*switch)
+        if target is None and kind == FactKind.CORRECTION:
+            target = next((k for k in related if k.negated == negated), None)
+        if target is None:
+            reason = "extracted from the conversation"
+            if contradicted is not None:
+                reason = f"replaces the invalidated memory {contradicted.memory.id}"
+            self.writes.create(item, reason=reason)
+        elif not self._wins(item, target):
+            self.report.unchanged.append(target.memory)
+        else:
+            why = "corrected by the user" if kind == FactKind.CORRECTION else "newer information"
+            self.writes.update(target, item, reason=why)
+
+
+def _events_resolve(
+    *, session_id: str | None, facts: list[ExtractedFact]
+) -> dict[str, EventRecord]:
+    """The session's stored events the facts cite, by event id (ids from elsewhere are ignored)."""
+    wanted = {event_id for fact in facts for event_id in fact.event_ids}
+    if session_id is None or not wanted:
+        return {}
+    records = EventRecord.objects.filter(session_id=session_id, event_id__in=wanted)
+    return {record.event_id: record for record in records}
+
+
+def memories_consolidate(
+    *,
+    user_pk: int,
+    app_name: str,
+    session_id: str | None,
+    facts: list[ExtractedFact],
+    prepared: PreparedFacts | None = None,
+    job_id: uuid.UUID | str | None = None,
+    actor_user_pk: int | None = None,
+) -> ConsolidationReport:
+    """Merge ``facts`` (from ``session_id``) into the user's memories of ``app_name``.
+
+    Decides CREATE, UPDATE, DELETE (invalidate) or nothing per fact as the package docstring
+    specifies, and writes it all in one transaction with revisions (by ``job_id`` or
+    ``actor_user_pk``) and source links. Applying the same facts again changes nothing. Does
+    no job bookkeeping: the caller owns the job, the watermark and the user's lock.
+
+    ``prepared`` is :func:`consolidation_prepare` of the same app and facts, made before the
+    caller took the user's lock; with it this function only reads and writes the database and
+    never calls the embedder. Without it the facts are prepared (and embedded) here first.
+    Raises ValueError when ``prepared`` was made for other facts or another app.
+    """
+    if prepared is None:
+        prepared = consolidation_prepare(app_name=app_name, facts=facts)
+    elif prepared.app_name != app_name or [item.fact for item in prepared.items] != facts:
+        raise ValueError("prepared was made for other facts or another app")
+    events = _events_resolve(session_id=session_id, facts=facts)
+    with transaction.atomic():
+        known = KnownMemories(
+            user_pk=user_pk, app_name=app_name, embedder_name=prepared.embedder_name
+        )
+        writes = MemoryWrites(
+            user_pk=user_pk,
+            app_name=app_name,
+            events=events,
+            embedder_name=prepared.embedder_name,
+            job_id=job_id,
+            actor_user_pk=actor_user_pk,
+            known=known,
+        )
+        run = _Run(known=known, writes=writes)
+        for item in prepared.items:
+            run.apply(item)
+    return run.report

@@ -1,0 +1,62 @@
+"""Facts made ready for consolidation before any memory is read: third-person text, safety
+verdict, PII redaction and the embedder's vectors (see :func:`consolidation_prepare`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memory_app.embedding import embedder_get
+from memory_app.extraction import ExtractedFact, fact_text_normalise
+from memory_app.safety import SafetyVerdict, memory_text_check, pii_redact, secrets_mask
+
+
+@dataclass
+class PreparedFact:
+    """A fact as consolidation stores it: normalised and redacted text, redacted excerpt, the
+    safety verdict, and the text's vector (None for a refused text or with no embedder)."""
+
+    fact: ExtractedFact
+    text: str
+    excerpt: str
+    verdict: SafetyVerdict
+    vector: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class PreparedFacts:
+    """What :func:`consolidation_prepare` computed for one app's facts, in the facts' order,
+    with the name of the embedder that made the vectors."""
+
+    app_name: str
+    items: list[PreparedFact]
+    embedder_name: str
+
+
+def _fact_prepare(*, fact: ExtractedFact, app_name: str) -> PreparedFact:
+    text = fact_text_normalise(text=fact.text)
+    verdict = memory_text_check(text=text)
+    excerpt = secrets_mask(text=pii_redact(text=fact.excerpt, app_name=app_name))
+    return PreparedFact(
+        fact=fact, text=pii_redact(text=text, app_name=app_name), excerpt=excerpt, verdict=verdict
+    )
+
+
+def consolidation_prepare(*, app_name: str, facts: list[ExtractedFact]) -> PreparedFacts:
+    """Everything consolidation needs of ``facts`` that reads no memory: third-person text,
+    safety verdict, PII redaction per ``app_name``, and one embedder call for the safe texts.
+
+    Kept apart from :func:`memories_consolidate` so a caller can run it before taking the
+    user's lock: with Gemini embeddings the embedder call is a network round trip, which must
+    not hold up the user's other jobs. Every vector consolidation may store is made here (an
+    updated memory takes the fact's text, hence the fact's vector). Reads no database.
+    """
+    items = [_fact_prepare(fact=fact, app_name=app_name) for fact in facts]
+    safe = [item for item in items if item.verdict.ok]
+    embedder = embedder_get()
+    vectors = embedder.encode([item.text for item in safe]) if safe else None
+    if vectors is not None:
+        for item, vector in zip(safe, vectors, strict=True):
+            item.vector = np.asarray(vector, dtype=np.float32)
+    return PreparedFacts(app_name=app_name, items=items, embedder_name=embedder.name)

@@ -1,0 +1,256 @@
+"""The writes of one consolidation: memories created, merged, updated, invalidated or
+quarantined, each with its revision (by the acting job or person) and its source links, and
+the report of where each fact went."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memory_app.consolidation.matching import KnownMemories, KnownMemory
+from memory_app.consolidation.preparation import PreparedFact
+from memory_app.embedding import vector_to_bytes
+from memory_app.models import (
+    TRUST,
+    Memory,
+    MemoryRevision,
+    MemoryScope,
+    MemorySource,
+    MemoryStatus,
+    SourceType,
+)
+from memory_app.safety import secrets_mask
+from sessions_app.models import EventRecord
+
+MERGE_CONFIDENCE_STEP = 0.05
+
+
+@dataclass
+class ConsolidationReport:
+    """Where each fact went, as the memories it touched (a memory may appear more than once).
+
+    ``unchanged`` holds memories a fact matched without changing their text: duplicates merged
+    (sources added or not) and memories that won a conflict.
+    """
+
+    created: list[Memory] = field(default_factory=list)
+    updated: list[Memory] = field(default_factory=list)
+    invalidated: list[Memory] = field(default_factory=list)
+    quarantined: list[Memory] = field(default_factory=list)
+    unchanged: list[Memory] = field(default_factory=list)
+
+
+def _snapshot(memory: Memory) -> dict[str, Any]:
+    return {
+        "text": memory.text,
+        "topic": memory.topic,
+        "source_type": memory.source_type,
+        "confidence": memory.confidence,
+        "importance": memory.importance,
+        "status": memory.status,
+    }
+
+
+class MemoryWrites:
+    """The writes of one consolidation, kept in step with the run's known memories and
+    reported in :attr:`report`."""
+
+    def __init__(
+        self,
+        *,
+        user_pk: int,
+        app_name: str,
+        events: dict[str, EventRecord],
+        embedder_name: str,
+        job_id: uuid.UUID | str | None,
+        actor_user_pk: int | None,
+        known: KnownMemories,
+    ) -> None:
+        self.user_pk = user_pk
+        self.app_name = app_name
+        self.events = events
+        self.embedder_name = embedder_name
+        self.job_id = job_id
+        self.actor_user_pk = actor_user_pk
+        self.known = known
+        self.report = ConsolidationReport()
+
+    def _revision(
+        self,
+        memory: Memory,
+        *,
+        action: str,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+        reason: str,
+    ) -> None:
+        MemoryRevision.objects.create(
+            memory=memory,
+            action=action,
+            before=before,
+            after=after,
+            reason=reason,
+            actor_job_id=self.job_id,
+            actor_user_id=self.actor_user_pk,
+        )
+
+    def _sources_add(self, memory: Memory, item: PreparedFact, linked: set[int]) -> list[str]:
+        """Link the fact's events not yet linked to ``memory``; returns their event ids."""
+        added = []
+        for event_id in item.fact.event_ids:
+            record = self.events.get(event_id)
+            if record is None or record.pk in linked:
+                continue
+            MemorySource.objects.create(memory=memory, event=record, excerpt=item.excerpt)
+            linked.add(record.pk)
+            added.append(event_id)
+        return added
+
+    def fact_time(self, item: PreparedFact) -> float:
+        """When the fact was said: its newest event's timestamp (now when none is stored)."""
+        times = [self.events[i].timestamp for i in item.fact.event_ids if i in self.events]
+        return max(times) if times else time.time()
+
+    def _embedding_fields(self, vector: np.ndarray | None) -> dict[str, Any]:
+        if vector is None:
+            return {"embedding": None, "embedding_model": ""}
+        return {"embedding": vector_to_bytes(vector), "embedding_model": self.embedder_name}
+
+    def quarantine(self, item: PreparedFact) -> None:
+        fact = item.fact
+        text = secrets_mask(text=item.text)
+        existing = (
+            Memory.objects.filter(
+                user_id=self.user_pk,
+                app_name=self.app_name,
+                text=text,
+                status__in=[MemoryStatus.QUARANTINED, MemoryStatus.REJECTED],
+            )
+            .order_by("created_at")
+            .first()
+        )
+        if existing is not None:
+            linked = set(existing.sources.values_list("event_id", flat=True))
+            self._sources_add(existing, item, linked)
+            self.report.quarantined.append(existing)
+            return
+        memory = Memory.objects.create(
+            app_name=self.app_name,
+            scope=MemoryScope.USER,
+            user_id=self.user_pk,
+            topic=fact.topic,
+            text=text,
+            source_type=fact.source_type,
+            confidence=fact.confidence,
+            importance=fact.importance,
+            status=MemoryStatus.QUARANTINED,
+            review_reason=item.verdict.reason,
+            job_id=self.job_id,
+        )
+        self._sources_add(memory, item, set())
+        self._revision(
+            memory,
+            action=MemoryRevision.Action.QUARANTINED,
+            before=None,
+            after=_snapshot(memory),
+            reason=item.verdict.reason,
+        )
+        self.report.quarantined.append(memory)
+
+    def create(self, item: PreparedFact, *, reason: str) -> Memory:
+        fact = item.fact
+        memory = Memory.objects.create(
+            app_name=self.app_name,
+            scope=MemoryScope.USER,
+            user_id=self.user_pk,
+            topic=fact.topic,
+            text=item.text,
+            source_type=fact.source_type,
+            confidence=fact.confidence,
+            importance=fact.importance,
+            job_id=self.job_id,
+            **self._embedding_fields(item.vector),
+        )
+        linked: set[int] = set()
+        self._sources_add(memory, item, linked)
+        self._revision(
+            memory,
+            action=MemoryRevision.Action.CREATED,
+            before=None,
+            after=_snapshot(memory),
+            reason=reason,
+        )
+        self.known.remember(memory, last_seen=self.fact_time(item), events=linked)
+        self.known.index_add(memory, item.vector)
+        self.report.created.append(memory)
+        return memory
+
+    def merge(self, known: KnownMemory, item: PreparedFact) -> None:
+        memory, fact = known.memory, item.fact
+        before = _snapshot(memory)
+        added = self._sources_add(memory, item, known.event_pks)
+        more_trusted = TRUST[SourceType(fact.source_type)] > TRUST[SourceType(memory.source_type)]
+        if not added and not more_trusted:
+            self.report.unchanged.append(memory)
+            return
+        if more_trusted:
+            memory.source_type = fact.source_type
+        if added:
+            memory.confidence = min(
+                1.0, max(memory.confidence + MERGE_CONFIDENCE_STEP, fact.confidence)
+            )
+            known.last_seen = max(known.last_seen, self.fact_time(item))
+        memory.importance = max(memory.importance, fact.importance)
+        memory.save(update_fields=["source_type", "confidence", "importance", "updated_at"])
+        self._revision(
+            memory,
+            action=MemoryRevision.Action.SOURCES_CHANGED,
+            before=before,
+            after={**_snapshot(memory), "added_event_ids": added},
+            reason="the same fact was stated again",
+        )
+        self.report.unchanged.append(memory)
+
+    def update(self, known: KnownMemory, item: PreparedFact, *, reason: str) -> None:
+        memory, fact = known.memory, item.fact
+        before = _snapshot(memory)
+        memory.text = item.text
+        memory.topic = fact.topic or memory.topic
+        memory.source_type = fact.source_type
+        memory.confidence = fact.confidence
+        memory.importance = max(memory.importance, fact.importance)
+        for name, value in self._embedding_fields(item.vector).items():
+            setattr(memory, name, value)
+        memory.save()
+        self._sources_add(memory, item, known.event_pks)
+        self._revision(
+            memory,
+            action=MemoryRevision.Action.UPDATED,
+            before=before,
+            after=_snapshot(memory),
+            reason=reason,
+        )
+        self.known.remember(
+            memory, last_seen=max(known.last_seen, self.fact_time(item)), events=known.event_pks
+        )
+        self.known.index_add(memory, item.vector)
+        self.report.updated.append(memory)
+
+    def invalidate(self, known: KnownMemory, item: PreparedFact) -> None:
+        memory = known.memory
+        before = _snapshot(memory)
+        memory.status = MemoryStatus.INVALIDATED
+        memory.save(update_fields=["status", "updated_at"])
+        self._revision(
+            memory,
+            action=MemoryRevision.Action.INVALIDATED,
+            before=before,
+            after=_snapshot(memory),
+            reason=f"contradicted by: {item.text}",
+        )
+        self.known.forget(memory)
+        self.report.invalidated.append(memory)
