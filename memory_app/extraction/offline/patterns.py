@@ -1,0 +1,153 @@
+"""The rule tables of the offline extraction: the patterns and word lists of rules 1-3 (see
+:mod:`memory_app.extraction`)."""
+
+from __future__ import annotations
+
+import re
+
+REMEMBER = re.compile(
+    r"^(?:(?:can|could|would)\s+you\s+)?(?:please\s+)?"
+    r"(?:remember|don't\s+forget|do\s+not\s+forget|keep\s+in\s+mind)(?:\s+that\b|\s*:)?\s+"
+    r"(?!(?:to|when|how|what|why|where|who|if|me|this|it|that)\b)(?P<fact>.+)$",
+    re.I,
+)
+CORRECTION = re.compile(
+    r"^(?:(?:actually|correction|sorry|oops|wait)\b[,:!]?\s+(?:i\s+meant,?\s+)?"
+    r"|no[,!.]\s+(?=(?:i|my)\b)|i\s+meant,?\s+)",
+    re.I,
+)
+NOT_BUT_COPULA = re.compile(
+    r"\b(?P<verb>is|am|are|was)\s+not\s+(?P<old>[^,;]+?)\s*,?\s+but\s+(?P<new>[^,;]+)$", re.I
+)
+NOT_BUT_PREPOSITION = re.compile(
+    r"\bnot\s+(?P<prep>in|at|as|to|from|for|with|on)\s+(?P<old>[^,;]+?)\s*,?\s+but\s+"
+    r"(?:(?P=prep)\s+)?(?P<new>[^,;]+)$",
+    re.I,
+)
+MY = re.compile(
+    r"^my\s+(?P<thing>[a-z][\w' -]{0,40}?)\s+(?P<verb>is|are|was|were)"
+    r"(?P<neg>\s+not|\s+no\s+longer)?\s+(?P<value>.+)$",
+    re.I,
+)
+MY_CONTRACTED = re.compile(
+    r"^my\s+(?P<thing>[a-z][\w -]{0,40}?)'s(?P<neg>\s+not|\s+no\s+longer)?\s+(?P<value>.+)$",
+    re.I,
+)
+MY_NOT_FACTS = frozenset(
+    [
+        "question",
+        "point",
+        "problem",
+        "issue",
+        "guess",
+        "bad",
+        "turn",
+        "pleasure",
+        "mistake",
+        "concern",
+        "request",
+        "answer",
+        "apologies",
+        "bet",
+        "hope",
+        "idea",
+        "worry",
+    ]
+)
+I_AM = re.compile(r"^i\s+am\s+(?P<neg>not\s+|no\s+longer\s+)?(?P<rest>.+)$", re.I)
+I_AM_VERBS = {"living": "lives", "working": "works", "studying": "studies"}
+PASSING_STATES = frozenset(
+    [
+        "sorry",
+        "sure",
+        "fine",
+        "good",
+        "ok",
+        "okay",
+        "tired",
+        "ready",
+        "back",
+        "done",
+        "confused",
+        "curious",
+        "wondering",
+        "afraid",
+        "just",
+        "still",
+        "here",
+        "glad",
+        "happy",
+        "sad",
+        "bored",
+        "busy",
+        "hungry",
+        "thirsty",
+        "late",
+        "new",
+        "unsure",
+        "not",
+        "able",
+        "going",
+        "trying",
+        "looking",
+        "thinking",
+        "asking",
+    ]
+)
+I_VERB = re.compile(
+    r"^i\s+(?P<adverbs>(?:(?:also|still|currently|now|really|actually|usually|mostly|"
+    r"absolutely|totally|just|generally)\s+)*)"
+    r"(?P<neg>(?:do\s+not|no\s+longer|never)\s+(?:really\s+)?)?"
+    r"(?P<verb>[a-z]+)\b(?P<rest>.*)$",
+    re.I,
+)
+PREFERENCE_VERBS = frozenset(["like", "love", "prefer", "hate", "dislike", "enjoy", "adore"])
+PERSONAL_VERBS = frozenset(
+    [
+        "live",
+        "work",
+        "study",
+        "teach",
+        "own",
+        "have",
+        "speak",
+        "use",
+        "play",
+        "drive",
+        "eat",
+        "drink",
+        "cook",
+        "moved",
+        "grew",
+        "was",
+    ]
+)
+PREFERENCE_NOT_OBJECTS = re.compile(
+    r"^\s*(?:it|that|this|them|those|these|you|your|how|what|when)\b", re.I
+)
+HAVE_NOT_FACTS = re.compile(
+    r"^\s*(?:to|a\s+question|a\s+quick\s+question|no\s+idea|been|got|a\s+problem|an\s+idea)\b",
+    re.I,
+)
+PAST_PHRASES = {"moved": r"^\s+to\b", "grew": r"^\s+up\b", "was": r"^\s+born\b"}
+MOVED = re.compile(
+    r"^i\s+(?:have\s+)?(?:(?:just|recently|finally|also|actually)\s+)*moved\s+"
+    r"(?:from\s+(?P<origin>[^,;]+?)\s+)?to\s+(?P<rest>.+)$",
+    re.I,
+)
+_MONTHS_SEASONS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "spring|summer|autumn|fall|winter"
+)
+PLACE_END = re.compile(
+    r",|\s+(?:last|this|next|for|because|with|after|when|since|so|as|about|recently|ago|and|"
+    r"but|to|from|a\s+(?:year|month|week|while|few))\b"
+    rf"|\s+in\s+(?:\d|the\s+(?:{_MONTHS_SEASONS})\b|(?:{_MONTHS_SEASONS})\b)",
+    re.I,
+)
+SWITCHED = re.compile(
+    r"^i\s+(?:have\s+)?(?:(?:just|recently|finally|also|now)\s+)*(?:switched|changed)"
+    r"(?:\s+over)?\s+(?:from\s+(?P<old>[^,;]+?)\s+)?to\s+(?P<new>[^,;]+)$",
+    re.I,
+)
+LASTING = re.compile(r"\b(?:no\s+longer|anymore|any\s+more)\b", re.I)
