@@ -48,6 +48,7 @@ from memory_app.embedding import local_model_installed, vector_to_bytes  # noqa:
 from memory_app.evaluation import locomo_load  # noqa: E402
 from memory_app.models import Memory, SourceType  # noqa: E402
 from memory_app.ranking import Embedder, MiniLMEmbedder, NoEmbedder  # noqa: E402
+from memory_app.selectors import search as search_selectors  # noqa: E402
 from memory_app.services import memory_index_invalidate  # noqa: E402
 
 APP = "bench-memory-search"
@@ -103,9 +104,9 @@ def memories_store(
 
 
 def use_embedder(embedder: Embedder) -> None:
-    """Make ``memory_search`` use ``embedder``: it asks ``selectors.embedder_get`` which one the
-    process has, so both rows can run in one process with one loaded model."""
-    selectors.embedder_get = lambda: embedder
+    """Make ``memory_search`` use ``embedder``: it asks ``selectors.search.embedder_get`` which
+    one the process has, so both rows can run in one process with one loaded model."""
+    search_selectors.embedder_get = lambda: embedder
 
 
 def timed(call: Callable[[], object]) -> tuple[float, float]:

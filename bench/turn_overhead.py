@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> None:
     from django.db import connection
 
     from chatapp.process import process_tune_gc
-    from memory_app import selectors as memory_selectors
+    from memory_app.embedding import embedder_get
     from sessions_app import selectors
     from sessions_app.runtime import runner as runner_module
     from sessions_app.runtime.agents import agent_for_app
@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> None:
     visible = len(
         selectors.session_get(app_name=APP_NAME, user_id=str(user.pk), session_id=session_id).events
     )
-    embedder = memory_selectors.embedder_get()
+    embedder = embedder_get()
     process_tune_gc()
 
     phases = Phases()

@@ -128,8 +128,8 @@ def local_embeddings(settings):
     out of its environment); ``make test-local-embeddings``, which CI runs, installs it and sets
     LOCAL_EMBEDDINGS_REQUIRED so that a broken install fails instead of skipping.
     """
-    from memory_app import selectors
     from memory_app.embedding import embedder_get, local_model_installed
+    from memory_app.selectors import search as search_selectors
 
     if not local_model_installed():
         if os.environ.get("LOCAL_EMBEDDINGS_REQUIRED"):
@@ -137,7 +137,7 @@ def local_embeddings(settings):
         pytest.skip("needs the local-embeddings extra; CI runs it with make test-local-embeddings")
     settings.MEMORY_EMBEDDER = "local"
     embedder_get.cache_clear()
-    selectors._indexes.clear()
+    search_selectors._indexes.clear()
     yield
     embedder_get.cache_clear()
-    selectors._indexes.clear()
+    search_selectors._indexes.clear()

@@ -37,7 +37,7 @@ def memory_index_invalidate(
     Replaces the version in the database, in the caller's transaction: the change and the new
     version commit together or not at all, whatever state the cache is in, and a search in
     any process compares its index with the committed version (see
-    ``selectors._versions``). The version is random rather than counted, so an index built
+    ``selectors.search._versions``). The version is random rather than counted, so an index built
     inside a transaction that was then rolled back can never match a later write's version.
     A user with no settings row gets one (no process keeps an index of such a user), unless
     ``settings_create`` is False: a memory deleted as its user is being deleted.

@@ -37,6 +37,7 @@ from memory_app.models import (
     MemorySettings,
     MemorySource,
 )
+from memory_app.selectors import search as search_selectors
 from memory_app.services import jobs as memory_jobs
 from sessions_app import services as session_services
 from sessions_app.events import Event, EventActions, new_invocation_id
@@ -196,7 +197,7 @@ def test_no_row_anywhere_holds_the_users_content_after_deletion(user, other_user
     assert get_user_model().objects.filter(pk=user.pk).exists() is not delete_account
     if not delete_account:
         assert MemorySettings.objects.get(user=user).create_enabled is False
-    assert not any(key[1] == user.pk for key in memory_selectors._indexes)
+    assert not any(key[1] == user.pk for key in search_selectors._indexes)
     # The other user's data is all there.
     assert set(rows_holding(other_marker)) >= {
         "sessions_app.SessionRecord",

@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 from google.genai import types
 
-from memory_app import selectors
 from memory_app.embedding import embedder_get
 from memory_app.models import Memory, MemoryScope, MemorySource, SourceType
+from memory_app.selectors import search as search_selectors
 from sessions_app import services as session_services
 from sessions_app.events import Event, new_invocation_id
 from sessions_app.models import EventRecord, SessionRecord
@@ -24,10 +24,10 @@ def lexical_only(settings):
     """No embedder (so no torch and no Gemini), and no search index left from another test."""
     settings.MEMORY_EMBEDDER = "none"
     embedder_get.cache_clear()
-    selectors._indexes.clear()
+    search_selectors._indexes.clear()
     yield
     embedder_get.cache_clear()
-    selectors._indexes.clear()
+    search_selectors._indexes.clear()
 
 
 def session_make(user, *, app_name: str = APP, temporary: bool = False) -> Session:

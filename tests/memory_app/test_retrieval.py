@@ -11,6 +11,7 @@ from django.test import override_settings
 from memory_app import selectors, services
 from memory_app.models import Memory, MemoryScope, MemorySettings, MemoryStatus
 from memory_app.ranking import normalise
+from memory_app.selectors import search as search_selectors
 from tests.memory_app.support import (
     APP,
     lexical_only,  # noqa: F401 (fixture)
@@ -191,7 +192,7 @@ class TopicEmbedder:
 
 
 def test_semantic_similarity_finds_a_memory_with_no_shared_word(user, monkeypatch):
-    monkeypatch.setattr(selectors, "embedder_get", TopicEmbedder)
+    monkeypatch.setattr(search_selectors, "embedder_get", TopicEmbedder)
     memory_make(user=user, text="The user adopted a puppy")
     memory_make(user=user, text="The user loves pasta")
 

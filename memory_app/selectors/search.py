@@ -1,4 +1,4 @@
-"""Reads of long-term memory: search, a user's memories, settings and trigger configuration.
+"""Search of long-term memory, and the per-process index cache behind it.
 
 Search is exact over everything one user may see in an app: their user-scope memories, the
 app's shared memories, and the session-scope memories of the current session only. Each
@@ -11,7 +11,6 @@ returned, even from a stale index.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -20,94 +19,17 @@ from datetime import datetime
 import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
-from django.db import connection
-from django.db.models import Count, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from memory_app.embedding import embedder_get, vector_from_bytes
 from memory_app.models import (
     AppIndexVersion,
-    GenerationJob,
     Memory,
-    MemoryRevision,
     MemoryScope,
-    MemorySettings,
-    MemorySource,
     MemoryStatus,
-    MemoryWatermark,
 )
 from memory_app.ranking import Embedder, MemoryIndex, recency_prior
-from sessions_app.models import EventRecord, SessionRecord
-
-logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TriggerConfig:
-    """When an app's conversations are turned into memories (``settings.MEMORY_TRIGGERS``).
-
-    ``every_n_turns``: once that many user turns lie past the watermark (0: never);
-    ``every_turn``: after each turn; ``session_idle_seconds``: when a session with unprocessed
-    events has been idle that long (0: never); ``explicit``: when the user says "remember ...".
-    """
-
-    every_n_turns: int = 5
-    every_turn: bool = False
-    session_idle_seconds: int = 1800
-    explicit: bool = True
-
-
-def trigger_config_get(*, app_name: str) -> TriggerConfig:
-    """The app's triggers: its entry in ``MEMORY_TRIGGERS`` over the deployment's defaults."""
-    defaults = {
-        "every_n_turns": settings.MEMORY_TRIGGER_EVERY_N_TURNS,
-        "every_turn": settings.MEMORY_TRIGGER_EVERY_TURN,
-        "session_idle_seconds": settings.MEMORY_TRIGGER_SESSION_IDLE_SECONDS,
-        "explicit": settings.MEMORY_TRIGGER_EXPLICIT,
-    }
-    overrides = settings.MEMORY_TRIGGERS.get(app_name, {})
-    unknown = set(overrides) - set(defaults)
-    if unknown:
-        raise ValueError(f"MEMORY_TRIGGERS[{app_name!r}] has unknown keys: {sorted(unknown)}")
-    return TriggerConfig(**{**defaults, **overrides})
-
-
-@dataclass(frozen=True)
-class SessionMemoryAccess:
-    """What a session may do with memory: the user's choices, and never in a temporary chat.
-
-    ``index_versions``: the search-index versions (see :func:`_versions`) read in the same
-    query, for a search that follows at once (the preload) to skip reading them again.
-    """
-
-    use: bool
-    create: bool
-    index_versions: tuple[int | None, int] | None = None
-
-
-def session_memory_access(*, user_pk: int, session_id: str) -> SessionMemoryAccess:
-    """Use and create, each allowed only when the user allows it and the chat is not temporary.
-
-    An unknown session (or one of another user) allows nothing. One statement, written out in
-    SQL as it runs before every turn (see :func:`turn_trigger_facts`).
-    """
-    sessions = SessionRecord._meta.db_table
-    user_settings = MemorySettings._meta.db_table
-    app_versions = AppIndexVersion._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT s.temporary, m.use_enabled, m.create_enabled, m.index_version,"
-            f" (SELECT v.version FROM {app_versions} v WHERE v.app_name = s.app_name)"
-            f" FROM {sessions} s LEFT JOIN {user_settings} m ON m.user_id = s.user_id"
-            f" WHERE s.id = %s AND s.user_id = %s",
-            [session_id, user_pk],
-        )
-        row = cursor.fetchone()
-    if row is None or row[0]:
-        return SessionMemoryAccess(use=False, create=False)
-    use, create = (True if value is None else bool(value) for value in row[1:3])
-    return SessionMemoryAccess(use=use, create=create, index_versions=(row[3], row[4] or 0))
 
 
 @dataclass(frozen=True)
@@ -330,7 +252,8 @@ def memory_search(
     of a recency prior and the memory's importance. Exact: every candidate is scored.
     ``sources=False`` leaves each result's sources empty, for callers (the preload) that
     need only the text and confidence and should not pay for the join. ``index_versions``:
-    as :func:`session_memory_access` read them a moment ago, else read here.
+    as :func:`~memory_app.selectors.generation.session_memory_access` read them a moment ago,
+    else read here.
     """
     if limit <= 0 or not query.strip():
         return []
@@ -422,152 +345,3 @@ def _scored(memory: dict, *, score: float, sources: list[SourceRef]) -> ScoredMe
         updated_at=memory["updated_at"],
         sources=sources,
     )
-
-
-def memory_get(*, app_name: str, user_pk: int, memory_id: str) -> Memory | None:
-    """The user's own memory with this id (any status), or None (also for a malformed id)."""
-    try:
-        return Memory.objects.filter(app_name=app_name, user_id=user_pk, pk=memory_id).first()
-    except ValidationError:
-        return None
-
-
-def memory_settings_get(*, user_pk: int) -> MemorySettings:
-    """The user's choices; a user who never chose has both on (no row is created)."""
-    found = MemorySettings.objects.filter(user_id=user_pk).first()
-    return found or MemorySettings(user_id=user_pk)
-
-
-def user_memories(
-    *, app_name: str, user_pk: int, memory_ids: list[str] | None = None
-) -> QuerySet[Memory]:
-    """The user's own memories of the app (user and session scope, every status), by topic and
-    newest first, each with its sources (events in conversation order) and its revisions, for
-    the user's Memory page and API. ``memory_ids`` narrows them to those ids."""
-    rows = Memory.objects.filter(app_name=app_name, user_id=user_pk)
-    if memory_ids is not None:
-        rows = rows.filter(pk__in=memory_ids)
-    sources = MemorySource.objects.select_related("event").order_by(
-        "event__session_id", "event__sequence"
-    )
-    revisions = MemoryRevision.objects.order_by("created_at", "id")
-    return rows.order_by("topic", "-updated_at", "id").prefetch_related(
-        Prefetch("sources", queryset=sources), Prefetch("revisions", queryset=revisions)
-    )
-
-
-def user_memories_matching(*, app_name: str, user_pk: int, query: str, limit: int) -> list[Memory]:
-    """The best matches of ``query`` among the user's active memories, best first, as
-    :func:`user_memories` gives them (sources and revisions), each with its ``score``.
-
-    The same retrieval as the assistant's (:func:`memory_search`), so what the user finds is
-    what a reply could use; app-wide memories, not the user's, are left out."""
-    found = memory_search(app_name=app_name, user_pk=user_pk, query=query, limit=limit)
-    rows = user_memories(
-        app_name=app_name, user_pk=user_pk, memory_ids=[result.id for result in found]
-    )
-    by_id = {str(memory.id): memory for memory in rows}
-    matching = []
-    for result in found:
-        memory = by_id.get(result.id)
-        if memory is not None:
-            memory.score = result.score
-            matching.append(memory)
-    return matching
-
-
-def session_user_event_get(*, session_id: str, invocation_id: str) -> EventRecord | None:
-    """The user event that began the invocation, the source of what the user asked to remember."""
-    return (
-        EventRecord.objects.filter(
-            session_id=session_id, invocation_id=invocation_id, author="user"
-        )
-        .order_by("sequence")
-        .first()
-    )
-
-
-def event_text(record: EventRecord) -> str:
-    """The text parts of a stored event, thoughts left out."""
-    return content_text(record.content)
-
-
-def content_text(content: dict | None) -> str:
-    """The text parts of a stored event's content, thoughts left out."""
-    parts = (content or {}).get("parts") or []
-    return "".join(part.get("text") or "" for part in parts if not part.get("thought"))
-
-
-@dataclass(frozen=True)
-class TurnTriggerFacts:
-    """What the turn triggers look at: the text of the user event that began the invocation
-    (None without one) and the user turns stored past the session's watermark."""
-
-    user_text: str | None
-    unprocessed_user_turns: int
-
-
-def turn_trigger_facts(*, session_id: str, invocation_id: str) -> TurnTriggerFacts:
-    """Both facts in one statement, written out in SQL: it runs after every turn, where the
-    ORM's building of the two queries cost more than the database's answering them. Rewound
-    user turns are not counted."""
-    events = EventRecord._meta.db_table
-    watermarks = MemoryWatermark._meta.db_table
-    content_field = EventRecord._meta.get_field("content")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT (SELECT content FROM {events} WHERE session_id = %s AND invocation_id = %s"
-            f" AND author = 'user' ORDER BY sequence LIMIT 1),"
-            f" (SELECT COUNT(*) FROM {events} WHERE session_id = %s AND author = 'user'"
-            f" AND rewound = %s AND sequence > COALESCE("
-            f"(SELECT last_sequence FROM {watermarks} WHERE session_id = %s), 0))",
-            [session_id, invocation_id, session_id, False, session_id],
-        )
-        content, unprocessed = cursor.fetchone()
-    if isinstance(content, str | bytes):  # SQLite's text; psycopg decodes jsonb itself
-        content = content_field.from_db_value(content, None, connection)
-    return TurnTriggerFacts(
-        user_text=None if content is None else content_text(content),
-        unprocessed_user_turns=unprocessed,
-    )
-
-
-def watermark_get(*, session_id: str) -> int:
-    """The last sequence of the session already turned into memories (0: none yet)."""
-    found = MemoryWatermark.objects.filter(session_id=session_id).values_list(
-        "last_sequence", flat=True
-    )
-    return next(iter(found), 0)
-
-
-# --- Staff console --------------------------------------------------------------------------
-
-
-def memory_provenance_sources(*, memory_id) -> list[MemorySource]:
-    """The memory's source links with their events, in conversation order."""
-    return list(
-        MemorySource.objects.filter(memory_id=memory_id)
-        .select_related("event__session")
-        .order_by("event__timestamp", "event__sequence")
-    )
-
-
-def memory_revisions(*, memory_id) -> list[MemoryRevision]:
-    """The memory's history, oldest first, with the job or person behind each change."""
-    return list(
-        MemoryRevision.objects.filter(memory_id=memory_id)
-        .select_related("actor_user", "actor_job")
-        .order_by("created_at", "id")
-    )
-
-
-def memory_job_status_counts(*, since: datetime) -> dict[str, int]:
-    """Generation jobs created since ``since``, counted by status (every status present)."""
-    counts = dict.fromkeys(GenerationJob.Status.values, 0)
-    rows = (
-        GenerationJob.objects.filter(created_at__gte=since)
-        .values_list("status")
-        .annotate(total=Count("id"))
-    )
-    counts.update(dict(rows))
-    return counts

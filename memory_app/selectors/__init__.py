@@ -1,0 +1,65 @@
+"""Reads of long-term memory, a module per concern:
+
+- ``search``: search over what a user may see (BM25 and embeddings, re-read from the database)
+  and the per-process index cache behind it;
+- ``memories``: one user's own memories and choices, for their Memory page and the API;
+- ``generation``: what decides and feeds generation (triggers, a session's memory access, the
+  facts of a turn, events' text, watermarks);
+- ``console``: the staff console's reads (a memory's provenance and history, job counts).
+"""
+
+from memory_app.selectors.console import (
+    memory_job_status_counts,
+    memory_provenance_sources,
+    memory_revisions,
+)
+from memory_app.selectors.generation import (
+    SessionMemoryAccess,
+    TriggerConfig,
+    TurnTriggerFacts,
+    content_text,
+    event_text,
+    session_memory_access,
+    session_user_event_get,
+    trigger_config_get,
+    turn_trigger_facts,
+    watermark_get,
+)
+from memory_app.selectors.memories import (
+    memory_get,
+    memory_settings_get,
+    user_memories,
+    user_memories_matching,
+)
+from memory_app.selectors.search import (
+    ScoredMemory,
+    SourceRef,
+    index_cache_drop,
+    memories_scored,
+    memory_search,
+)
+
+__all__ = [
+    "ScoredMemory",
+    "SessionMemoryAccess",
+    "SourceRef",
+    "TriggerConfig",
+    "TurnTriggerFacts",
+    "content_text",
+    "event_text",
+    "index_cache_drop",
+    "memories_scored",
+    "memory_get",
+    "memory_job_status_counts",
+    "memory_provenance_sources",
+    "memory_revisions",
+    "memory_search",
+    "memory_settings_get",
+    "session_memory_access",
+    "session_user_event_get",
+    "trigger_config_get",
+    "turn_trigger_facts",
+    "user_memories",
+    "user_memories_matching",
+    "watermark_get",
+]

@@ -1,0 +1,149 @@
+"""Reads that decide and feed memory generation: the app's triggers, what a session may do
+with memory, the facts of a turn, the user event a "remember" came from, events' text, and how
+far a session has been turned into memories (its watermark)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection
+
+from memory_app.models import (
+    AppIndexVersion,
+    MemorySettings,
+    MemoryWatermark,
+)
+from sessions_app.models import EventRecord, SessionRecord
+
+
+@dataclass(frozen=True)
+class TriggerConfig:
+    """When an app's conversations are turned into memories (``settings.MEMORY_TRIGGERS``).
+
+    ``every_n_turns``: once that many user turns lie past the watermark (0: never);
+    ``every_turn``: after each turn; ``session_idle_seconds``: when a session with unprocessed
+    events has been idle that long (0: never); ``explicit``: when the user says "remember ...".
+    """
+
+    every_n_turns: int = 5
+    every_turn: bool = False
+    session_idle_seconds: int = 1800
+    explicit: bool = True
+
+
+def trigger_config_get(*, app_name: str) -> TriggerConfig:
+    """The app's triggers: its entry in ``MEMORY_TRIGGERS`` over the deployment's defaults."""
+    defaults = {
+        "every_n_turns": settings.MEMORY_TRIGGER_EVERY_N_TURNS,
+        "every_turn": settings.MEMORY_TRIGGER_EVERY_TURN,
+        "session_idle_seconds": settings.MEMORY_TRIGGER_SESSION_IDLE_SECONDS,
+        "explicit": settings.MEMORY_TRIGGER_EXPLICIT,
+    }
+    overrides = settings.MEMORY_TRIGGERS.get(app_name, {})
+    unknown = set(overrides) - set(defaults)
+    if unknown:
+        raise ValueError(f"MEMORY_TRIGGERS[{app_name!r}] has unknown keys: {sorted(unknown)}")
+    return TriggerConfig(**{**defaults, **overrides})
+
+
+@dataclass(frozen=True)
+class SessionMemoryAccess:
+    """What a session may do with memory: the user's choices, and never in a temporary chat.
+
+    ``index_versions``: the search-index versions (see
+    :func:`~memory_app.selectors.search._versions`) read in the same query, for a search that
+    follows at once (the preload) to skip reading them again.
+    """
+
+    use: bool
+    create: bool
+    index_versions: tuple[int | None, int] | None = None
+
+
+def session_memory_access(*, user_pk: int, session_id: str) -> SessionMemoryAccess:
+    """Use and create, each allowed only when the user allows it and the chat is not temporary.
+
+    An unknown session (or one of another user) allows nothing. One statement, written out in
+    SQL as it runs before every turn (see :func:`turn_trigger_facts`).
+    """
+    sessions = SessionRecord._meta.db_table
+    user_settings = MemorySettings._meta.db_table
+    app_versions = AppIndexVersion._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT s.temporary, m.use_enabled, m.create_enabled, m.index_version,"
+            f" (SELECT v.version FROM {app_versions} v WHERE v.app_name = s.app_name)"
+            f" FROM {sessions} s LEFT JOIN {user_settings} m ON m.user_id = s.user_id"
+            f" WHERE s.id = %s AND s.user_id = %s",
+            [session_id, user_pk],
+        )
+        row = cursor.fetchone()
+    if row is None or row[0]:
+        return SessionMemoryAccess(use=False, create=False)
+    use, create = (True if value is None else bool(value) for value in row[1:3])
+    return SessionMemoryAccess(use=use, create=create, index_versions=(row[3], row[4] or 0))
+
+
+def session_user_event_get(*, session_id: str, invocation_id: str) -> EventRecord | None:
+    """The user event that began the invocation, the source of what the user asked to remember."""
+    return (
+        EventRecord.objects.filter(
+            session_id=session_id, invocation_id=invocation_id, author="user"
+        )
+        .order_by("sequence")
+        .first()
+    )
+
+
+def event_text(record: EventRecord) -> str:
+    """The text parts of a stored event, thoughts left out."""
+    return content_text(record.content)
+
+
+def content_text(content: dict | None) -> str:
+    """The text parts of a stored event's content, thoughts left out."""
+    parts = (content or {}).get("parts") or []
+    return "".join(part.get("text") or "" for part in parts if not part.get("thought"))
+
+
+@dataclass(frozen=True)
+class TurnTriggerFacts:
+    """What the turn triggers look at: the text of the user event that began the invocation
+    (None without one) and the user turns stored past the session's watermark."""
+
+    user_text: str | None
+    unprocessed_user_turns: int
+
+
+def turn_trigger_facts(*, session_id: str, invocation_id: str) -> TurnTriggerFacts:
+    """Both facts in one statement, written out in SQL: it runs after every turn, where the
+    ORM's building of the two queries cost more than the database's answering them. Rewound
+    user turns are not counted."""
+    events = EventRecord._meta.db_table
+    watermarks = MemoryWatermark._meta.db_table
+    content_field = EventRecord._meta.get_field("content")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT (SELECT content FROM {events} WHERE session_id = %s AND invocation_id = %s"
+            f" AND author = 'user' ORDER BY sequence LIMIT 1),"
+            f" (SELECT COUNT(*) FROM {events} WHERE session_id = %s AND author = 'user'"
+            f" AND rewound = %s AND sequence > COALESCE("
+            f"(SELECT last_sequence FROM {watermarks} WHERE session_id = %s), 0))",
+            [session_id, invocation_id, session_id, False, session_id],
+        )
+        content, unprocessed = cursor.fetchone()
+    if isinstance(content, str | bytes):  # SQLite's text; psycopg decodes jsonb itself
+        content = content_field.from_db_value(content, None, connection)
+    return TurnTriggerFacts(
+        user_text=None if content is None else content_text(content),
+        unprocessed_user_turns=unprocessed,
+    )
+
+
+def watermark_get(*, session_id: str) -> int:
+    """The last sequence of the session already turned into memories (0: none yet)."""
+    found = MemoryWatermark.objects.filter(session_id=session_id).values_list(
+        "last_sequence", flat=True
+    )
+    return next(iter(found), 0)
