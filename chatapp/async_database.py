@@ -106,6 +106,16 @@ def _connections_close(idle: list[psycopg.AsyncConnection]) -> None:
     idle.clear()
 
 
+def _closed_loops_forget() -> None:
+    """Close the kept connections of loops that have closed since (a test's, an
+    ``asyncio.run``'s): a closed loop may be collected long after, and its connections
+    would count against the server's max_connections until then."""
+    for loop, connections in list(_by_loop.items()):
+        if loop.is_closed():
+            _connections_close(connections.idle)
+            _by_loop.pop(loop, None)
+
+
 _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopConnections] = (
     weakref.WeakKeyDictionary()
 )
@@ -115,6 +125,7 @@ def _loop_connections() -> _LoopConnections:
     loop = asyncio.get_running_loop()
     connections = _by_loop.get(loop)
     if connections is None:
+        _closed_loops_forget()
         parameters = connection.get_connection_params()
         parameters.update(
             autocommit=True,

@@ -33,10 +33,11 @@ def _session_with_events(count: int) -> tuple[str, str]:
 
 
 def _end_other_connections() -> int:
-    """Terminate every other connection to the test database, as a server restart would."""
+    """Terminate every other connection to the test database, as a server restart would,
+    and wait until each is gone (its goodbye sent)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
         return cursor.fetchone()[0]
@@ -267,3 +268,34 @@ async def test_a_statement_whose_prepared_plan_went_stale_works_again(requires_p
 def _scratch_table(sql: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_connections_of_a_closed_loop_are_closed_when_another_loop_reads(requires_postgres):
+    user_id, session_id = _session_with_events(1)
+
+    async def read() -> None:
+        await SessionService().get_session(app_name=APP, user_id=user_id, session_id=session_id)
+
+    first, second = asyncio.new_event_loop(), asyncio.new_event_loop()
+    try:
+        first.run_until_complete(read())
+        first.close()
+        assert _async_connections() == 1
+
+        second.run_until_complete(read())
+
+        # The closed loop's connection is gone; the second loop keeps its own.
+        assert _async_connections() == 1
+    finally:
+        first.close()
+        second.close()
+
+
+def _async_connections() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+            [async_database.APPLICATION_NAME],
+        )
+        return cursor.fetchone()[0]
