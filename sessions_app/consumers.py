@@ -5,19 +5,15 @@ frames and moves events; the turn itself is the runtime's ``Runner``, run in a
 task of its own so the socket keeps reading while a reply streams (a
 ``cancel`` or a ``ping`` is answered mid-turn). Stored events go out exactly
 as the REST API shows them. Bad frames get an ``error`` frame and the socket
-stays usable.
+stays usable. The frames themselves (reading, checking, their shapes) live in
+``chat_protocol``; the sending of one turn's events, in ``chat_turns``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import re
 import time
-from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -35,41 +31,32 @@ from chatapp.outages import (
     SOCKET_REFUSED,
 )
 from sessions_app import selectors
+from sessions_app.chat_protocol import (
+    CLOSE_NOT_FOUND,
+    CLOSE_NOT_SIGNED_IN,
+    MESSAGE_NOT_STORED,
+    REPLY_NOT_STORED,
+    error_frame,
+    frame_decode,
+    max_frame_chars,
+    notice_frame,
+    pong_frame,
+    user_message_problem,
+)
+from sessions_app.chat_turns import ChatTurn, runner_events_cancel
 from sessions_app.errors import SessionNotFoundError
-from sessions_app.events import Event
 from sessions_app.models import SessionRecord
 from sessions_app.notices import user_group_name
 from sessions_app.rate_limits import chat_turn_rate_limit_exceeded
 from sessions_app.runtime.agents import agent_for_app
 from sessions_app.runtime.models import model_for_agent
 from sessions_app.runtime.runner import DuplicateTurnError, Runner, user_event_id_for
-from sessions_app.serializers import event_representation
 from sessions_app.services import IDENTIFIER_PATTERN
 
 logger = logging.getLogger(__name__)
 
-CLOSE_NOT_SIGNED_IN = 4401
-CLOSE_NOT_FOUND = 4404
 CHANNEL_LAYER_RETRY_FIRST_SECONDS = 0.5
 CHANNEL_LAYER_RETRY_MAX_SECONDS = 5.0
-MESSAGE_NOT_STORED = (
-    "The database is unavailable right now; your message was not stored. Send it again in a moment."
-)
-REPLY_NOT_STORED = (
-    "The database became unavailable during the turn; your message is stored, "
-    "the reply is not. Try again in a moment."
-)
-CLIENT_MESSAGE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-def max_frame_chars() -> int:
-    """The longest frame read: a message at ``CHAT_MAX_MESSAGE_CHARS`` with every character
-    escaped as ``\\uXXXX`` (six characters), plus room for the frame's other fields."""
-    return 6 * settings.CHAT_MAX_MESSAGE_CHARS + 4096
-
-
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a JSON value.")
 
 
 @database_sync_to_async
@@ -78,60 +65,6 @@ def _owned_session(*, user_pk: int, session_id: str) -> SessionRecord | None:
     if not IDENTIFIER_PATTERN.fullmatch(session_id):
         return None
     return selectors.session_record_get(user_pk=user_pk, session_id=session_id)
-
-
-def _user_message_problem(text: Any, client_message_id: Any) -> tuple[str, str] | None:
-    """The error code and message a ``user_message`` frame is refused with, or None."""
-    if not isinstance(text, str) or not text.strip():
-        return "invalid_frame", "A user_message needs a non-empty text string."
-    if len(text) > settings.CHAT_MAX_MESSAGE_CHARS:
-        return (
-            "message_too_large",
-            f"The message has {len(text)} characters; at most "
-            f"{settings.CHAT_MAX_MESSAGE_CHARS} are accepted.",
-        )
-    if "\x00" in text or not _encodable(text):
-        return "invalid_frame", "The text must be valid Unicode without NUL characters."
-    if not isinstance(client_message_id, str) or not CLIENT_MESSAGE_ID.fullmatch(client_message_id):
-        return (
-            "invalid_frame",
-            "A user_message needs a client_message_id of 1-64 letters, digits, _ or -.",
-        )
-    return None
-
-
-def _encodable(text: str) -> bool:
-    """False for text with lone surrogates, which JSON can carry but no database can store."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-async def _cancel_into(events: AsyncGenerator[Event, None]) -> None:
-    """Hand a cancellation that hit the consumer's own code to the runner too.
-
-    The runner stores the reply so far as interrupted when the cancellation
-    reaches it; if it instead landed while the consumer was sending what the
-    runner had yielded, the generator would otherwise just be dropped.
-    """
-    if events.ag_frame is None:
-        return
-    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-        await events.athrow(asyncio.CancelledError())
-
-
-@dataclass
-class _Turn:
-    """What this socket has sent of one turn."""
-
-    client_message_id: str
-    invocation_id: str | None = None
-    seq: int = 0
-    sent_event_ids: set[str] = field(default_factory=set)
-    final: Event | None = None
-    started: float = field(default_factory=time.monotonic)
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -239,7 +172,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     @classmethod
     async def decode_json(cls, text_data: str) -> Any:
         """Strict JSON: NaN and Infinity are refused like any other invalid JSON."""
-        return json.loads(text_data, parse_constant=_refuse_constant)
+        return frame_decode(text_data)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Decode a frame; binary, oversized or invalid JSON gets an error frame instead of a
@@ -275,7 +208,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         elif frame_type == "cancel":
             self._cancel()
         elif frame_type == "ping":
-            await self.send_json({"type": "pong"})
+            await self.send_json(pong_frame())
         else:
             await self._error("unknown_type", f"Unknown frame type {frame_type[:64]!r}.")
 
@@ -283,12 +216,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """Forward a notice sent to the user's group, only if it names this socket's user."""
         if self.user is None or message.get("user_id") != self.user.pk:
             return
-        await self.send_json({"type": "notice", "notice": message.get("notice")})
+        await self.send_json(notice_frame(notice=message.get("notice")))
 
     async def _user_message(self, content: dict[str, Any]) -> None:
         text = content.get("text")
         client_message_id = content.get("client_message_id")
-        problem = _user_message_problem(text, client_message_id)
+        problem = user_message_problem(text=text, client_message_id=client_message_id)
         if problem:
             await self._error(*problem)
             return
@@ -298,12 +231,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             )
             return
         try:
-            if await self._replay_if_stored(_Turn(client_message_id)):
+            if await self._turn_new(client_message_id=client_message_id).replay_if_stored():
                 return
         except DATABASE_UNAVAILABLE_ERRORS as error:
             logger.error("chat turn not started, database unavailable: %s", error)
             await self._error(DATABASE_UNAVAILABLE_CODE, MESSAGE_NOT_STORED)
-            await self._turn_complete(_Turn(client_message_id), duplicate=False)
+            await self._turn_new(client_message_id=client_message_id).complete_send(duplicate=False)
             return
         # Not thread-sensitive: a cache call need not queue behind the ORM work of
         # every running turn on the one database thread.
@@ -316,28 +249,24 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 "wait a moment and send it again.",
             )
             return
-        self.turn_task = asyncio.create_task(self._turn_run(_Turn(client_message_id), text))
+        self.turn_task = asyncio.create_task(
+            self._turn_run(self._turn_new(client_message_id=client_message_id), text)
+        )
         # Let the task start, so that a cancel read next always finds it inside the turn.
         await asyncio.sleep(0)
 
-    async def _replay_if_stored(self, turn: _Turn) -> bool:
-        """Replay a message that is already stored (a resend after a reconnect).
-
-        Checked before the rate limit, so a resent message never counts as a
-        new turn; True when the turn was replayed.
-        """
-        await self._turn_send_stored(turn, user_event_id=user_event_id_for(turn.client_message_id))
-        if not turn.sent_event_ids:
-            return False
-        await self._turn_complete(turn, duplicate=True)
-        return True
+    def _turn_new(self, *, client_message_id: str) -> ChatTurn:
+        """A turn of this socket's session, sending its frames on this socket."""
+        return ChatTurn(
+            client_message_id=client_message_id, session_id=self.session_id, send=self.send_json
+        )
 
     def _cancel(self) -> None:
         task = self.turn_task
         if task is not None and not task.done() and not task.cancelling():
             task.cancel()
 
-    async def _turn_run(self, turn: _Turn, text: str) -> None:
+    async def _turn_run(self, turn: ChatTurn, text: str) -> None:
         """Run one turn and stream it to the client.
 
         Ends with ``turn_complete`` whatever happens once the turn was accepted
@@ -353,10 +282,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         database_down = False
         try:
             async for event in events:
-                await self._turn_forward(turn, event)
+                await turn.event_forward(event)
         except DuplicateTurnError as duplicate:
-            await self._turn_send_stored(turn, user_event_id=duplicate.user_event_id)
-            await self._turn_complete(turn, duplicate=True)
+            await turn.stored_send(user_event_id=duplicate.user_event_id)
+            await turn.complete_send(duplicate=True)
             return
         except SessionNotFoundError:
             await self._error("session_not_found", "This session no longer exists.")
@@ -370,7 +299,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             )
             database_down = True
         except asyncio.CancelledError:
-            await _cancel_into(events)
+            await runner_events_cancel(events)
             if self.closing:
                 raise
         except Exception:
@@ -378,86 +307,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._error("internal_error", "The turn failed on the server.")
         if turn.final is None and not database_down:
             # Cut short: send whatever of the turn got stored (the interrupted reply).
-            await self._turn_send_stored(
-                turn, user_event_id=user_event_id_for(turn.client_message_id)
-            )
+            await turn.stored_send(user_event_id=user_event_id_for(turn.client_message_id))
         turn_observe(
             outcome=turn_outcome(final_event=turn.final), seconds=time.monotonic() - turn.started
         )
-        await self._turn_complete(turn, duplicate=False)
-
-    async def _turn_forward(self, turn: _Turn, event: Event) -> None:
-        """Send one event from the runner: a ``delta`` for streamed text, else the stored event."""
-        if event.partial:
-            text = "".join(part.text or "" for part in (event.content.parts or ()))
-            if text:
-                await self.send_json(
-                    {
-                        "type": "delta",
-                        "text": text,
-                        "seq": turn.seq,
-                        "message_id": event.id,
-                        "invocation_id": event.invocation_id,
-                    }
-                )
-                turn.seq += 1
-            return
-        if turn.invocation_id is None:
-            turn.invocation_id = event.invocation_id
-            await self.send_json(
-                {
-                    "type": "turn_started",
-                    "client_message_id": turn.client_message_id,
-                    "invocation_id": turn.invocation_id,
-                }
-            )
-        stored = await database_sync_to_async(selectors.stored_event_get)(
-            session_id=self.session_id, event_id=event.id
-        )
-        if stored is not None:
-            await self._send_stored_event(turn, stored)
-
-    async def _turn_send_stored(self, turn: _Turn, *, user_event_id: str) -> None:
-        """Send the turn's stored events this socket has not sent yet, in order."""
-        stored_events = await database_sync_to_async(selectors.stored_events_of_turn)(
-            session_id=self.session_id, user_event_id=user_event_id
-        )
-        for stored in stored_events:
-            turn.invocation_id = turn.invocation_id or stored.event.invocation_id
-            if stored.event.id not in turn.sent_event_ids:
-                await self._send_stored_event(turn, stored)
-
-    async def _send_stored_event(self, turn: _Turn, stored: selectors.StoredEvent) -> None:
-        """An ``event`` frame, then an ``error`` frame when the event reports a failure."""
-        event = stored.event
-        await self.send_json(
-            {
-                "type": "event",
-                "event": event_representation(
-                    event=event, sequence=stored.sequence, rewound=stored.rewound
-                ),
-            }
-        )
-        turn.sent_event_ids.add(event.id)
-        if event.turn_complete:
-            turn.final = event
-        if event.error_code:
-            await self._error(event.error_code, event.error_message or "The model failed.")
-
-    async def _turn_complete(self, turn: _Turn, *, duplicate: bool) -> None:
-        final = turn.final
-        context = (final.custom_metadata or {}).get("context") if final else None
-        await self.send_json(
-            {
-                "type": "turn_complete",
-                "client_message_id": turn.client_message_id,
-                "invocation_id": turn.invocation_id,
-                "message_id": final.id if final else None,
-                "interrupted": final is None or bool(final.interrupted),
-                "duplicate": duplicate,
-                "context": context,
-            }
-        )
+        await turn.complete_send(duplicate=False)
 
     async def _error(self, code: str, message: str) -> None:
-        await self.send_json({"type": "error", "code": code, "message": message})
+        await self.send_json(error_frame(code=code, message=message))
