@@ -394,8 +394,12 @@ def main(argv: list[str] | None = None) -> None:
         session_service=TimedSessions(SessionService(), phases),
         memory=TimedMemory(memory_provider_get(), phases),
     )
-    runner._request = phases.timed_async("prompt build", runner._request)
-    runner_module._load_for_turn = phases.timed_sync("session load", runner_module._load_for_turn)
+    runner_module.turn_request_build = phases.timed_async(
+        "prompt build", runner_module.turn_request_build
+    )
+    runner_module.turn_session_load = phases.timed_sync(
+        "session load", runner_module.turn_session_load
+    )
 
     texts = messages(args.turns + args.warm_up)
     samples = asyncio.run(

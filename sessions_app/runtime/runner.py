@@ -4,7 +4,8 @@ Every stored event goes through ``SessionService.append_event``; partial
 events (streamed text) are yielded to the caller and never stored. The user's
 message is stored before the model is called, so no failure after that point
 loses it: a model error becomes a stored error event, a cancellation a stored
-reply marked interrupted.
+reply marked interrupted. What the model gets is fetched and prepared in
+``turn_context``; the tools it calls are run in ``tool_calls``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -20,31 +20,27 @@ from django.conf import settings
 from google.genai import types
 
 from chatapp.log_context import log_context_bind
-from sessions_app import selectors
-from sessions_app.errors import DuplicateEventError, InvalidStateError, SessionNotFoundError
+from sessions_app.errors import DuplicateEventError, SessionNotFoundError
 from sessions_app.events import Event, EventActions, new_event_id, new_invocation_id
 from sessions_app.runtime.agents import AgentConfig
 from sessions_app.runtime.compaction import compaction_due, compaction_request
-from sessions_app.runtime.context import history_prepare
-from sessions_app.runtime.llm import (
-    Llm,
-    LlmChunk,
-    LlmRequest,
-    MemorySnippet,
-    ModelError,
-    RetryPolicy,
-    generate_with_retries,
-)
+from sessions_app.runtime.llm import Llm, LlmChunk, ModelError, RetryPolicy, generate_with_retries
 from sessions_app.runtime.memory_hooks import (
     MemoryPermissions,
     MemoryProvider,
     memory_provider_get,
 )
-from sessions_app.runtime.tools import BUILTIN_TOOLS, Tool, ToolContext
+from sessions_app.runtime.tool_calls import tool_calls_run
+from sessions_app.runtime.tools import BUILTIN_TOOLS, Tool
+from sessions_app.runtime.turn_context import (
+    TurnContextReport,
+    turn_request_build,
+    turn_session_load,
+)
 from sessions_app.services import SessionService
-from sessions_app.state import output_key_state_delta, state_split
-from sessions_app.templating import MissingStateKeyError, ReadonlyContext, instruction_resolve
-from sessions_app.types import GetSessionConfig, Session
+from sessions_app.state import output_key_state_delta
+from sessions_app.templating import MissingStateKeyError
+from sessions_app.types import Session
 
 logger = logging.getLogger(__name__)
 
@@ -62,59 +58,6 @@ class DuplicateTurnError(Exception):
 def user_event_id_for(client_message_id: str) -> str:
     """The stored id of the user event of a client message: the unique key that dedupes turns."""
     return f"msg-{client_message_id}"
-
-
-@dataclass
-class TurnContextReport:
-    """What the model got this turn, shown in the chat's context panel."""
-
-    model: str
-    offline: bool
-    event_count: int = 0
-    memories: list[MemorySnippet] = field(default_factory=list)
-    compaction_summary: str | None = None
-    memory_enabled: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "offline": self.offline,
-            "event_count": self.event_count,
-            "memory_enabled": self.memory_enabled,
-            "compaction_summary": self.compaction_summary,
-            "memories": [
-                {"id": m.id, "text": m.text, "confidence": m.confidence} for m in self.memories
-            ],
-        }
-
-
-def _load_for_turn(
-    *, app_name: str, user_id: str, session_id: str, max_events: int
-) -> tuple[Session | None, Event | None]:
-    """The session with the events a turn can use, and its latest compaction.
-
-    Events a compaction covers never reach the prompt (its summary stands in
-    for them), so only those from its end on are read: a long session costs a
-    turn the events since its last summary, not ``max_events`` of them.
-    """
-    compaction = selectors.session_latest_compaction(session_id=session_id)
-    session = selectors.session_get(
-        app_name=app_name,
-        user_id=user_id,
-        session_id=session_id,
-        config=GetSessionConfig(
-            num_recent_events=max_events,
-            after_timestamp=compaction.actions.compaction.end_timestamp if compaction else None,
-        ),
-    )
-    if session is None:
-        return None, None
-    return session, compaction
-
-
-def _memory_block(memories: list[MemorySnippet]) -> str:
-    lines = [f"- {memory.text} (confidence {memory.confidence:.2f})" for memory in memories]
-    return "\n\nWhat you remember about the user (may be out of date):\n" + "\n".join(lines)
 
 
 class Runner:
@@ -150,7 +93,7 @@ class Runner:
         Raises SessionNotFoundError for a session the user does not have, and
         DuplicateTurnError when ``client_message_id`` was already stored.
         """
-        session, compaction = await sync_to_async(_load_for_turn)(
+        session, compaction = await sync_to_async(turn_session_load)(
             app_name=self.agent.app_name,
             user_id=user_id,
             session_id=session_id,
@@ -211,42 +154,6 @@ class Runner:
                     tools[tool.name] = tool
         return tools
 
-    async def _request(
-        self,
-        *,
-        session: Session,
-        compaction: Event | None,
-        tools: dict[str, Tool],
-        report: TurnContextReport,
-    ) -> LlmRequest:
-        history = history_prepare(
-            events=session.events,
-            agent_name=self.agent.name,
-            compaction=compaction,
-            config=self.agent.compaction,
-        )
-        report.event_count = history.event_count
-        report.compaction_summary = history.compaction_summary
-        instruction = await instruction_resolve(
-            instruction=self.agent.instruction,
-            context=ReadonlyContext(
-                state=session.state,
-                agent_name=self.agent.name,
-                session_id=session.id,
-                user_id=session.user_id,
-            ),
-        )
-        if report.memories:
-            instruction += _memory_block(report.memories)
-        return LlmRequest(
-            model=self.agent.model,
-            system_instruction=instruction,
-            contents=history.contents,
-            tools=[tool.declaration for tool in tools.values()],
-            state=dict(session.state),
-            memories=list(report.memories),
-        )
-
     async def _steps(
         self,
         *,
@@ -259,8 +166,12 @@ class Runner:
     ) -> AsyncIterator[Event]:
         for _step in range(self.agent.max_steps):
             try:
-                request = await self._request(
-                    session=session, compaction=compaction, tools=tools, report=report
+                request = await turn_request_build(
+                    agent=self.agent,
+                    session=session,
+                    compaction=compaction,
+                    tools=tools,
+                    report=report,
                 )
             except MissingStateKeyError as error:
                 yield await self._store_final(
@@ -334,13 +245,20 @@ class Runner:
                 content=types.Content(role="model", parts=parts),
                 usage_metadata=usage,
             )
-            yield await self._run_tools(
+            response_parts, state_delta = await tool_calls_run(
                 session=session,
                 invocation_id=invocation_id,
+                agent_name=self.agent.name,
                 calls=calls,
                 tools=tools,
                 report=report,
                 permissions=permissions,
+            )
+            yield await self._store(
+                session,
+                invocation_id,
+                content=types.Content(role="user", parts=response_parts),
+                actions=EventActions(state_delta=state_delta),
             )
         yield await self._store_final(
             session,
@@ -348,65 +266,6 @@ class Runner:
             report,
             error_code="too_many_steps",
             error_message=f"The agent stopped after {self.agent.max_steps} tool steps.",
-        )
-
-    async def _run_tools(
-        self,
-        *,
-        session: Session,
-        invocation_id: str,
-        calls: list[types.FunctionCall],
-        tools: dict[str, Tool],
-        report: TurnContextReport,
-        permissions: MemoryPermissions,
-    ) -> Event:
-        """Run the calls in order; their state changes go on the one response event."""
-        state_delta: dict[str, Any] = {}
-        parts = []
-        for call in calls:
-            context = ToolContext(
-                app_name=session.app_name,
-                user_id=session.user_id,
-                session_id=session.id,
-                invocation_id=invocation_id,
-                agent_name=self.agent.name,
-                state={**session.state, **state_delta},
-                memory_enabled=permissions.use,
-                function_call_id=call.id,
-            )
-            tool = tools.get(call.name or "")
-            if tool is None:
-                response = {"status": "error", "message": f"Unknown tool {call.name!r}."}
-            else:
-                try:
-                    response = await tool.run(dict(call.args or {}), context)
-                except Exception as error:
-                    logger.exception("tool %s failed", call.name)
-                    response = {"status": "error", "message": f"{type(error).__name__}: {error}"}
-            try:
-                state_split(context.state_delta)
-            except InvalidStateError as error:
-                response = {"status": "error", "message": f"State not saved: {error}"}
-            else:
-                state_delta.update(context.state_delta)
-            # By id: a memory found again by a tool may carry another score.
-            shown = {memory.id for memory in report.memories}
-            for memory in context.memories_used:
-                if memory.id not in shown:
-                    shown.add(memory.id)
-                    report.memories.append(memory)
-            parts.append(
-                types.Part(
-                    function_response=types.FunctionResponse(
-                        id=call.id, name=call.name, response=response
-                    )
-                )
-            )
-        return await self._store(
-            session,
-            invocation_id,
-            content=types.Content(role="user", parts=parts),
-            actions=EventActions(state_delta=state_delta),
         )
 
     async def _store(self, session: Session, invocation_id: str, **fields: Any) -> Event:

@@ -345,7 +345,7 @@ async def test_old_invocations_are_compacted_in_the_background_and_summarised_in
 
 async def test_a_turn_reads_only_the_events_its_latest_compaction_does_not_cover(owner, settings):
     from sessions_app.runtime.context import history_prepare
-    from sessions_app.runtime.runner import _load_for_turn
+    from sessions_app.runtime.turn_context import turn_session_load
 
     config = CompactionConfig(keep_last_invocations=2, summarize_after_invocations=2)
     settings.AGENTS = {APP: {"model": "offline", "compaction": dataclasses.asdict(config)}}
@@ -356,7 +356,7 @@ async def test_a_turn_reads_only_the_events_its_latest_compaction_does_not_cover
         await turn(runner, owner, session.id, text)
     await sync_to_async(background_wait_idle)()
 
-    loaded, compaction = await sync_to_async(_load_for_turn)(
+    loaded, compaction = await sync_to_async(turn_session_load)(
         app_name=APP, user_id=str(owner.pk), session_id=session.id, max_events=400
     )
     everything = await stored(owner, session.id)
