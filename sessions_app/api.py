@@ -45,6 +45,7 @@ from sessions_app.serializers import (
     SessionStateSerializer,
     StoredEventSerializer,
 )
+from sessions_app.text import text_encodable
 from sessions_app.types import GetSessionConfig, Session
 
 MAX_JSON_DEPTH = 64
@@ -76,7 +77,7 @@ def _json_problem(data: Any) -> str | None:
         if isinstance(item, str):
             if "\x00" in item:
                 return "JSON strings must not contain NUL (\\u0000) characters."
-            if not _encodable(item):
+            if not text_encodable(item):
                 return "JSON strings must be valid Unicode: a lone surrogate escape was found."
         elif isinstance(item, dict | list):
             if depth > MAX_JSON_DEPTH:
@@ -84,15 +85,6 @@ def _json_problem(data: Any) -> str | None:
             children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
             pending.extend((child, depth + 1) for child in children)
     return None
-
-
-def _encodable(text: str) -> bool:
-    """False for text with a lone surrogate (``\\ud800``): JSON can carry one, UTF-8 cannot."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class StoreJSONParser(JSONParser):

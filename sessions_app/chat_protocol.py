@@ -16,6 +16,7 @@ from django.conf import settings
 from sessions_app.events import Event
 from sessions_app.selectors import StoredEvent
 from sessions_app.serializers import event_representation
+from sessions_app.text import text_encodable
 
 CLOSE_NOT_SIGNED_IN = 4401
 CLOSE_NOT_FOUND = 4404
@@ -54,7 +55,7 @@ def user_message_problem(*, text: Any, client_message_id: Any) -> tuple[str, str
             f"The message has {len(text)} characters; at most "
             f"{settings.CHAT_MAX_MESSAGE_CHARS} are accepted.",
         )
-    if "\x00" in text or not _encodable(text):
+    if "\x00" in text or not text_encodable(text):
         return "invalid_frame", "The text must be valid Unicode without NUL characters."
     if not isinstance(client_message_id, str) or not CLIENT_MESSAGE_ID.fullmatch(client_message_id):
         return (
@@ -62,15 +63,6 @@ def user_message_problem(*, text: Any, client_message_id: Any) -> tuple[str, str
             "A user_message needs a client_message_id of 1-64 letters, digits, _ or -.",
         )
     return None
-
-
-def _encodable(text: str) -> bool:
-    """False for text with lone surrogates, which JSON can carry but no database can store."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def error_frame(*, code: str, message: str) -> dict[str, Any]:

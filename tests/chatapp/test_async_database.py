@@ -274,28 +274,28 @@ def _scratch_table(sql: str) -> None:
 def test_the_connections_of_a_closed_loop_are_closed_when_another_loop_reads(requires_postgres):
     user_id, session_id = _session_with_events(1)
 
-    async def read() -> None:
+    async def read() -> int:
+        """Read the session, and say which server process served it."""
         await SessionService().get_session(app_name=APP, user_id=user_id, session_id=session_id)
+        (rows,) = await async_database.fetch_each([("SELECT pg_backend_pid()", [])])
+        return rows[0][0]
 
     first, second = asyncio.new_event_loop(), asyncio.new_event_loop()
     try:
-        first.run_until_complete(read())
+        first_backend = first.run_until_complete(read())
         first.close()
-        assert _async_connections() == 1
+        assert _backends_alive([first_backend]) == {first_backend}
 
-        second.run_until_complete(read())
+        second_backend = second.run_until_complete(read())
 
         # The closed loop's connection is gone; the second loop keeps its own.
-        assert _async_connections() == 1
+        assert _backends_alive([first_backend, second_backend]) == {second_backend}
     finally:
         first.close()
         second.close()
 
 
-def _async_connections() -> int:
+def _backends_alive(pids: list[int]) -> set[int]:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
-            [async_database.APPLICATION_NAME],
-        )
-        return cursor.fetchone()[0]
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE pid = ANY(%s)", [pids])
+        return {pid for (pid,) in cursor.fetchall()}
