@@ -13,6 +13,7 @@ from chatapp import async_database
 from sessions_app import selectors, services
 from sessions_app.errors import DuplicateEventError, SessionNotFoundError
 from sessions_app.events import Event, EventActions
+from sessions_app.models import EventRecord, SessionRecord
 from sessions_app.services import GetSessionConfig, SessionService
 from tests.factories import UserFactory
 
@@ -224,11 +225,17 @@ async def test_after_the_server_dropped_the_kept_connection(
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_each_statement_is_prepared_once_per_connection(requires_postgres):
-    user_id, session_id = await sync_to_async(_session_with_events)(3)
+async def test_each_statement_is_prepared_once_and_planned_for_good(requires_postgres):
+    user_id, session_id = await sync_to_async(_session_with_events)(1)
+    await sync_to_async(_events_bulk_add)(session_id=session_id, count=2000)
     service = SessionService()
     for _ in range(8):
-        await service.get_session(app_name=APP, user_id=user_id, session_id=session_id)
+        await service.get_session(
+            app_name=APP,
+            user_id=user_id,
+            session_id=session_id,
+            config=GetSessionConfig(num_recent_events=20),
+        )
 
     # One read at a time, so this runs on the connection that served those reads.
     (rows,) = await async_database.fetch_each(
@@ -243,6 +250,10 @@ async def test_each_statement_is_prepared_once_per_connection(requires_postgres)
 
     assert len(rows) == 2  # the session with its states, and its events
     assert all(generic + custom == 8 for _, generic, custom in rows)
+    # PostgreSQL plans the first five executions one by one, then keeps one plan when it
+    # costs no more. With the LIMIT a parameter, the events statement of a long session
+    # was planned anew at every execution.
+    assert all(custom == 5 and generic == 3 for _, generic, custom in rows), rows
 
 
 @pytest.mark.django_db(transaction=True)
@@ -263,6 +274,27 @@ async def test_a_statement_whose_prepared_plan_went_stale_works_again(requires_p
         assert await async_database.fetch_each(read) == [[(1,)]]
     finally:
         await sync_to_async(_scratch_table)("DROP TABLE async_scratch")
+
+
+def _events_bulk_add(*, session_id: str, count: int) -> None:
+    """Add ``count`` plain events to a session in one statement, then refresh the
+    planner's statistics, as a long-lived store would have them."""
+    record = SessionRecord.objects.get(pk=session_id)
+    EventRecord.objects.bulk_create(
+        EventRecord(
+            session=record,
+            sequence=record.last_sequence + number,
+            event_id=f"bulk-{number}",
+            author="user",
+            timestamp=record.last_update_time,
+            content={"role": "user", "parts": [{"text": f"bulk {number}"}]},
+            actions={"state_delta": {}},
+        )
+        for number in range(1, count + 1)
+    )
+    SessionRecord.objects.filter(pk=session_id).update(last_sequence=record.last_sequence + count)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
 
 
 def _scratch_table(sql: str) -> None:
