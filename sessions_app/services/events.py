@@ -79,11 +79,11 @@ def _event_validate(event: Event) -> dict[str, Any]:
 
 
 class _PendingAppend(NamedTuple):
-    """An event checked for storing: its record fields, its delta split by scope."""
+    """An event checked for storing: the arguments of ``storage.event_store``, the ``temp:``
+    keys it will not store, and the delta the event came with."""
 
-    fields: dict[str, Any]
-    scoped: ScopedState
-    user_pk: int
+    store_arguments: dict[str, Any]
+    temp: dict[str, Any]
     original_delta: dict[str, Any]
 
 
@@ -103,7 +103,17 @@ def _append_begin(*, session: Session, event: Event) -> _PendingAppend:
     except SessionStoreError:
         event.actions.state_delta = delta
         raise
-    return _PendingAppend(fields=fields, scoped=scoped, user_pk=user_pk, original_delta=delta)
+    return _PendingAppend(
+        store_arguments={
+            "session_id": session.id,
+            "app_name": session.app_name,
+            "user_pk": user_pk,
+            "fields": fields,
+            "scoped": scoped,
+        },
+        temp=scoped.temp,
+        original_delta=delta,
+    )
 
 
 @contextlib.contextmanager
@@ -125,7 +135,7 @@ def _append_storing(*, event: Event, pending: _PendingAppend) -> Iterator[None]:
 def _append_end(
     *, session: Session, event: Event, pending: _PendingAppend, last_update_time: float
 ) -> Event:
-    for key, value in pending.scoped.temp.items():
+    for key, value in pending.temp.items():
         session.state[TEMP_PREFIX + key] = value
     session.state.update(event.actions.state_delta)
     session.events.append(event)
@@ -145,13 +155,7 @@ def event_append(*, session: Session, event: Event) -> Event:
         return event
     pending = _append_begin(session=session, event=event)
     with _append_storing(event=event, pending=pending):
-        last_update_time = storage.event_store(
-            session_id=session.id,
-            app_name=session.app_name,
-            user_pk=pending.user_pk,
-            fields=pending.fields,
-            scoped=pending.scoped,
-        )
+        last_update_time = storage.event_store(**pending.store_arguments)
     return _append_end(
         session=session, event=event, pending=pending, last_update_time=last_update_time
     )
@@ -164,13 +168,7 @@ async def event_append_async(*, session: Session, event: Event) -> Event:
         return event
     pending = _append_begin(session=session, event=event)
     with _append_storing(event=event, pending=pending):
-        last_update_time = await storage.event_store_async(
-            session_id=session.id,
-            app_name=session.app_name,
-            user_pk=pending.user_pk,
-            fields=pending.fields,
-            scoped=pending.scoped,
-        )
+        last_update_time = await storage.event_store_async(**pending.store_arguments)
     return _append_end(
         session=session, event=event, pending=pending, last_update_time=last_update_time
     )
