@@ -40,6 +40,10 @@ from psycopg.pq import TransactionStatus
 CONNECTIONS_PER_LOOP = 4
 # How these connections show in pg_stat_activity.
 APPLICATION_NAME = "chatapp-async"
+# Statements a connection keeps prepared before it is replaced by a fresh one: each
+# distinct statement (an append's shape by its numbers of keys, a count of recent
+# events) holds server memory for as long as the connection lives.
+PREPARED_PER_CONNECTION = 200
 
 
 def available() -> bool:
@@ -77,6 +81,7 @@ class _LoopConnections:
             if (
                 database_connection.closed
                 or database_connection.info.transaction_status != TransactionStatus.IDLE
+                or len(_prepared_on.get(database_connection, ())) >= PREPARED_PER_CONNECTION
             ):
                 await database_connection.close()
             else:

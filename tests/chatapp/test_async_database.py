@@ -331,3 +331,33 @@ def _backends_alive(pids: list[int]) -> set[int]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pid FROM pg_stat_activity WHERE pid = ANY(%s)", [pids])
         return {pid for (pid,) in cursor.fetchall()}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_connection_with_many_statements_prepared_is_replaced(
+    requires_postgres, monkeypatch
+):
+    monkeypatch.setattr(async_database, "PREPARED_PER_CONNECTION", 3)
+    user_id, session_id = await sync_to_async(_session_with_events)(5)
+    service = SessionService()
+
+    async def backend_and_prepared() -> tuple[int, int]:
+        (rows,) = await async_database.fetch_each(
+            [("SELECT pg_backend_pid(), (SELECT count(*) FROM pg_prepared_statements)", [])]
+        )
+        return rows[0]
+
+    first_backend, _ = await backend_and_prepared()
+    # Each count of recent events is a statement of its own.
+    for count in (1, 2, 3):
+        stored = await service.get_session(
+            app_name=APP,
+            user_id=user_id,
+            session_id=session_id,
+            config=GetSessionConfig(num_recent_events=count),
+        )
+        assert len(stored.events) == count
+    backend, prepared = await backend_and_prepared()
+
+    assert backend != first_backend
+    assert prepared == 1  # only the statement that asked
