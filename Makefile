@@ -8,7 +8,7 @@ PORT ?= 8000
 export PYTHONPATH := $(CURDIR)
 export DJANGO_SETTINGS_MODULE ?= chatapp.settings
 
-.PHONY: run test test-local-embeddings lint install build migrate bench clean
+.PHONY: run test test-local-embeddings test-adk lint install build migrate staff-user bench clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is needed, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -31,7 +31,15 @@ run: migrate
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py ensure_demo_user
 	@echo "Serving on http://$(HOST):$(PORT)/ (Ctrl+C to stop)"
-	$(BIN)/daphne --verbosity 0 -b $(HOST) -p $(PORT) chatapp.asgi:application
+	$(BIN)/python -m chatapp.webserver --verbosity 0 -b $(HOST) -p $(PORT) chatapp.asgi:application
+
+# A staff account for the console (/admin/), with a role: make staff-user STAFF=ines ROLE=admin
+# (ROLE: reviewer, the default, for "Memory reviewers"; admin for "Memory admins"; none).
+# A new account's password is printed once.
+ROLE ?= reviewer
+staff-user: migrate
+	$(if $(STAFF),,$(error Name the account: make staff-user STAFF=<username> [ROLE=reviewer|admin|none]))
+	$(BIN)/python manage.py staff_user_create '$(STAFF)' --role '$(ROLE)'
 
 lint: install
 	$(BIN)/ruff check .
@@ -63,6 +71,13 @@ $(EMBEDDINGS_VENV)/.installed: pyproject.toml
 
 test-local-embeddings: build $(EMBEDDINGS_VENV)/.installed
 	LOCAL_EMBEDDINGS_REQUIRED=1 $(EMBEDDINGS_VENV)/bin/python -m pytest -m local_embeddings
+
+# The ADK client (clients/python) with the real google-adk, in google-adk's own environment
+# (build/adk-venv, bench/adk_venv.py: it needs google-genai < 3). Its suite starts the server
+# with this environment's interpreter: PostgreSQL and Redis of its own, daphne, a Celery worker.
+test-adk: install build
+	$(BIN)/python -m bench.adk_venv
+	PRODUCT_PYTHON=$(CURDIR)/$(BIN)/python build/adk-venv/bin/python -m pytest clients/python/tests
 
 # Session store against google-adk on PostgreSQL (docs/benchmarks.md);
 # BENCH_ARGS go to it, e.g. BENCH_ARGS="--events 200 --sessions 500".

@@ -11,7 +11,7 @@ from django.contrib import admin
 from django.utils import timezone
 
 from access_app.models import AccessGrant, AuditLogEntry
-from chatapp.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 
 
 @admin.register(AuditLogEntry)

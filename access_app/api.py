@@ -18,8 +18,7 @@ from rest_framework.views import APIView
 
 from access_app import selectors, services
 from access_app.models import AccessGrant, AccessScope, AuditLogEntry
-from sessions_app.api import NOT_SIGNED_IN
-from sessions_app.serializers import ErrorSerializer, StrictCharField
+from core.api import NOT_SIGNED_IN, ErrorSerializer, StrictCharField
 
 
 class GrantSerializer(serializers.ModelSerializer):
@@ -64,6 +63,25 @@ class NewestFirstPagination(CursorPagination):
 
     ordering = ("-created_at", "-id")
 
+    def paginate_queryset(self, queryset, request, view=None):
+        self.model = queryset.model
+        return super().paginate_queryset(queryset, request, view)
+
+    def decode_cursor(self, request):
+        """DRF's cursor, whose position must also be a value of the ordering field: a cursor
+        is opaque but not signed, and a crafted position would fail in the database."""
+        cursor = super().decode_cursor(request)
+        if cursor is None or cursor.position is None:
+            return cursor
+        field = self.model._meta.get_field(self.ordering[0].lstrip("-"))
+        try:
+            if "\x00" in cursor.position:
+                raise ValidationError("NUL")
+            field.to_python(cursor.position)
+        except ValidationError:
+            raise NotFound(self.invalid_cursor_message) from None
+        return cursor
+
     def get_paginated_response_schema(self, schema: dict) -> dict:
         link = {"type": ["string", "null"], "format": "uri"}
         return {
@@ -94,6 +112,10 @@ class GrantListView(generics.ListAPIView):
 
     @extend_schema(
         operation_id="access_grants_list",
+        tags=["Access"],
+        description="Every grant you gave, active or ended: who may read what (`memories` or "
+        "`conversations`), until when, and when it was revoked. A page at a time by cursor "
+        "(the answer's `next` and `previous` links).",
         summary="Your grants, newest first",
         responses={200: GrantSerializer(many=True), 404: BAD_CURSOR, 403: NOT_SIGNED_IN},
     )
@@ -102,6 +124,7 @@ class GrantListView(generics.ListAPIView):
 
     @extend_schema(
         operation_id="access_grants_create",
+        tags=["Access"],
         summary="Let a staff account read your data until a date",
         description="A still-active grant to the same account for the same scope is replaced.",
         request=GrantCreateSerializer,
@@ -129,6 +152,7 @@ class GrantListView(generics.ListAPIView):
 class GrantRevokeView(APIView):
     @extend_schema(
         operation_id="access_grants_revoke",
+        tags=["Access"],
         summary="End one of your grants now",
         description="Revoking an ended grant changes nothing and answers the grant as it is.",
         request=None,
@@ -158,6 +182,10 @@ class AuditEntryListView(generics.ListAPIView):
 
     @extend_schema(
         operation_id="access_audit_list",
+        tags=["Access"],
+        description="Each time a staff member viewed or changed your data: who, what (the kind "
+        "and id of the object, never its content), when and the reason they gave. A page at "
+        "a time by cursor.",
         summary="The log of staff access to your data, newest first",
         responses={200: AuditEntrySerializer(many=True), 404: BAD_CURSOR, 403: NOT_SIGNED_IN},
     )

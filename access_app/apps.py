@@ -1,5 +1,14 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.conf import settings
+from django.db.models.signals import post_migrate, post_save
+
+
+def _account_name_record(sender, instance, raw=False, **kwargs) -> None:
+    if raw:
+        return
+    from access_app.services import account_name_record
+
+    account_name_record(user=instance)
 
 
 def _roles_after_migrate(sender, using, **kwargs) -> None:
@@ -19,7 +28,16 @@ class AccessAppConfig(AppConfig):
         The app comes after memory_app and sessions_app in INSTALLED_APPS, so when its
         post_migrate runs, their permissions have been created.
         """
+        from axes.signals import user_locked_out
+
         from access_app.permissions import rules_register
+        from access_app.signin import user_locked_out_receiver
 
         rules_register()
+        user_locked_out.connect(user_locked_out_receiver, dispatch_uid="access-lockout-audit")
+        post_save.connect(
+            _account_name_record,
+            sender=settings.AUTH_USER_MODEL,
+            dispatch_uid="access-account-name",
+        )
         post_migrate.connect(_roles_after_migrate, sender=self, dispatch_uid="access-roles")

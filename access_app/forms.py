@@ -1,13 +1,15 @@
-"""The form a user fills in to let a staff account read their data until a date."""
+"""Forms of the access layer: a grant a user gives a staff account until a date, and sign-up."""
 
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta
 
 from django import forms
+from django.contrib.auth.forms import UserCreationForm
 from django.utils import timezone
 
 from access_app.models import AccessScope
+from access_app.selectors import username_confusable_taken
 from access_app.services import GRANT_MAX_DAYS
 
 
@@ -44,5 +46,27 @@ class GrantForm(forms.Form):
             }
         )
 
+    def clean_until(self) -> date:
+        """The day, refused past the longest grant here already: the end of a far day (the
+        last one a date can hold) is no instant at all."""
+        until = self.cleaned_data["until"]
+        if until > timezone.localdate() + timedelta(days=GRANT_MAX_DAYS):
+            raise forms.ValidationError(f"A grant lasts at most {GRANT_MAX_DAYS} days.")
+        return until
+
     def expires_at(self) -> datetime:
         return end_of_day(self.cleaned_data["until"])
+
+
+class SignupForm(UserCreationForm):
+    """Django's sign-up form, refusing a name that looks like an existing account's."""
+
+    def clean_username(self) -> str:
+        username = super().clean_username()
+        if username and username_confusable_taken(username):
+            raise forms.ValidationError(
+                "This name is taken or looks too much like an existing account's name "
+                "(letters of other alphabets, digits for letters, case). Choose another.",
+                code="confusable",
+            )
+        return username

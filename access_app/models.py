@@ -7,6 +7,8 @@ ids and kinds only, never the data itself, and goes with the user it is about.
 Rows are written only through ``access_app.services``.
 """
 
+from datetime import date, timedelta
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -30,6 +32,7 @@ class AuditAction(models.TextChoices):
     RERUN = "rerun", "Re-ran memory generation"
     RETRY = "retry", "Retried a memory job"
     EXPORT = "export", "Exported"
+    LOCKOUT = "lockout", "Locked signing in after wrong passwords"
 
 
 class AuditLogEntry(models.Model):
@@ -48,7 +51,12 @@ class AuditLogEntry(models.Model):
     )
     actor_username = models.CharField(max_length=150)
     subject_user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="audit_entries_about"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="audit_entries_about",
+        help_text="Whose data it was; empty for an app's shared state.",
     )
     action = models.CharField(max_length=16, choices=AuditAction.choices)
     object_type = models.CharField(
@@ -109,6 +117,29 @@ class AccessGrant(models.Model):
     def __str__(self) -> str:
         return f"{self.owner_id} -> {self.grantee_id}: {self.scope} until {self.expires_at}"
 
+    @property
+    def last_day(self) -> date:
+        """The last day the grant covers, in the current time zone: a grant "until 30 Nov"
+        runs to the first instant of 1 Dec (``access_app.forms.end_of_day``), shown as 30 Nov."""
+        return timezone.localtime(self.expires_at - timedelta(microseconds=1)).date()
+
     def is_active(self, *, now=None) -> bool:
         now = now or timezone.now()
         return self.revoked_at is None and self.expires_at > now
+
+
+class AccountName(models.Model):
+    """The confusables skeleton of an account's username, kept so that sign-up can refuse a
+    name that looks like an existing one ("alice" with a Cyrillic a, "Iarry" for "larry")
+    with one indexed lookup. Written by a signal whenever a user is saved, by any door."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="account_name",
+    )
+    skeleton = models.CharField(max_length=600, db_index=True)
+
+    def __str__(self) -> str:
+        return self.skeleton

@@ -6,9 +6,17 @@
 its role holds the model permission, or, for reads only, when it holds an
 active grant of the matching scope from the owner. Django's ``ModelBackend``
 still answers the model-level questions (``has_perm`` without an object).
+
+The access layer sits below the apps whose data it guards, so it names none of
+their models: each data app declares, in its ``AppConfig.ready``, who owns each
+of its models (``owner_resolver_register``) and its object rules built from the
+predicates here (``object_rules_register`` with ``owner_or_staff_read`` and
+``owner_or_staff_write``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import rules
 from django.contrib.auth.backends import ModelBackend
@@ -17,26 +25,26 @@ from django.db import models
 from access_app.models import AccessGrant, AccessScope, AuditLogEntry
 from access_app.selectors import grant_active_exists
 from access_app.services import ADMINS_GROUP, REVIEWERS_GROUP
-from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySettings, MemorySource
-from sessions_app.models import EventRecord, SessionRecord
+
+OwnerResolver = Callable[[models.Model], int | None]
 
 _model_backend = ModelBackend()
+_owner_resolvers: dict[type[models.Model], OwnerResolver] = {}
+
+
+def owner_resolver_register(model: type[models.Model], resolve: OwnerResolver) -> None:
+    """Declare how to find the user whose data an instance of ``model`` is (None: an app's
+    own data); each data app does so for its models when it starts."""
+    _owner_resolvers[model] = resolve
 
 
 def owner_pk_of(obj: models.Model | None) -> int | None:
-    """The primary key of the user whose data ``obj`` is; None for an app's own data."""
-    match obj:
-        case Memory() | SessionRecord() | GenerationJob() | MemorySettings():
-            return obj.user_id
-        case MemorySource() | MemoryRevision():
-            return obj.memory.user_id
-        case EventRecord():
-            return obj.session.user_id
-        case AccessGrant():
-            return obj.owner_id
-        case AuditLogEntry():
-            return obj.subject_user_id
-    return None
+    """The primary key of the user whose data ``obj`` is; None for an app's own data and for
+    a model no app declared."""
+    if obj is None:
+        return None
+    resolve = _owner_resolvers.get(type(obj))
+    return resolve(obj) if resolve is not None else None
 
 
 @rules.predicate
@@ -74,35 +82,37 @@ is_memory_reviewer = rules.is_group_member(REVIEWERS_GROUP)
 is_memory_admin = rules.is_superuser | rules.is_group_member(ADMINS_GROUP)
 
 
-def _read(perm: str, grant: rules.Predicate) -> rules.Predicate:
-    return is_owner | (is_active_staff & (has_model_permission(perm) | grant))
-
-
-def _write(perm: str) -> rules.Predicate:
-    return is_owner | (is_active_staff & has_model_permission(perm))
-
-
-RULES: dict[str, rules.Predicate] = {
-    "memory_app.view_memory": _read("memory_app.view_memory", has_active_grant),
-    "memory_app.view_memorysource": _read("memory_app.view_memorysource", has_active_grant),
-    "memory_app.view_memoryrevision": _read("memory_app.view_memoryrevision", has_active_grant),
-    "memory_app.view_generationjob": _read("memory_app.view_generationjob", has_active_grant),
-    "memory_app.change_memory": _write("memory_app.change_memory"),
-    "memory_app.delete_memory": _write("memory_app.delete_memory"),
-    "memory_app.review_quarantine": is_active_staff
-    & has_model_permission("memory_app.review_quarantine"),
-    "sessions_app.view_sessionrecord": _read(
-        "sessions_app.view_sessionrecord", has_conversations_grant
-    ),
-    "sessions_app.view_eventrecord": _read(
-        "sessions_app.view_eventrecord", has_conversations_grant
-    ),
-    "sessions_app.change_sessionrecord": _write("sessions_app.change_sessionrecord"),
-    "sessions_app.delete_sessionrecord": _write("sessions_app.delete_sessionrecord"),
+_GRANTS = {
+    AccessScope.MEMORIES: has_active_grant,
+    AccessScope.CONVERSATIONS: has_conversations_grant,
 }
 
 
-def rules_register() -> None:
-    """Register the object permissions with ``rules`` (once, at app start)."""
-    for name, predicate in RULES.items():
+def owner_or_staff_read(perm: str, *, scope: str) -> rules.Predicate:
+    """Read rule of a user's data: the owner, or active staff whose role holds ``perm`` or
+    who holds an active ``scope`` grant from the owner."""
+    return is_owner | (is_active_staff & (has_model_permission(perm) | _GRANTS[scope]))
+
+
+def owner_or_staff_write(perm: str) -> rules.Predicate:
+    """Change or delete rule of a user's data: the owner, or active staff whose role holds
+    ``perm`` (a grant never lets staff write)."""
+    return is_owner | (is_active_staff & has_model_permission(perm))
+
+
+def staff_with_permission(perm: str) -> rules.Predicate:
+    """Rule of a staff-only action: active staff whose role holds ``perm``."""
+    return is_active_staff & has_model_permission(perm)
+
+
+def object_rules_register(object_rules: dict[str, rules.Predicate]) -> None:
+    """Register a data app's object permissions with ``rules`` (once, when it starts)."""
+    for name, predicate in object_rules.items():
         rules.set_perm(name, predicate)
+
+
+def rules_register() -> None:
+    """Declare the owners of the access layer's own models (a grant is its owner's, an audit
+    entry its subject's)."""
+    owner_resolver_register(AccessGrant, lambda grant: grant.owner_id)
+    owner_resolver_register(AuditLogEntry, lambda entry: entry.subject_user_id)

@@ -10,18 +10,18 @@ active grant from that user (that user only, read-only, until it ends).
 
 from __future__ import annotations
 
-import uuid
+import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.apps import apps
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Q, QuerySet
-from django.urls import reverse
+from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
-from django.utils.text import Truncator
 
-from access_app.models import AccessGrant, AccessScope, AuditLogEntry
+from access_app.models import AccessGrant, AccessScope, AccountName, AuditLogEntry
+from core.text import confusable_skeleton
 
 # The model permission that lets a staff role read every user's data of a scope.
 GLOBAL_VIEW_PERMISSION = {
@@ -138,39 +138,37 @@ class AuditSubject:
     url: str = ""
 
 
+# Describes the objects of one model that audit entries name, for the user they are about:
+# (user, object ids) -> {object id: AuditSubject}, for the objects still among the user's own.
+AuditSubjectDescriber = Callable[[AbstractBaseUser, set[str]], dict[str, AuditSubject]]
+_audit_describers: dict[str, AuditSubjectDescriber] = {}
+
+
+def audit_subject_describer_register(model: type[Model], describe: AuditSubjectDescriber) -> None:
+    """Declare how the audit log names ``model``'s objects to their user (a data app does so
+    for its models when it starts; the access layer names none of them itself)."""
+    _audit_describers[model._meta.label_lower] = describe
+
+
 def audit_subjects_describe(
     *, user: AbstractBaseUser, entries: list[AuditLogEntry]
 ) -> dict[int, AuditSubject]:
     """Describe each entry's object for the user it is about (by entry id).
 
-    A memory is named by its current text and a conversation by its title and
-    linked to its chat page, read from the user's own rows only; an object
-    since deleted, or a list page, is named by its kind.
+    Each model's objects are named by the describer its app registered (a memory by its
+    current text, a conversation by its title with a link to its chat page), read from the
+    user's own rows only; an object since deleted, one of a model without a describer, or a
+    list page, is named by its kind.
     """
-    from memory_app.models import Memory
-    from sessions_app.models import SessionRecord
-
     ids_by_type: dict[str, set[str]] = {}
     for entry in entries:
         if entry.object_id:
             ids_by_type.setdefault(entry.object_type, set()).add(entry.object_id)
-    memory_ids = set()
-    for memory_id in ids_by_type.get(Memory._meta.label_lower, ()):
-        try:
-            memory_ids.add(uuid.UUID(memory_id))
-        except ValueError:
-            continue
-    memories = {
-        str(pk): text
-        for pk, text in Memory.objects.filter(user_id=user.pk, pk__in=memory_ids).values_list(
-            "pk", "text"
-        )
+    found = {
+        object_type: _audit_describers[object_type](user, object_ids)
+        for object_type, object_ids in ids_by_type.items()
+        if object_type in _audit_describers
     }
-    sessions = dict(
-        SessionRecord.objects.filter(
-            user_id=user.pk, pk__in=ids_by_type.get(SessionRecord._meta.label_lower, ())
-        ).values_list("pk", "title")
-    )
     described = {}
     for entry in entries:
         try:
@@ -181,16 +179,19 @@ def audit_subjects_describe(
         if not entry.object_id:
             described[entry.pk] = AuditSubject(f"a list of {meta.verbose_name_plural}")
             continue
-        subject = AuditSubject(f"a {meta.verbose_name} since deleted")
-        if entry.object_type == Memory._meta.label_lower:
-            text = next((text for pk, text in memories.items() if str(pk) == entry.object_id), None)
-            if text is not None:
-                subject = AuditSubject(f"the memory “{Truncator(text).chars(80)}”")
-        elif entry.object_type == SessionRecord._meta.label_lower and entry.object_id in sessions:
-            title = sessions[entry.object_id] or "untitled"
-            subject = AuditSubject(
-                f"the conversation “{Truncator(title).chars(60)}”",
-                reverse("chat-session", kwargs={"session_id": entry.object_id}),
-            )
-        described[entry.pk] = subject
+        subject = found.get(entry.object_type, {}).get(entry.object_id)
+        described[entry.pk] = subject or AuditSubject(f"a {meta.verbose_name} since deleted")
     return described
+
+
+def username_skeleton(username: str) -> str:
+    """What a username looks like, for telling look-alikes apart: the UTS #39 skeleton of its
+    NFKC form, case folded, then skeletonised again (so "Alice", "alice" and "alice" with a
+    Cyrillic a meet, and so do "Iarry" and "larry")."""
+    shape = confusable_skeleton(unicodedata.normalize("NFKC", username))
+    return confusable_skeleton(shape.casefold())
+
+
+def username_confusable_taken(username: str) -> bool:
+    """Whether an existing account's name looks like ``username`` (the same name included)."""
+    return AccountName.objects.filter(skeleton=username_skeleton(username)).exists()

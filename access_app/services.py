@@ -8,6 +8,8 @@ future and within ``GRANT_MAX_DAYS``.
 
 from __future__ import annotations
 
+import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
@@ -17,12 +19,15 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from access_app.models import AccessGrant, AccessScope, AuditAction, AuditLogEntry
+from access_app.models import AccessGrant, AccessScope, AccountName, AuditAction, AuditLogEntry
+from access_app.selectors import username_skeleton
 
 GRANT_MAX_DAYS = 90
 
 REVIEWERS_GROUP = "Memory reviewers"
 ADMINS_GROUP = "Memory admins"
+# The roles by their short names (as `manage.py staff_user_create --role` takes them).
+ROLES = {"reviewer": REVIEWERS_GROUP, "admin": ADMINS_GROUP}
 
 # (app_label, codename) pairs; a reviewer reads memories and their provenance, including the
 # conversation turns they came from, and decides on quarantined memories.
@@ -38,6 +43,8 @@ REVIEWER_PERMISSIONS = [
 ]
 # A memory admin holds every permission of these apps.
 ADMIN_PERMISSION_APPS = ["memory_app", "sessions_app", "django_celery_beat"]
+# Permissions no role includes: a superuser gives them to an account on purpose.
+DEDICATED_PERMISSIONS = ["change_app_state"]
 ADMIN_EXTRA_PERMISSIONS = [("access_app", "view_auditlogentry"), ("access_app", "view_accessgrant")]
 
 
@@ -173,6 +180,58 @@ def roles_ensure() -> None:
     reviewers.permissions.add(*_permissions(REVIEWER_PERMISSIONS))
     admins, _ = Group.objects.get_or_create(name=ADMINS_GROUP)
     admins.permissions.add(
-        *Permission.objects.filter(content_type__app_label__in=ADMIN_PERMISSION_APPS),
+        *Permission.objects.filter(content_type__app_label__in=ADMIN_PERMISSION_APPS).exclude(
+            codename__in=DEDICATED_PERMISSIONS
+        ),
         *_permissions(ADMIN_EXTRA_PERMISSIONS),
+    )
+
+
+@dataclass(frozen=True)
+class StaffUserResult:
+    user: AbstractBaseUser
+    created: bool
+    password: str | None  # the new password when one was set here, else None
+
+
+def staff_user_create(
+    *, username: str, role: str | None, password: str | None = None, reset_password: bool = False
+) -> StaffUserResult:
+    """Make ``username`` an active staff account holding ``role`` ("reviewer", "admin", or
+    None for staff without a role, who see only what users grant them).
+
+    A new account gets ``password``, or a random one that is returned so it can be shown
+    once; an existing account keeps its password unless ``reset_password``. The account's
+    other roles are removed, so it ends up holding exactly the role asked for. Raises
+    ``ValidationError`` for an empty username or an unknown role.
+    """
+    username = username.strip()
+    if not username:
+        raise ValidationError({"username": "Give a username."})
+    if role is not None and role not in ROLES:
+        raise ValidationError({"role": f"Unknown role {role!r}: choose {' or '.join(ROLES)}."})
+    roles_ensure()
+    user_model = get_user_model()
+    with transaction.atomic():
+        user, created = user_model._default_manager.get_or_create(
+            **{user_model.USERNAME_FIELD: username}
+        )
+        new_password = None
+        if created or reset_password:
+            new_password = password or secrets.token_urlsafe(12)
+            user.set_password(new_password)
+        user.is_staff = True
+        user.is_active = True
+        user.save()
+        user.groups.remove(*Group.objects.filter(name__in=ROLES.values()))
+        if role is not None:
+            user.groups.add(Group.objects.get(name=ROLES[role]))
+    return StaffUserResult(user=user, created=created, password=new_password)
+
+
+def account_name_record(*, user: AbstractBaseUser) -> None:
+    """Keep the skeleton of ``user``'s name for the look-alike check of sign-up (called on every
+    save of a user, whatever saved it)."""
+    AccountName.objects.update_or_create(
+        user_id=user.pk, defaults={"skeleton": username_skeleton(user.get_username())}
     )

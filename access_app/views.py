@@ -64,7 +64,7 @@ def grant_create(request: HttpRequest) -> HttpResponse:
             messages.success(
                 request,
                 f"{grant.grantee.get_username()} may read {grant.get_scope_display().lower()} "
-                f"until {timezone.localtime(grant.expires_at):%Y-%m-%d %H:%M %Z}.",
+                f"until {grant.last_day:%-d %b %Y} (inclusive).",
             )
             return redirect("access:overview")
     return _page(request, form, status=400)

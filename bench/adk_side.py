@@ -1,12 +1,15 @@
-"""google-adk's DatabaseSessionService, driven by ``bench.sessions`` one step at a time.
+"""An ADK session service, driven by ``bench.sessions`` or ``bench.remote_sessions`` one step
+at a time.
 
-Runs in the peer's own virtual environment (google-adk 2.13 needs
-google-genai < 3) as ``python -m bench.adk_side --db-url postgresql+asyncpg://...``.
-Reads one JSON command a line on stdin (``{"op": ..., "args": {...}}``), runs
-it on a single event loop (so the engine and its pool live across commands)
-and answers each with one JSON line on stdout. ``AdkSide`` has the same
-operations as ``bench.ours_side.OursSide``, so the benchmark can alternate the
-two sides in small steps and both run under the same load.
+Runs in google-adk's own virtual environment (``bench.adk_venv``: google-adk 2.13
+needs google-genai < 3) as ``python -m bench.adk_side --db-url postgresql+asyncpg://...``
+(ADK's DatabaseSessionService) or ``--remote-url URL --api-key KEY`` (the client's
+RemoteSessionService on our server). Reads one JSON command a line on stdin
+(``{"op": ..., "args": {...}}``), runs it on a single event loop (so the engine and
+its pool, or the HTTP connections, live across commands) and answers each with one
+JSON line on stdout. ``AdkSide`` has the same operations as
+``bench.ours_side.OursSide``, so a benchmark can alternate the sides in small steps
+and all run under the same load.
 """
 
 from __future__ import annotations
@@ -20,14 +23,17 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
+from agent_memory_client.adk import RemoteSessionService
+from agent_memory_client.adk.sessions import StoredSession
+from agent_memory_client.client import session_path
 from google.adk.errors import StaleSessionError
 from google.adk.events import Event, EventActions
-from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig
 from google.adk.sessions.database_session_service import DatabaseSessionService
 from google.genai import types
 from sqlalchemy import text
 
-from bench.workload import APP_NAME, chat_turns, list_session_state, writer_delta
+from bench.workload import APP_NAME, Turn, chat_turns, list_session_state, writer_delta
 
 
 def _event(*, invocation_id: str, author: str, role: str, text_: str, delta: dict) -> Event:
@@ -39,36 +45,44 @@ def _event(*, invocation_id: str, author: str, role: str, text_: str, delta: dic
     )
 
 
-class AdkSide:
-    """The benchmark's operations on ADK's DatabaseSessionService; durations in seconds."""
+def _turn_event(turn: Turn) -> Event:
+    """The workload's turn as a new ADK event (a fresh id; its own copy of the delta)."""
+    return _event(
+        invocation_id=turn.invocation_id,
+        author=turn.author,
+        role=turn.role,
+        text_=turn.text,
+        delta=dict(turn.state_delta),
+    )
 
-    def __init__(self, db_url: str) -> None:
-        self.service = DatabaseSessionService(db_url=db_url)
+
+class AdkSide:
+    """The benchmark's operations on an ADK session service; durations in seconds."""
+
+    def __init__(self, service: BaseSessionService) -> None:
+        self.service = service
         self.session = None
         self.turns = []
         self.events_user = self.list_user = ""
 
     async def setup(self, *, events_user: str, list_user: str, events: int) -> dict:
-        """Create the tables, warm the pool up and create the session the events go to."""
-        await self.service.prepare_tables()
+        """Create the tables (ADK's database), warm the connections up and create the session
+        the events go to."""
+        if isinstance(self.service, DatabaseSessionService):
+            await self.service.prepare_tables()
         self.events_user, self.list_user = events_user, list_user
         await self.service.get_session(app_name=APP_NAME, user_id=events_user, session_id="none")
         self.session = await self.service.create_session(
             app_name=APP_NAME, user_id=events_user, state={"user:display_name": "Bench user"}
         )
         self.turns = chat_turns(events)
-        return {name: version(name) for name in ("google-adk", "google-genai", "sqlalchemy")}
+        packages = ("google-adk", "google-genai", "sqlalchemy", "agent-memory-client", "httpx")
+        return {name: version(name) for name in packages}
 
     async def append(self, *, start: int, stop: int) -> list[float]:
         samples = []
         for turn in self.turns[start:stop]:
-            event = _event(
-                invocation_id=turn.invocation_id,
-                author=turn.author,
-                role=turn.role,
-                text_=turn.text,
-                delta=dict(turn.state_delta),
-            )
+            event = _turn_event(turn)
             started = time.perf_counter()
             await self.service.append_event(self.session, event)
             samples.append(time.perf_counter() - started)
@@ -86,8 +100,9 @@ class AdkSide:
         return samples
 
     async def analyze(self) -> None:
-        async with self.service.db_engine.begin() as connection:
-            await connection.execute(text("ANALYZE"))
+        if isinstance(self.service, DatabaseSessionService):
+            async with self.service.db_engine.begin() as connection:
+                await connection.execute(text("ANALYZE"))
 
     async def get_session(self, *, recent: int | None, repeat: int, expected: int) -> list[float]:
         """``repeat`` timed reads of the events session; each must hold ``expected`` events."""
@@ -168,6 +183,49 @@ class AdkSide:
         await self.service.close()
 
 
+class RemoteClientSide(AdkSide):
+    """``AdkSide`` on RemoteSessionService, with the measures that say where its time goes."""
+
+    async def http_floor(self, *, repeat: int) -> list[float]:
+        """``repeat`` requests of the server's cheapest route (``/healthz``) on the service's
+        own connections: HTTP, daphne and Django's request handling, no API, no database."""
+        samples = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            await self.service.client.request("GET", "/healthz")
+            samples.append(time.perf_counter() - started)
+        return samples
+
+    async def client_costs(self, *, repeat: int, recent: int) -> dict[str, list[float]]:
+        """The client's own share of an append and of a read of ``recent`` events: encoding
+        the event, decoding the append's answer, decoding the session (into ADK's objects),
+        each timed ``repeat`` times on answers the server gave."""
+        event = _turn_event(self.turns[0])
+        scratch = await self.service.create_session(app_name=APP_NAME, user_id=self.list_user)
+        path = session_path(APP_NAME, self.list_user, scratch.id) + "events/"
+        appended = await self.service.client.request(
+            "POST", path, content=event.model_dump_json(exclude_none=True).encode()
+        )
+        read = await self.service.client.request(
+            "GET",
+            session_path(APP_NAME, self.events_user, self.session.id),
+            params={"num_recent_events": recent},
+        )
+        costs: dict[str, list[float]] = {"encode_event": [], "decode_append": [], "decode_read": []}
+        for _ in range(repeat):
+            started = time.perf_counter()
+            event.model_dump_json(exclude_none=True).encode()
+            encoded = time.perf_counter()
+            json.loads(appended.content)
+            decoded_append = time.perf_counter()
+            StoredSession.model_validate_json(read.content).to_session()
+            decoded_read = time.perf_counter()
+            costs["encode_event"].append(encoded - started)
+            costs["decode_append"].append(decoded_append - encoded)
+            costs["decode_read"].append(decoded_read - decoded_append)
+        return costs
+
+
 async def _serve(side: AdkSide) -> None:
     loop = asyncio.get_running_loop()
     while line := await loop.run_in_executor(None, sys.stdin.readline):
@@ -181,9 +239,16 @@ async def _serve(side: AdkSide) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--db-url", required=True, help="a postgresql+asyncpg:// URL")
+    parser.add_argument("--db-url", help="ADK's DatabaseSessionService on this URL (asyncpg)")
+    parser.add_argument("--remote-url", help="RemoteSessionService on the server at this URL")
+    parser.add_argument("--api-key", help="the server's API key (with --remote-url)")
     args = parser.parse_args(argv)
-    side = AdkSide(args.db_url)
+    if args.remote_url:
+        side = RemoteClientSide(
+            RemoteSessionService(base_url=args.remote_url, api_key=args.api_key)
+        )
+    else:
+        side = AdkSide(DatabaseSessionService(db_url=args.db_url))
     _server_gc_tuning()
     asyncio.run(_serve(side))
 

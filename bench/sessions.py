@@ -4,10 +4,10 @@
     python -m bench.sessions --events 200 --sessions 500 --repeat 20 --repeat-all 4
 
 Drops and recreates a dedicated database and migrates ours there. google-adk
-2.13 runs in its own virtual environment (build/bench-adk-venv, created on
-first use: it needs google-genai < 3, the product uses 3.x) as a subprocess on
-that same database, with the same host, port and user; ours runs in this
-process. The two sides take turns in small steps (100 appends, 500 creates, 10
+2.13 runs in its own virtual environment (build/adk-venv, ``bench.adk_venv``,
+created on first use: it needs google-genai < 3, the product uses 3.x) as a
+subprocess on that same database, with the same host, port and user; ours runs
+in this process. The two sides take turns in small steps (100 appends, 500 creates, 10
 reads, ... each), so both run under the same load on the machine. Prints
 p50/p95 per figure for both sides and the ratio ADK/ours, and writes all of it
 to build/bench-sessions.json. Timings are printed, never asserted.
@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,11 +30,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from bench.adk_venv import adk_python
 from bench.workload import summary
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-ADK_VENV = BASE_DIR / "build" / "bench-adk-venv"
-ADK_REQUIREMENTS = ("google-adk[db]==2.13.0", "asyncpg>=0.29,<1")
 RESULTS_PATH = BASE_DIR / "build" / "bench-sessions.json"
 
 # (figure, label, bar): figures both sides measure, then ours only.
@@ -83,22 +81,6 @@ def database_recreate(*, server: str, name: str) -> None:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
-def adk_python() -> Path:
-    """The peer's interpreter, creating its virtual environment first if needed."""
-    python = ADK_VENV / "bin" / "python"
-    marker = ADK_VENV / ".bench-installed"
-    wanted = "\n".join(ADK_REQUIREMENTS)
-    if marker.exists() and marker.read_text() == wanted:
-        return python
-    print(
-        f"Creating {ADK_VENV.relative_to(BASE_DIR)} with {', '.join(ADK_REQUIREMENTS)}", flush=True
-    )
-    subprocess.run([sys.executable, "-m", "venv", str(ADK_VENV)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *ADK_REQUIREMENTS], check=True)
-    marker.write_text(wanted)
-    return python
-
-
 class LocalSide:
     """Our side, called in this process; async operations run on one event loop."""
 
@@ -117,13 +99,12 @@ class LocalSide:
 
 
 class RemoteSide:
-    """The ADK side: ``bench.adk_side`` in the peer's environment, one JSON line per call."""
+    """An ADK side: ``bench.adk_side`` in google-adk's environment, one JSON line per call."""
 
-    name = "ADK"
-
-    def __init__(self, *, url: str) -> None:
+    def __init__(self, *, name: str, arguments: list[str]) -> None:
+        self.name = name
         self.process = subprocess.Popen(
-            [str(adk_python()), "-m", "bench.adk_side", f"--db-url={url}"],
+            [str(adk_python()), "-m", "bench.adk_side", *arguments],
             cwd=BASE_DIR,
             env={**os.environ, "PYTHONPATH": str(BASE_DIR)},
             stdin=subprocess.PIPE,
@@ -136,7 +117,9 @@ class RemoteSide:
         self.process.stdin.flush()
         line = self.process.stdout.readline()
         if not line:
-            raise RuntimeError(f"the ADK side exited with code {self.process.wait()} (see above)")
+            raise RuntimeError(
+                f"the {self.name} side exited with code {self.process.wait()} (see above)"
+            )
         return json.loads(line)["result"]
 
     def close(self) -> None:
@@ -223,29 +206,36 @@ def report_print(results: dict, args: argparse.Namespace) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = arguments_parse(argv)
-    django_url = f"{args.server}/{args.database}"
-    adk_url = "postgresql+asyncpg://" + django_url.split("://", 1)[1]
-    load_before = os.getloadavg()
-    print(f"Database {args.database} on {args.server}: dropping and recreating.", flush=True)
-    database_recreate(server=args.server, name=args.database)
-
+def django_on_new_database(*, server: str, database: str) -> tuple[str, str]:
+    """Recreate ``database`` on ``server``, set Django up on it (production's DEBUG=false)
+    and migrate; answers its URL for Django and for ADK's SQLAlchemy (asyncpg)."""
+    django_url = f"{server}/{database}"
+    print(f"Database {database} on {server}: dropping and recreating.", flush=True)
+    database_recreate(server=server, name=database)
     os.environ["DATABASE_URL"] = django_url
     os.environ["DEBUG"] = "false"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatapp.settings")
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
-    from django.db import connection
 
-    from bench.ours_side import OursSide
     from chatapp.process import process_tune_gc
 
     call_command("migrate", verbosity=0)
     process_tune_gc()  # as the web server and workers do at start-up; the ADK side too
+    return django_url, "postgresql+asyncpg://" + django_url.split("://", 1)[1]
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments_parse(argv)
+    load_before = os.getloadavg()
+    _, adk_url = django_on_new_database(server=args.server, database=args.database)
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from bench.ours_side import OursSide
+
     users = get_user_model().objects
     events_user, list_user, writers_user = (
         str(users.create_user(username=f"bench-{name}").pk)
@@ -256,7 +246,11 @@ def main(argv: list[str] | None = None) -> None:
         server_version = cursor.fetchone()[0]
 
     ours = LocalSide(OursSide(page_size=args.page_size))
-    sides = [ours] if args.skip_adk else [RemoteSide(url=adk_url), ours]
+    sides = (
+        [ours]
+        if args.skip_adk
+        else [RemoteSide(name="ADK", arguments=[f"--db-url={adk_url}"]), ours]
+    )
     run = Run(sides)
     versions = {
         side.name: side.call(
@@ -318,30 +312,57 @@ def main(argv: list[str] | None = None) -> None:
     for side in sides:
         side.close()
 
-    results = {
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "postgresql": server_version,
-            "load_average_before": load_before,
-            "load_average_after": os.getloadavg(),
-        },
+    results = results_of(
+        run=run,
+        args=args,
+        versions=versions,
+        load_before=load_before,
+        postgresql=server_version,
+        concurrency=concurrency,
+    )
+    results_write(results, path=RESULTS_PATH)
+    if "ADK" in versions:
+        print(f"peer: {versions['ADK']}")
+    report_print(results, args)
+    print(f"\nFigures written to {RESULTS_PATH.relative_to(BASE_DIR)}.")
+
+
+def results_of(
+    *,
+    run: Run,
+    args: argparse.Namespace,
+    versions: dict,
+    load_before: tuple[float, float, float],
+    postgresql: str | None = None,
+    **more: Any,
+) -> dict:
+    """A run's figures (p50/p95 per side and figure) with the machine and arguments they were
+    measured with, and ``more`` results as they are: what the JSON file keeps."""
+    machine = {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+    }
+    if postgresql:
+        machine["postgresql"] = postgresql
+    return {
+        "machine": machine,
         "arguments": vars(args),
         "versions": versions,
         "figures": {
             name: {figure: summary(samples) for figure, samples in figures.items()}
             for name, figures in run.samples.items()
         },
-        "concurrency": concurrency,
+        **more,
     }
-    RESULTS_PATH.parent.mkdir(exist_ok=True)
-    RESULTS_PATH.write_text(json.dumps(results, indent=2))
+
+
+def results_write(results: dict, *, path: Path) -> None:
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(results, indent=2))
     print(f"\nmachine: {results['machine']}")
-    if "ADK" in versions:
-        print(f"peer: {versions['ADK']}")
-    report_print(results, args)
-    print(f"\nFigures written to {RESULTS_PATH.relative_to(BASE_DIR)}.")
 
 
 if __name__ == "__main__":

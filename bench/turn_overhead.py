@@ -23,9 +23,10 @@ but model time. After each turn its two events are deleted again (untimed), so
 every turn sees the same 1,000-event session.
 
 Per phase, timed around the runner's calls to its collaborators: session load
-(the session with its recent events and latest compaction, in the database
-thread), memory permissions, memory preload (search of 10,000 memories with
-the process's embedder, lexical when torch is not installed), prompt build
+(the session with its recent events and latest compaction, from the event
+loop on PostgreSQL, in the database thread on SQLite), memory permissions,
+memory preload (search of 10,000 memories with the process's embedder,
+lexical when torch is not installed), prompt build
 (history view, instruction, request), event appends (user message and reply),
 turn completed (memory trigger check); "other" is the rest (thread hops,
 event construction, compaction check). "Until the reply is stored" is the
@@ -142,7 +143,7 @@ class InstantModel:
         self.seconds = 0.0
 
     async def generate_stream(self, request: Any) -> AsyncIterator[Any]:
-        from sessions_app.runtime.llm import LlmChunk
+        from core.llm import LlmChunk
 
         started = time.perf_counter()
         chunk = LlmChunk(text=f"Noted: {len(request.contents)} turns in view.")
@@ -164,16 +165,6 @@ class Phases:
             started = time.perf_counter()
             try:
                 return await call(*args, **kwargs)
-            finally:
-                self.add(phase, time.perf_counter() - started)
-
-        return timed
-
-    def timed_sync(self, phase: str, call: Any) -> Any:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return call(*args, **kwargs)
             finally:
                 self.add(phase, time.perf_counter() - started)
 
@@ -205,12 +196,12 @@ class TimedSessions:
 def session_build(*, user_id: str, events: int, model: InstantModel) -> tuple[str, int]:
     """A session of ``events`` chat events, summarised as a long session is; returns its id
     and the sequence number of its last event."""
+    from agents_app.runtime.agents import agent_for_app
+    from agents_app.runtime.compaction import session_compact
+    from agents_app.runtime.runner import TurnContextReport
     from bench.workload import chat_turns
     from sessions_app import services
     from sessions_app.events import Event, EventActions
-    from sessions_app.runtime.agents import agent_for_app
-    from sessions_app.runtime.compaction import session_compact
-    from sessions_app.runtime.runner import TurnContextReport
 
     agent = agent_for_app(APP_NAME)
     session = services.session_create(
@@ -362,12 +353,12 @@ def main(argv: list[str] | None = None) -> None:
     from django.core.management import call_command
     from django.db import connection
 
+    from agents_app.runtime import runner as runner_module
+    from agents_app.runtime.agents import agent_for_app
+    from agents_app.runtime.memory_hooks import memory_provider_get
     from chatapp.process import process_tune_gc
     from memory_app.embedding import embedder_get
     from sessions_app import selectors
-    from sessions_app.runtime import runner as runner_module
-    from sessions_app.runtime.agents import agent_for_app
-    from sessions_app.runtime.memory_hooks import memory_provider_get
     from sessions_app.services import SessionService
 
     settings.BACKGROUND_TASKS = "inprocess"
@@ -397,7 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     runner_module.turn_request_build = phases.timed_async(
         "prompt build", runner_module.turn_request_build
     )
-    runner_module.turn_session_load = phases.timed_sync(
+    runner_module.turn_session_load = phases.timed_async(
         "session load", runner_module.turn_session_load
     )
 

@@ -1,6 +1,8 @@
-"""WebSocket chat under load: N open sockets and M turns streaming at once, one daphne process.
+"""WebSocket chat under load: N open sockets and M turns streaming at once, on one daphne process
+or several behind one address (``chatapp.serve``).
 
     python -m bench.ws_load                          # 500 sockets, 100 turns (docs/benchmarks.md)
+    python -m bench.ws_load --processes 2            # two daphne processes on one port
     python -m bench.ws_load --sockets 50 --turns 10  # a quick look
 
 Embedded by default (a fresh SQLite file under build/, in-memory channel
@@ -56,6 +58,12 @@ def arguments_parse(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         default=0.02,
         help="the offline model's pause between streamed chunks, seconds (its default)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="daphne processes behind the one address (chatapp.serve) when more than one",
     )
     parser.add_argument(
         "--message",
@@ -121,6 +129,7 @@ def users_prepare(count: int) -> list[tuple[str, str]]:
     from django.contrib.sessions.backends.db import SessionStore
     from django.core.management import call_command
     from django.db import connections
+    from django.utils.module_loading import import_string
 
     from sessions_app import services
 
@@ -130,7 +139,13 @@ def users_prepare(count: int) -> list[tuple[str, str]]:
     for user in users:
         user.set_unusable_password()
     users = user_model.objects.bulk_create(users)
-    backend = settings.AUTHENTICATION_BACKENDS[0]
+    # The backend a sign-in records is the one that can load the user again (django-axes,
+    # listed first, cannot).
+    backend = next(
+        path
+        for path in settings.AUTHENTICATION_BACKENDS
+        if hasattr(import_string(path), "get_user")
+    )
     prepared = []
     for n, user in enumerate(users, start=1):
         session = services.session_create(app_name=APP_NAME, user_id=str(user.pk))
@@ -152,14 +167,22 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def daphne_start(port: int, environment: dict[str, str]) -> subprocess.Popen:
-    """daphne serving the project on ``port``, once it answers HTTP."""
+def daphne_start(port: int, environment: dict[str, str], processes: int) -> subprocess.Popen:
+    """daphne serving the project on ``port``, once it answers HTTP: one process, or several
+    on one listening socket (``chatapp.serve``)."""
     log = DAPHNE_LOG.open("w")
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)),
+    if processes > 1:
+        command = [
+            *(sys.executable, "-m", "chatapp.serve", "--bind", f"127.0.0.1:{port}"),
+            *("--processes", str(processes)),
+        ]
+    else:
+        command = [
+            *(sys.executable, "-m", "chatapp.webserver", "-b", "127.0.0.1", "-p", str(port)),
             "chatapp.asgi:application",
-        ],
+        ]
+    process = subprocess.Popen(
+        command,
         cwd=BASE_DIR,
         env=environment,
         stdout=log,
@@ -327,8 +350,11 @@ def main(argv: list[str] | None = None) -> int:
     prepared = users_prepare(args.sockets)
     port = free_port()
     environment = {**os.environ, "PYTHONPATH": str(BASE_DIR)}
-    server = daphne_start(port, environment)
-    print(f"daphne: serving on 127.0.0.1:{port} (log: {DAPHNE_LOG.relative_to(BASE_DIR)})")
+    server = daphne_start(port, environment, args.processes)
+    print(
+        f"daphne: {args.processes} process(es) serving on 127.0.0.1:{port}"
+        f" (log: {DAPHNE_LOG.relative_to(BASE_DIR)})"
+    )
     results = Results()
     try:
         wall = asyncio.run(load_run(args, port, prepared, results))
@@ -342,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "sockets": args.sockets,
         "turns": args.turns,
+        "processes": args.processes,
+        "load_average": os.getloadavg(),
         "chunk_delay_s": args.chunk_delay,
         "database": "postgresql" if database_url.startswith("postgres") else "sqlite",
         "channel_layer": "redis" if os.environ.get("REDIS_URL") else "in-memory",
@@ -356,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS_PATH.write_text(json.dumps(report, indent=2) + "\n")
     print()
     print(
-        f"{args.sockets} sockets, {args.turns} turns at once ({report['database']}, "
+        f"{args.sockets} sockets, {args.turns} turns at once on {args.processes} daphne "
+        f"process(es) ({report['database']}, "
         f"{report['channel_layer']} channel layer, chunk delay {args.chunk_delay}s)"
     )
     for key, label in (

@@ -1,22 +1,8 @@
-"""The staff console's name and the admin base the apps share; the models' admins live in
-their apps."""
+"""The staff console's name; the models' admins live in their apps (their shared base in
+``core.admin``)."""
 
 from django.contrib import admin
 
 admin.site.site_header = "Agent memory: staff console"
 admin.site.site_title = "Staff console"
 admin.site.index_title = "Memories, conversations and schedules"
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """An admin that shows rows and never writes them: changes go through the apps' services,
-    called by admin actions, so that each one is revised and audited."""
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

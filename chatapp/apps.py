@@ -11,8 +11,8 @@ class ChatappConfig(AppConfig):
         from django.db.models.signals import post_migrate
 
         from chatapp import checks  # noqa: F401  (registers the system checks)
-        from chatapp.log_context import log_context_clear_on_request_finished
         from chatapp.periodic import periodic_tasks_install_after_migrate
+        from core.log_context import log_context_clear_on_request_finished
 
         post_migrate.connect(
             periodic_tasks_install_after_migrate,

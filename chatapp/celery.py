@@ -33,7 +33,7 @@ def _heartbeat_start(sender, **kwargs) -> None:
     global _heartbeat
     from django.conf import settings
 
-    from chatapp.heartbeat import WorkerHeartbeat
+    from core.heartbeat import WorkerHeartbeat
 
     if not settings.REDIS_URL:
         return
@@ -50,10 +50,10 @@ def _heartbeat_stop(**kwargs) -> None:
 def _log_context_bind(task, **kwargs) -> None:
     """Put the ids of the request that enqueued the task on the task's log lines.
 
-    They travel as a message header (``chatapp.background.task_headers``); a
+    They travel as a message header (``core.background.task_headers``); a
     worker puts custom headers on the request, eager runs under ``headers``.
     """
-    from chatapp.log_context import FIELDS, log_context_bind
+    from core.log_context import FIELDS, log_context_bind
 
     request = task.request
     context = getattr(request, "log_context", None) or (request.headers or {}).get("log_context")
@@ -64,7 +64,7 @@ def _log_context_bind(task, **kwargs) -> None:
 @task_postrun.connect
 def _log_context_clear(task, **kwargs) -> None:
     """A worker's next task starts without them; an eager run leaves its caller's alone."""
-    from chatapp.log_context import log_context_clear
+    from core.log_context import log_context_clear
 
     if not task.request.is_eager:
         log_context_clear()

@@ -8,8 +8,11 @@ every check in its JSON body, with 503 when one fails:
 * database: a round trip on this process's connection;
 * redis: ``PING`` (channel layer and cache), when ``REDIS_URL`` is set;
 * broker: a connection to the Celery broker, when tasks go to Celery;
-* workers: at least one Celery worker heartbeat (``chatapp.heartbeat``), when
-  tasks go to Celery; in the embedded mode the in-process pool does the work.
+* workers: at least one Celery worker heartbeat (``core.heartbeat``), when
+  tasks go to Celery; in the embedded mode the in-process pool does the work;
+* shutdown: failing, and listed only then, while the process drains its chat
+  turns after SIGTERM (``core.shutdown``), so a load balancer sends new chats
+  to another process.
 
 With ``READYZ_REQUIRE_WORKERS=false`` a missing worker heartbeat is reported
 but does not make the process unready, for load balancers that should keep
@@ -27,8 +30,9 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
-from chatapp.heartbeat import workers_alive
-from chatapp.redis_clients import PROBE_TIMEOUT_SECONDS, redis_client
+from core.heartbeat import workers_alive
+from core.redis_clients import PROBE_TIMEOUT_SECONDS, redis_client
+from core.shutdown import draining
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -79,6 +83,10 @@ def _workers() -> str:
     return f"{len(alive)} alive: {', '.join(alive)}"
 
 
+def _shutting_down() -> str:
+    raise CheckFailed("this process is shutting down: it finishes its turns and takes no new ones")
+
+
 def _in_process_workers() -> str:
     return "background work runs on this process's thread pool (embedded mode)"
 
@@ -93,6 +101,8 @@ def readiness_checks() -> dict[str, tuple[Callable[[], str], bool]]:
         checks["workers"] = (_workers, settings.READYZ_REQUIRE_WORKERS)
     else:
         checks["workers"] = (_in_process_workers, True)
+    if draining():
+        checks["shutdown"] = (_shutting_down, True)
     return checks
 
 

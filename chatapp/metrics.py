@@ -19,72 +19,24 @@ from collections.abc import Iterator
 from django.conf import settings
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    REGISTRY,
-    Counter,
-    Histogram,
-    disable_created_metrics,
-    generate_latest,
-)
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from chatapp.heartbeat import workers_alive
-from chatapp.redis_clients import redis_client
+import core.metrics  # noqa: F401  (registers the turn counters served here)
+from core.heartbeat import workers_alive
+from core.redis_clients import redis_client
 
 logger = logging.getLogger(__name__)
 
-# The *_created series only repeat each process's start time, once per label set.
-disable_created_metrics()
-
-TURN_OUTCOMES = ("completed", "error", "interrupted", "incomplete")
 # kombu's Redis transport keeps a queue's priorities 3, 6 and 9 in lists of their own.
 REDIS_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
-
-TURNS = Counter(
-    "chatapp_turns",
-    "Chat turns finished by this process, by outcome: completed, error (the model or the "
-    "agent failed; an error event was stored), interrupted (cancelled), incomplete (no "
-    "final event was stored).",
-    ["outcome"],
-)
-TURN_SECONDS = Histogram(
-    "chatapp_turn_duration_seconds",
-    "Time from a user message to its turn's end, model time included.",
-    buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120),
-)
-for _outcome in TURN_OUTCOMES:
-    TURNS.labels(outcome=_outcome)
-
-
-def turn_observe(*, outcome: str, seconds: float) -> None:
-    """Count one finished turn, and log it; ``outcome`` is one of ``TURN_OUTCOMES``."""
-    TURNS.labels(outcome=outcome).inc()
-    TURN_SECONDS.observe(seconds)
-    logger.info(
-        "turn %s in %.3f s",
-        outcome,
-        seconds,
-        extra={"outcome": outcome, "duration_seconds": round(seconds, 4)},
-    )
-
-
-def turn_outcome(*, final_event: object | None) -> str:
-    """The outcome of a turn from its final stored event (None when none was stored)."""
-    if final_event is None:
-        return "incomplete"
-    if getattr(final_event, "interrupted", False):
-        return "interrupted"
-    if getattr(final_event, "error_code", None):
-        return "error"
-    return "completed"
 
 
 def _queue_depths() -> dict[str, int]:
     """Messages waiting in each Celery queue, or in the embedded mode's thread pool."""
     if settings.BACKGROUND_TASKS != "celery":
-        from chatapp.background import background_pending_count
+        from core.background import background_pending_count
 
         return {"inprocess": background_pending_count()}
     from chatapp.celery import app

@@ -15,20 +15,23 @@ access log (run daphne with ``--verbosity 0``), which is plain text.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import time
+import zoneinfo
 from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.contrib.auth import SESSION_KEY
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
 from django.utils.deprecation import MiddlewareMixin
 
 from chatapp import health, metrics
-from chatapp.log_context import log_context_bind, log_context_clear, request_id_from
-from chatapp.outages import (
+from core.log_context import log_context_bind, log_context_clear, request_id_from
+from core.outages import (
     CLOSE_DATABASE_UNAVAILABLE,
     DATABASE_UNAVAILABLE_CODE,
     DATABASE_UNAVAILABLE_ERRORS,
@@ -123,6 +126,31 @@ class ProbeMiddleware(_SyncAndAsyncMiddleware):
         if probe is None:
             return self.get_response(request)
         return probe(request)
+
+
+TIME_ZONE_COOKIE = "tz"
+
+
+@functools.cache
+def _time_zone(name: str) -> zoneinfo.ZoneInfo | None:
+    if name not in zoneinfo.available_timezones():
+        return None
+    return zoneinfo.ZoneInfo(name)
+
+
+class TimeZoneMiddleware(_SyncAndAsyncMiddleware):
+    """Dates and times of the request in the reader's time zone, which the site's script keeps
+    in the ``tz`` cookie (an IANA name such as ``Europe/Lisbon``); without it, or with a name
+    that is not a known zone, ``TIME_ZONE``. So a grant "until 30 Nov" ends when that day
+    ends where the user is, and is shown as that day."""
+
+    def __call__(self, request: HttpRequest) -> Any:
+        zone = _time_zone(request.COOKIES.get(TIME_ZONE_COOKIE, "")[:64])
+        if zone is None:
+            timezone.deactivate()
+        else:
+            timezone.activate(zone)
+        return self.get_response(request)
 
 
 class LogUserMiddleware(_SyncAndAsyncMiddleware):

@@ -6,19 +6,29 @@ staff console from the start. A row that exists is never overwritten: django-cel
 ``DatabaseScheduler`` rewrites the rows from the settings at every start, which would undo what
 staff changed (interval, enabled) at the next deploy; :class:`EditableDatabaseScheduler` only
 adds what is missing. Without a broker, the web process's own runner
-(``chatapp.background.periodic_start``) reads the same rows through :func:`periodic_entries`, so
+(:func:`periodic_start`) reads the same rows through :func:`periodic_entries`, so
 an edit applies in both modes.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from celery import schedules
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 from django_celery_beat.schedulers import DatabaseScheduler, ModelEntry
+
+from core.background import background_submit
+
+logger = logging.getLogger(__name__)
+
+# How often the in-process runner reads the schedules again, so staff edits apply.
+PERIODIC_REFRESH_SECONDS = 30.0
 
 
 def periodic_tasks_install(*, schedule: dict | None = None) -> list[str]:
@@ -94,3 +104,44 @@ def periodic_due(*, entries: dict[str, PeriodicEntry], last_run: dict[str, datet
             last_run[name] = entry.schedule.now()
             due.append(entry.task)
     return due
+
+
+def periodic_start() -> threading.Thread | None:
+    """In the embedded mode, run the periodic tasks on a daemon thread.
+
+    Celery beat does this job when there is a broker; without one the web
+    process is the only process there is, so it keeps the schedule itself:
+    the enabled ``PeriodicTask`` rows staff edit in the console, read again
+    every ``PERIODIC_REFRESH_SECONDS`` (see ``periodic_entries``).
+    Task modules are imported first, as a worker does at start, so every
+    scheduled task is registered.
+    Returns the thread, or None when beat is in charge or ``PERIODIC_IN_PROCESS`` is off.
+    """
+    if settings.BACKGROUND_TASKS != "inprocess" or not settings.PERIODIC_IN_PROCESS:
+        return None
+    from chatapp.celery import app
+
+    app.loader.import_default_modules()
+    stop = threading.Event()
+
+    def loop() -> None:
+        entries: dict = {}
+        last_run: dict = {}
+        refreshed = float("-inf")
+        while not stop.wait(1.0):
+            if time.monotonic() - refreshed >= PERIODIC_REFRESH_SECONDS:
+                try:
+                    entries = periodic_entries()
+                finally:
+                    connections.close_all()
+                refreshed = time.monotonic()
+            for name in periodic_due(entries=entries, last_run=last_run):
+                task = app.tasks.get(name)
+                if task is None:
+                    logger.error("periodic task %s is not a registered task", name)
+                    continue
+                background_submit(task=task, kwargs={}, log_context={})
+
+    thread = threading.Thread(target=loop, name="periodic", daemon=True)
+    thread.start()
+    return thread

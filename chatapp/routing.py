@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from sessions_app.consumers import ChatConsumer
+from agents_app.consumers import ChatConsumer
 
 websocket_urlpatterns = [
     path("ws/chat/<str:session_id>/", ChatConsumer.as_asgi(), name="chat"),

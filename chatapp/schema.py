@@ -1,8 +1,14 @@
-"""Additions to the generated OpenAPI schema that hold for every operation."""
+"""The OpenAPI schema's view, and additions to the schema that hold for every operation."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
+
+from django.core.signals import setting_changed
+from django.utils import translation
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.response import Response
 
 THROTTLED = {
     "description": "Too many requests (`API_THROTTLE_USER_RATE`, `API_THROTTLE_ANON_RATE`); "
@@ -31,3 +37,42 @@ def responses_add_throttled(result: dict[str, Any], generator, request, public) 
         for operation in operations.values():
             operation.setdefault("responses", {}).setdefault("429", THROTTLED)
     return result
+
+
+class SchemaView(SpectacularAPIView):
+    """drf-spectacular's schema view, with the schema made once per process and language,
+    under a lock.
+
+    The generator loads its extension classes lazily and is not safe to run twice at once:
+    on a fresh process, concurrent first requests answered 500 (an AttributeError inside
+    drf-spectacular), 1 to 80 of 100. And the schema does not change while the process runs,
+    so making it again for every request only spent the time of an anonymous caller's choice.
+    """
+
+    _lock = threading.Lock()
+    _made: dict[tuple[str | None, str | None], dict[str, Any]] = {}
+
+    def _get_schema_response(self, request) -> Response:
+        version = self.api_version or request.version or self._get_version_parameter(request)
+        key = (version, translation.get_language())
+        with self._lock:
+            schema = self._made.get(key)
+            if schema is None:
+                generator = self.generator_class(
+                    urlconf=self.urlconf, api_version=version, patterns=self.patterns
+                )
+                schema = self._made[key] = generator.get_schema(
+                    request=request, public=self.serve_public
+                )
+        filename = self._get_filename(request, version)
+        return Response(
+            data=schema, headers={"Content-Disposition": f'inline; filename="{filename}"'}
+        )
+
+
+def _schemas_forget(**kwargs) -> None:
+    """A changed setting (tests change them) may change the schema."""
+    SchemaView._made.clear()
+
+
+setting_changed.connect(_schemas_forget)

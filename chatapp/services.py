@@ -17,9 +17,16 @@ from django.db.models import CharField, Exists, OuterRef
 from django.db.models.functions import Cast
 
 from access_app.services import access_data_delete
+from access_app.signin import signin_records_delete
+from agents_app.models import EndUser, ServiceRequest
 from memory_app import selectors as memory_selectors
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemoryScope, MemorySource
-from memory_app.services import memory_change_notice_send, memory_index_invalidate, user_lock
+from memory_app.services import (
+    memory_change_notice_send,
+    memory_index_invalidate,
+    memory_index_invalidations_merged,
+    user_lock,
+)
 from sessions_app.models import EventRecord, SessionRecord, UserState
 
 logger = logging.getLogger(__name__)
@@ -85,7 +92,9 @@ def user_data_delete(*, user, delete_account: bool) -> DataDeletionReport:
     """Delete everything kept about ``user``: sessions with their events and state, ``user:``
     state, memories with sources, revisions and embeddings, generation jobs, access grants
     they gave or hold, the audit log of staff access to their data, admin log entries about
-    those rows, and shared memories that only their conversations supported.
+    those rows, and shared memories that only their conversations supported; with the account,
+    the failed sign-ins kept under its name; for an app's end user, the service API's requests
+    made for them and their link to the app.
 
     The audit log goes too: it is the user's record of staff access to data that no longer
     exists, and its entries name that data (ids, staff reasons). Entries of what the user, as
@@ -105,7 +114,7 @@ def user_data_delete(*, user, delete_account: bool) -> DataDeletionReport:
     """
     user_pk = user.pk
     apps = set(Memory.objects.filter(user_id=user_pk).values_list("app_name", flat=True))
-    with transaction.atomic():
+    with transaction.atomic(), memory_index_invalidations_merged():
         user_lock(user_pk)
         apps.update(
             SessionRecord.objects.filter(user_id=user_pk).values_list("app_name", flat=True)
@@ -124,7 +133,10 @@ def user_data_delete(*, user, delete_account: bool) -> DataDeletionReport:
         )
         UserState.objects.filter(user_id=user_pk).delete()
         access_data_delete(user=user)
+        ServiceRequest.objects.filter(end_user_id=user_pk).delete()
+        EndUser.objects.filter(user_id=user_pk).delete()
         if delete_account:
+            signin_records_delete(username=user.get_username())
             get_user_model().objects.filter(pk=user_pk).delete()
     for app_name in apps:
         memory_index_invalidate(app_name=app_name, user_pk=user_pk)

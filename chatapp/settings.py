@@ -8,6 +8,7 @@ Two shapes are supported and checked for consistency by ``chatapp.checks``:
   cache, Celery broker), any number of web and worker processes.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -20,7 +21,9 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 INSECURE_DEVELOPMENT_SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"
 
 PRODUCTION = env.bool("PRODUCTION", default=False)
-DEBUG = env.bool("DEBUG", default=not PRODUCTION)
+# Off unless asked for (`make run DEBUG=true`): the default serves the product, with its own error
+# pages, never Django's technical ones listing the URL patterns.
+DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default=INSECURE_DEVELOPMENT_SECRET_KEY)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -36,6 +39,25 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", defa
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=PRODUCTION)
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=PRODUCTION)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=PRODUCTION)
+# Content-Security-Policy on every response (django-csp): scripts, connections (the chat
+# WebSocket included), images and frames from this site only, so text that got past the
+# Markdown sanitiser still could not run or send data elsewhere. Styles also allow inline
+# ones: the staff console's and the API docs' templates (Django's, drf-spectacular's) have
+# them, and a style cannot run code.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 INSTALLED_APPS = [
     "daphne",
@@ -47,11 +69,14 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
+    "axes",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
     "django_celery_beat",
+    "rest_framework_api_key",
     "chatapp",
+    "agents_app",
     "sessions_app",
     "memory_app",
     "access_app",
@@ -63,16 +88,20 @@ MIDDLEWARE = [
     "chatapp.middleware.RequestIdMiddleware",
     "chatapp.middleware.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "chatapp.middleware.LogUserMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "chatapp.middleware.TimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Innermost, so it sees the view's exception first: a database outage becomes a 503.
     "chatapp.middleware.DatabaseUnavailableMiddleware",
+    # Last, as django-axes asks: turns a sign-in refused for a lockout into its page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "chatapp.urls"
@@ -98,9 +127,38 @@ SQLITE_PATH = BASE_DIR / "build" / "db.sqlite3"
 DATABASES = {
     "default": env.db_url("DATABASE_URL", default=f"sqlite:///{SQLITE_PATH}"),
 }
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+# Under ASGI every HTTP request runs its ORM work on a thread of its own, and Django keeps a
+# persistent connection per thread: CONN_MAX_AGE above 0 left one daphne process holding one
+# connection per recent request thread (77 after 200 requests). So connections are never kept
+# by a thread: on PostgreSQL they come from a pool of each process (psycopg_pool; a request
+# takes one when it first queries and gives it back when it ends), which bounds a process to
+# DATABASE_POOL_MAX_SIZE and saves the connection setup per request that CONN_MAX_AGE=0 pays
+# (docs/deploy.md, "PostgreSQL", has the figures); DATABASE_POOL_MAX_SIZE=0 opens and closes
+# one per request instead.
+DATABASES["default"]["CONN_MAX_AGE"] = 0
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASE_POOL_MAX_SIZE = env.int("DATABASE_POOL_MAX_SIZE", default=8)
+DATABASE_POOL_TIMEOUT_SECONDS = env.float("DATABASE_POOL_TIMEOUT_SECONDS", default=3.0)
 USING_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL_MAX_SIZE:
+    # Django's backend, whose pool checks connections on checkout its own way (see there).
+    DATABASES["default"]["ENGINE"] = "core.postgresql"
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
+    DATABASE_POOL = DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        # Opened as requests need them, up to the maximum, and closed after a minute unused.
+        # (With a connection kept at all times, the first request, finding it still being
+        # opened, would have the pool open a second: two for a one-thread process like beat.)
+        "min_size": 0,
+        "max_size": DATABASE_POOL_MAX_SIZE,
+        "max_idle": 60.0,
+        # A request waits this long for a connection (the pool full, or the database down),
+        # then answers 503; less than daphne's 5 s for a WebSocket handshake, so that a socket
+        # opened while the database is down is told so before daphne drops it.
+        "timeout": DATABASE_POOL_TIMEOUT_SECONDS,
+        # A failed connection attempt is retried for this long only, so that once the database
+        # is back the next request connects at once rather than after a long backoff.
+        "reconnect_timeout": 2.0,
+    }
 if USING_SQLITE:
     # IMMEDIATE takes the write lock at BEGIN, so concurrent writers queue on
     # the busy timeout instead of failing on a lock upgrade.
@@ -216,6 +274,27 @@ CHAT_MAX_MESSAGE_CHARS = env.int("CHAT_MAX_MESSAGE_CHARS", default=8000)
 # Turns a user may start per minute over all their sockets; 0 turns the limit off.
 CHAT_TURNS_PER_MINUTE = env.int("CHAT_TURNS_PER_MINUTE", default=20)
 
+# --- Turns that outlive their process (agents_app.turn_claims) -----------------------------
+# A running turn renews its claim a third of this apart; a claim not renewed for this long
+# belongs to a process that died, and a re-sent message or a Retry runs the turn elsewhere.
+TURN_LEASE_SECONDS = env.float("TURN_LEASE_SECONDS", default=15.0)
+# A turn whose claim has not been renewed for this long and that has no final event is
+# stored as interrupted by the sweeper (error code "server_stopped"): one model call's
+# timeout plus a margin, time enough for a client that reconnects to resume it instead.
+TURN_INTERRUPTED_AFTER_SECONDS = env.float(
+    "TURN_INTERRUPTED_AFTER_SECONDS", default=LLM_TIMEOUT_SECONDS + 30.0
+)
+TURN_SWEEP_INTERVAL_SECONDS = env.float("TURN_SWEEP_INTERVAL_SECONDS", default=15.0)
+# On SIGTERM a web process refuses new turns and lets running ones finish for this long, then
+# stores the rest as interrupted; docker-compose.yml's stop_grace_period leaves it 5 s more.
+TURN_SHUTDOWN_GRACE_SECONDS = env.float("TURN_SHUTDOWN_GRACE_SECONDS", default=25.0)
+CELERY_BEAT_SCHEDULE |= {
+    "turns-sweep": {
+        "task": "agents_app.tasks.turns_sweep",
+        "schedule": TURN_SWEEP_INTERVAL_SECONDS,
+    },
+}
+
 # --- Long-term memory -------------------------------------------------------------------
 # "auto": local MiniLM if installed, else Gemini embeddings if a key is set, else none.
 MEMORY_EMBEDDER = env.str("MEMORY_EMBEDDER", default="auto")
@@ -228,12 +307,23 @@ MEMORY_EXTRACTION_MODEL = env.str("MEMORY_EXTRACTION_MODEL", default=LLM_MODEL)
 MEMORY_PII_REDACTION = env.json("MEMORY_PII_REDACTION", default={})
 # When conversations become memories: these defaults, and per app
 # MEMORY_TRIGGERS = {"app": {"every_n_turns": 5, "every_turn": False,
-# "session_idle_seconds": 1800, "explicit": True}} (a JSON object in the environment).
+# "session_idle_seconds": 1800, "session_left_seconds": 120, "explicit": True}} (a JSON
+# object in the environment).
 MEMORY_TRIGGER_EVERY_N_TURNS = env.int("MEMORY_TRIGGER_EVERY_N_TURNS", default=5)
 MEMORY_TRIGGER_EVERY_TURN = env.bool("MEMORY_TRIGGER_EVERY_TURN", default=False)
 MEMORY_TRIGGER_SESSION_IDLE_SECONDS = env.int("MEMORY_TRIGGER_SESSION_IDLE_SECONDS", default=1800)
 MEMORY_TRIGGER_EXPLICIT = env.bool("MEMORY_TRIGGER_EXPLICIT", default=True)
+# A session the user left (its last chat socket closed, or another chat opened) is generated
+# after this quiet period unless they came back (a page reload comes back at once); 0: off.
+MEMORY_TRIGGER_SESSION_LEFT_SECONDS = env.int("MEMORY_TRIGGER_SESSION_LEFT_SECONDS", default=120)
+# How often sessions left longer than their quiet period are looked for.
+MEMORY_SESSION_LEFT_SCAN_SECONDS = env.float("MEMORY_SESSION_LEFT_SCAN_SECONDS", default=15.0)
 MEMORY_TRIGGERS = env.json("MEMORY_TRIGGERS", default={})
+# Memories are forgotten this many days after they are made (0: kept until deleted), unless
+# their topic (MemoryTopic.ttl_days) or the fact itself ("this week") says otherwise; per app
+# as MEMORY_APP_TTL_DAYS = {"app": days} (a JSON object in the environment).
+MEMORY_DEFAULT_TTL_DAYS = env.int("MEMORY_DEFAULT_TTL_DAYS", default=0)
+MEMORY_APP_TTL_DAYS = env.json("MEMORY_APP_TTL_DAYS", default={})
 # Generation jobs: events per job, retries of transient model errors, lost enqueues and workers.
 MEMORY_JOB_MAX_EVENTS = env.int("MEMORY_JOB_MAX_EVENTS", default=200)
 MEMORY_JOB_MAX_RETRIES = env.int("MEMORY_JOB_MAX_RETRIES", default=5)
@@ -258,6 +348,10 @@ CELERY_BEAT_SCHEDULE |= {
         "task": "memory_app.tasks.memory_sessions_idle_enqueue",
         "schedule": float(MEMORY_MAINTENANCE_INTERVAL_SECONDS),
     },
+    "memory-sessions-left": {
+        "task": "memory_app.tasks.memory_sessions_left_enqueue",
+        "schedule": MEMORY_SESSION_LEFT_SCAN_SECONDS,
+    },
     "memory-jobs-redispatch": {
         "task": "memory_app.tasks.memory_jobs_redispatch",
         "schedule": float(MEMORY_MAINTENANCE_INTERVAL_SECONDS),
@@ -270,18 +364,23 @@ CELERY_BEAT_SCHEDULE |= {
 
 # --- REST API -------------------------------------------------------------------
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=1024 * 1024)
+# HTTP Basic on the REST API (the account's password on every request): on for development
+# and scripts, off by default in production, where it would put every password one request
+# away from a guesser and cost a password hash per request; apps use API keys instead.
+API_BASIC_AUTH = env.bool("API_BASIC_AUTH", default=not PRODUCTION)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # First, so that a Basic client's failure answers 401 with its challenge.
+        *(["access_app.authentication.GuardedBasicAuthentication"] if API_BASIC_AUTH else []),
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 20,
     "DEFAULT_THROTTLE_CLASSES": [
-        "chatapp.throttling.APIUserRateThrottle",
-        "chatapp.throttling.APIAnonRateThrottle",
+        "core.throttling.APIUserRateThrottle",
+        "core.throttling.APIAnonRateThrottle",
     ],
     # Client addresses of anonymous requests: the X-Forwarded-For entry this many proxies
     # back; 0 takes the connection's address (a client could forge the header otherwise).
@@ -291,9 +390,41 @@ REST_FRAMEWORK = {
 # rates ("600/minute"); counted in the cache, so shared by all processes with Redis. Empty: off.
 API_THROTTLE_USER_RATE = env.str("API_THROTTLE_USER_RATE", default="600/minute")
 API_THROTTLE_ANON_RATE = env.str("API_THROTTLE_ANON_RATE", default="60/minute")
+API_THROTTLE_SERVICE_ACCOUNT_RATE = env.str(
+    "API_THROTTLE_SERVICE_ACCOUNT_RATE", default="12000/minute"
+)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent memory API",
-    "DESCRIPTION": "Sessions, events and scoped state for chat agents (ADK semantics).",
+    # The overview above the operations, also linked from the README.
+    "DESCRIPTION": (BASE_DIR / "docs" / "api.md").read_text(),
+    # One tag a part of the API, in this order, each described (docs/api.md names them too).
+    "TAGS": [
+        {
+            "name": "Sessions",
+            "description": "Your chats as ADK sessions: create, list, rename, delete; their "
+            "events, state by scope and rewind.",
+        },
+        {
+            "name": "Memories",
+            "description": "What the assistant remembers about you, with the chat turns each "
+            "memory came from and its history: list, search, correct, delete.",
+        },
+        {
+            "name": "Memory settings",
+            "description": "Whether memories are created from your chats and whether replies "
+            "use them.",
+        },
+        {
+            "name": "Access",
+            "description": "Grants that let a staff account read your data until a day you "
+            "choose, and the log of staff access to your data.",
+        },
+        {
+            "name": "Export",
+            "description": "Everything kept about you as one JSON document (the Settings "
+            "page's Export my data).",
+        },
+    ],
     "VERSION": "0.1.0",
     # 3.1: event bodies are described by the Event model's own (JSON Schema 2020-12) schema.
     "OAS_VERSION": "3.1.0",
@@ -326,11 +457,34 @@ AUTH_PASSWORD_VALIDATORS = [
 # force_login record it as the session's backend) and object permissions (rules); a permission
 # holds when either backend grants it.
 AUTHENTICATION_BACKENDS = [
+    # django-axes first: a sign-in of a locked-out account or address is refused before any
+    # password is hashed (it has no get_user, so force_login still records ModelBackend).
+    "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
     "rules.permissions.ObjectPermissionBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
+
+# --- Password guessing and account farming (django-axes, sign-up limit) --------------
+# Wrong passwords allowed per account and, counted apart, per client address, on every door
+# that takes one (sign-in form, admin, HTTP Basic, the delete-my-data confirmation), before
+# both are locked for SIGNIN_LOCKOUT_MINUTES; a success resets the count.
+SIGNIN_FAILURE_LIMIT = env.int("SIGNIN_FAILURE_LIMIT", default=10)
+SIGNIN_LOCKOUT_MINUTES = env.int("SIGNIN_LOCKOUT_MINUTES", default=15)
+AXES_FAILURE_LIMIT = SIGNIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=SIGNIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "core.rate_limits.client_address"
+AXES_LOCKOUT_CALLABLE = "access_app.signin.lockout_response"
+# Failures are kept (AccessAttempt, AccessFailureLog, in the staff console); successful
+# sign-ins are not logged by axes: they would be one more row per visit about every user.
+AXES_DISABLE_ACCESS_LOG = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+AXES_VERBOSE = False
+# Accounts a client address may create per hour; 0 turns the limit off.
+SIGNUP_PER_ADDRESS_PER_HOUR = env.int("SIGNUP_PER_ADDRESS_PER_HOUR", default=5)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -348,7 +502,12 @@ STORAGES = {
         else "whitenoise.storage.CompressedStaticFilesStorage"
     },
 }
+# With DEBUG, static files are served from static/ as they are edited; otherwise from STATIC_ROOT,
+# which collectstatic (run by `make run`) fills.
 WHITENOISE_USE_FINDERS = DEBUG
+# Files browsers ask for at the site's root (favicon.ico, for pages without an icon link: the
+# admin, the API's own pages), served by whitenoise too.
+WHITENOISE_ROOT = BASE_DIR / "static" / "root"
 
 # --- Operations: logs, probes, metrics -------------------------------------------------
 # "json": one JSON object a line (time, level, logger, message, request_id, invocation_id,
@@ -357,10 +516,10 @@ LOG_FORMAT = env.str("LOG_FORMAT", default="text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "chatapp.log_context.LogContextFilter"}},
+    "filters": {"context": {"()": "core.log_context.LogContextFilter"}},
     "formatters": {
-        "json": {"()": "chatapp.log_context.JsonLogFormatter"},
-        "text": {"()": "chatapp.log_context.TextLogFormatter"},
+        "json": {"()": "core.log_context.JsonLogFormatter"},
+        "text": {"()": "core.log_context.TextLogFormatter"},
     },
     "handlers": {
         "console": {
@@ -372,7 +531,11 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # Django's own console handler would print its lines a second time, unformatted.
-    "loggers": {"django": {"handlers": [], "level": "INFO", "propagate": True}},
+    "loggers": {
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        # django-axes narrates every sign-in at INFO; lockouts are logged by access_app.signin.
+        "axes": {"level": "WARNING"},
+    },
 }
 # /readyz: whether a missing worker heartbeat makes this process unready (it is listed anyway).
 READYZ_REQUIRE_WORKERS = env.bool("READYZ_REQUIRE_WORKERS", default=True)

@@ -2,29 +2,39 @@ from collections.abc import AsyncIterator, Iterator
 
 from asgiref.sync import sync_to_async
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import UserCreationForm
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.template import loader
 from django.urls import reverse_lazy
 from django.utils import timezone
 from django.views import defaults
 from django.views.decorators.http import require_http_methods
 from django.views.generic import CreateView
 
+from access_app.forms import SignupForm
+from access_app.signin import password_confirm
 from chatapp import selectors as chat_selectors
 from chatapp import services as chat_services
+from core.rate_limits import client_address, window_count_exceeded
 from memory_app import selectors as memory_selectors
 from memory_app import services as memory_services
 
+SIGNUP_WINDOW_SECONDS = 3600
+
 
 class SignupView(CreateView):
-    """Create an account and sign the new user in straight away."""
+    """Create an account and sign the new user in straight away.
 
-    form_class = UserCreationForm
+    At most ``SIGNUP_PER_ADDRESS_PER_HOUR`` accounts per client address and hour (a refused
+    sign-up answers 429 and creates nothing), and no name that looks like an existing one.
+    """
+
+    form_class = SignupForm
     template_name = "registration/signup.html"
     success_url = reverse_lazy("home")
 
@@ -34,6 +44,17 @@ class SignupView(CreateView):
         return super().dispatch(request, *args, **kwargs)
 
     def form_valid(self, form):
+        if window_count_exceeded(
+            key=f"signup:{client_address(self.request)}",
+            limit=settings.SIGNUP_PER_ADDRESS_PER_HOUR,
+            window_seconds=SIGNUP_WINDOW_SECONDS,
+        ):
+            form.add_error(
+                None,
+                "Too many accounts were created from your address in the last hour. "
+                "Try again later.",
+            )
+            return self.render_to_response(self.get_context_data(form=form), status=429)
         response = super().form_valid(form)
         login(self.request, self.object, backend="django.contrib.auth.backends.ModelBackend")
         return response
@@ -55,13 +76,14 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     return render(request, "account/settings.html", context)
 
 
-def export_response(request: HttpRequest) -> StreamingHttpResponse:
-    """The user's data as a JSON attachment, streamed as it is read.
+def export_response(request: HttpRequest, *, user=None) -> StreamingHttpResponse:
+    """The data of ``user`` (the request's by default) as a JSON attachment, streamed as it
+    is read.
 
     Under ASGI each piece is read in the request's database thread through ``sync_to_async``:
     Django would otherwise read a synchronous iterator to the end before sending any of it.
     """
-    pieces = chat_selectors.user_data_export(user=request.user)
+    pieces = chat_selectors.user_data_export(user=user or request.user)
     if isinstance(request, ASGIRequest):
         pieces = _async_pieces(pieces)
     response = StreamingHttpResponse(pieces, content_type="application/json; charset=utf-8")
@@ -95,14 +117,16 @@ class DataDeleteForm(forms.Form):
         "settings kept.",
     )
 
-    def __init__(self, *args, user, **kwargs):
+    def __init__(self, *args, user, request, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
+        self.request = request
 
     def clean_password(self) -> str:
         password = self.cleaned_data["password"]
-        if not self.user.check_password(password):
-            raise forms.ValidationError("That is not your password.")
+        refusal = password_confirm(request=self.request, user=self.user, password=password)
+        if refusal:
+            raise forms.ValidationError(refusal)
         return password
 
 
@@ -110,7 +134,7 @@ class DataDeleteForm(forms.Form):
 @require_http_methods(["GET", "POST"])
 def data_delete(request: HttpRequest) -> HttpResponse:
     """Delete all my data, after the user's password; the account too if they ask."""
-    form = DataDeleteForm(request.POST or None, user=request.user)
+    form = DataDeleteForm(request.POST or None, user=request.user, request=request)
     if request.method == "POST" and form.is_valid():
         delete_account = form.cleaned_data["delete_account"]
         chat_services.user_data_delete(user=request.user, delete_account=delete_account)
@@ -124,10 +148,26 @@ def data_delete(request: HttpRequest) -> HttpResponse:
     return render(request, "account/delete.html", {"form": form}, status=status)
 
 
+def _api_request(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """404 for a URL no route matches: JSON under ``/api/`` (as the API's own 404s), the
-    site's page elsewhere. An id of the wrong shape in an API URL (``/api/x/abc/`` where a
-    number goes) lands here, and an API client must still get JSON."""
-    if request.path.startswith("/api/"):
+    """404 for a URL no route matches and for an object the visitor does not have: JSON under
+    ``/api/`` (as the API's own 404s), the site's page elsewhere. An id of the wrong shape in an
+    API URL (``/api/x/abc/`` where a number goes) lands here, and an API client must still get
+    JSON."""
+    if _api_request(request):
         return JsonResponse({"detail": "Not found."}, status=404)
     return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """500: JSON under ``/api/``, the site's page elsewhere.
+
+    The page is rendered without the request's context: whatever failed (the database, a
+    context processor) must not fail the error page too, so it names no user."""
+    if _api_request(request):
+        detail = "Something went wrong on our side. Please try again."
+        return JsonResponse({"detail": detail, "code": "server_error"}, status=500)
+    return HttpResponse(loader.get_template("500.html").render(), status=500)

@@ -15,6 +15,16 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.api import (
+    BAD_REQUEST,
+    NOT_SIGNED_IN,
+    TOO_LARGE,
+    UNSUPPORTED,
+    BadRequest,
+    ErrorSerializer,
+    JSONAPIView,
+    request_data_validated,
+)
 from memory_app import selectors, services
 from memory_app.serializers import (
     SEARCH_LIMIT,
@@ -25,17 +35,8 @@ from memory_app.serializers import (
     MemoryQuerySerializer,
     MemorySerializer,
     MemorySettingsSerializer,
+    PendingMemorySerializer,
 )
-from sessions_app.api import (
-    BAD_REQUEST,
-    NOT_SIGNED_IN,
-    TOO_LARGE,
-    UNSUPPORTED,
-    BadRequest,
-    SessionStoreAPIView,
-    request_data_validated,
-)
-from sessions_app.serializers import ErrorSerializer
 
 MEMORY_ID = OpenApiParameter(
     "memory_id",
@@ -52,9 +53,14 @@ def _serialized(request: Request, memories, *, many: bool = False):
     return MemorySerializer(memories, many=many, context={"user_pk": request.user.pk}).data
 
 
-class MemoryListView(SessionStoreAPIView):
+class MemoryListView(JSONAPIView):
     @extend_schema(
         operation_id="memories_list",
+        tags=["Memories"],
+        description="Without `q`: your memories of the app grouped by topic, `page_size` at a time "
+        "(`page`, and the answer's `next_page`), held and outdated ones included with their "
+        "status. With `q`: the best matches of the search the assistant uses (words and "
+        "meaning, recency, importance), active memories only, best first, one page.",
         summary="Your memories of an app by topic, or the best matches of a search",
         parameters=[MemoryQuerySerializer],
         responses={200: MemoryPageSerializer, 400: BAD_REQUEST, 403: NOT_SIGNED_IN},
@@ -85,6 +91,7 @@ class MemoryListView(SessionStoreAPIView):
 
     @extend_schema(
         operation_id="memories_destroy_all",
+        tags=["Memories"],
         summary="Delete all your memories of an app",
         description="Sources and history go with them; no reply uses them again.",
         parameters=[AppQuerySerializer],
@@ -108,9 +115,13 @@ def _owned_memory(request: Request, memory_id: str, app_name: str):
     return memory
 
 
-class MemoryDetailView(SessionStoreAPIView):
+class MemoryDetailView(JSONAPIView):
     @extend_schema(
         operation_id="memories_retrieve",
+        tags=["Memories"],
+        description="Its text, topic, source type, confidence and status, the chat turns it came "
+        "from (quoted, with a link to each turn) and its history: created, updated, "
+        "invalidated, by which job or person and why.",
         summary="One of your memories with why it exists and its history",
         parameters=[MEMORY_ID, AppQuerySerializer],
         responses={
@@ -126,6 +137,9 @@ class MemoryDetailView(SessionStoreAPIView):
 
     @extend_schema(
         operation_id="memories_destroy",
+        tags=["Memories"],
+        description="No reply or search returns it again, from the next request on, and nothing of "
+        "its text is kept, not even in its history. Open chat pages get a notice.",
         summary="Delete one of your memories, with its sources and history",
         parameters=[MEMORY_ID, AppQuerySerializer],
         responses={204: None, 400: BAD_REQUEST, 403: NOT_SIGNED_IN, 404: MEMORY_NOT_FOUND},
@@ -139,9 +153,10 @@ class MemoryDetailView(SessionStoreAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class MemoryCorrectView(SessionStoreAPIView):
+class MemoryCorrectView(JSONAPIView):
     @extend_schema(
         operation_id="memories_correct_create",
+        tags=["Memories"],
         summary="Correct one of your memories",
         description="The memory takes the new text as an explicit statement of yours, fully "
         "trusted; the old text is kept as a revision. Text that reads like an instruction "
@@ -174,9 +189,28 @@ class MemoryCorrectView(SessionStoreAPIView):
         return Response(_serialized(request, _owned_memory(request, memory_id, query["app_name"])))
 
 
-class MemorySettingsView(SessionStoreAPIView):
+class PendingMemoryView(JSONAPIView):
+    @extend_schema(
+        operation_id="memory_pending_retrieve",
+        tags=["Memories"],
+        summary="What of a chat is waiting to be remembered",
+        description="Your messages in the session not yet turned into memories, and the memory "
+        "job that will, if one is queued or running. Another user's session answers 404.",
+        responses={200: PendingMemorySerializer, 403: NOT_SIGNED_IN, 404: ErrorSerializer},
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        pending = selectors.session_pending_memory(user_pk=request.user.pk, session_id=session_id)
+        if pending is None:
+            raise NotFound("No such session.")
+        return Response(PendingMemorySerializer(pending).data)
+
+
+class MemorySettingsView(JSONAPIView):
     @extend_schema(
         operation_id="memory_settings_retrieve",
+        tags=["Memory settings"],
+        description="`create_enabled`: whether new memories are made from your chats; "
+        "`use_enabled`: whether replies use what is remembered. Both are on until turned off.",
         summary="Your memory settings",
         responses={200: MemorySettingsSerializer, 403: NOT_SIGNED_IN},
     )
@@ -186,6 +220,7 @@ class MemorySettingsView(SessionStoreAPIView):
 
     @extend_schema(
         operation_id="memory_settings_partial_update",
+        tags=["Memory settings"],
         summary="Turn creating or using memories on or off",
         description="Effective at once: the next reply reads the choice, and a memory job "
         "already queued checks it again when it runs.",

@@ -1,12 +1,35 @@
+import weakref
+
 from django.apps import AppConfig
+from django.db.models import QuerySet
 from django.db.models.signals import post_delete, post_save, pre_delete
 
+# Deletions of a queryset of sessions whose memories are already settled, by the queryset.
+_settled_deletions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-def _session_pre_delete(sender, instance, **kwargs) -> None:
-    """Settle a session's memories before its events (and their source links) are deleted."""
+
+def _session_pre_delete(sender, instance, origin=None, **kwargs) -> None:
+    """Settle a session's memories before its events (and their source links) are deleted.
+
+    Django sends this for every session of a deletion before deleting any. When a queryset of
+    sessions is deleted (the idle cleanup's batch, a user's sessions), the first signal settles
+    the memories of every session the queryset holds in one batch, and the others find theirs
+    done: a batch of 500 idle sessions costs a few queries rather than ten a session. Any other
+    deletion (a user's account taking their sessions with it) settles session by session.
+    """
     from memory_app.services import session_memories_release
+    from sessions_app.models import SessionRecord
 
-    session_memories_release(session_id=instance.pk)
+    if not isinstance(origin, QuerySet) or origin.model is not SessionRecord:
+        session_memories_release(session_ids=[instance.pk])
+        return
+    settled = _settled_deletions.get(origin)
+    if settled is None:
+        settled = set(origin.values_list("pk", flat=True))
+        session_memories_release(session_ids=sorted(settled))
+        _settled_deletions[origin] = settled
+    if instance.pk not in settled:
+        session_memories_release(session_ids=[instance.pk])
 
 
 def _memory_saved(sender, instance, **kwargs) -> None:
@@ -30,17 +53,16 @@ class MemoryAppConfig(AppConfig):
     verbose_name = "Long-term memory"
 
     def ready(self) -> None:
-        """Register the memory provider with the runner and connect the provenance hooks.
+        """Declare the memories' owners and object permissions, and connect the provenance hooks.
 
         A ``pre_delete`` receiver also makes ``QuerySet.delete()`` (the idle-session cleanup)
         fetch the sessions and call it for each, so every deletion path is covered.
         """
         from memory_app.models import Memory
-        from memory_app.provider import DjangoMemoryProvider
+        from memory_app.permissions import memory_permissions_register
         from sessions_app.models import SessionRecord
-        from sessions_app.runtime.memory_hooks import memory_provider_register
 
-        memory_provider_register(DjangoMemoryProvider())
+        memory_permissions_register()
         pre_delete.connect(_session_pre_delete, sender=SessionRecord, dispatch_uid="memory-session")
         post_save.connect(_memory_saved, sender=Memory, dispatch_uid="memory-saved")
         post_delete.connect(_memory_deleted, sender=Memory, dispatch_uid="memory-deleted")

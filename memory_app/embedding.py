@@ -28,7 +28,7 @@ class GeminiEmbedder:
         self.model = model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        from sessions_app.runtime.gemini import GeminiModel
+        from core.gemini import GeminiModel
 
         async def embed() -> list[list[float]]:
             client = GeminiModel(settings.LLM_MODEL)

@@ -45,13 +45,13 @@ from google.genai import types
 
 from memory_app import selectors
 from memory_app.embedding import embedder_get
+from memory_app.extraction import memory_model_configured
 from memory_app.models import GenerationJob, Memory, MemoryStatus
 from memory_app.ranking import tokenize
 from memory_app.services import memory_job_request, memory_job_run
 from sessions_app import services as session_services
 from sessions_app.events import Event, new_invocation_id
 from sessions_app.models import EventRecord
-from sessions_app.runtime.models import gemini_configured
 
 LOCOMO_APP = "locomo-eval"
 GOLDEN_APP = "golden-eval"
@@ -87,6 +87,7 @@ class LocomoQuestion:
     question: str
     category: int
     evidence: tuple[str, ...]
+    answer: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,10 @@ def locomo_load(*, path: Path) -> list[LocomoConversation]:
             n += 1
         questions = [
             LocomoQuestion(
-                question=qa["question"], category=qa["category"], evidence=tuple(qa["evidence"])
+                question=qa["question"],
+                category=qa["category"],
+                evidence=tuple(qa["evidence"]),
+                answer=str(qa.get("answer", "")),
             )
             for qa in sample["qa"]
             if qa.get("category") in CATEGORIES and qa.get("evidence")
@@ -137,7 +141,7 @@ def locomo_load(*, path: Path) -> list[LocomoConversation]:
     return conversations
 
 
-def _user_create(*, app_name: str, label: str):
+def user_create(*, app_name: str, label: str):
     username = f"{app_name}-{label}-{uuid.uuid4().hex[:8]}"[:150]
     return get_user_model().objects.create_user(username=username)
 
@@ -238,7 +242,7 @@ def locomo_evaluate(
     total = sum(len(c.questions) for c in conversations)
     try:
         for conversation in conversations:
-            user = _user_create(app_name=app_name, label=conversation.sample_id)
+            user = user_create(app_name=app_name, label=conversation.sample_id)
             users.append(user)
             dia_of = locomo_ingest(
                 app_name=app_name, user_pk=user.pk, conversation=conversation, progress=progress
@@ -265,7 +269,7 @@ def locomo_evaluate(
         "conversations": len(conversations),
         "questions": len(timings),
         "memories": memories,
-        "extraction": "gemini" if gemini_configured() else "offline",
+        "extraction": "gemini" if memory_model_configured() else "offline",
         "embedder": embedder_get().name,
     }
     for k in ks:
@@ -313,6 +317,18 @@ def _ratio(a: int, b: int) -> float:
     return round(a / b, 4) if b else 0.0
 
 
+def _scores(*, matched: int, expected: int, kept_matched: int, kept: int) -> dict[str, Any]:
+    precision, recall = _ratio(kept_matched, kept), _ratio(matched, expected)
+    f1 = round(2 * precision * recall / (precision + recall), 4) if precision + recall else 0.0
+    return {
+        "expected": expected,
+        "kept": kept,
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+    }
+
+
 def golden_evaluate(
     *, path: Path, app_name: str = GOLDEN_APP, keep: bool = False, progress: Progress = _silent
 ) -> dict[str, Any]:
@@ -320,28 +336,47 @@ def golden_evaluate(
     against its expected memories, with each conversation's misses and extras.
 
     The file is a list of ``{"id", "turns": [{"author": "user"|"assistant", "text"}],
-    "expected": [memory text, ...]}``; each conversation is one session of a new user.
+    "expected": [memory text, ...]}``; each conversation is one session of a new user. An
+    expected memory may be ``{"text", "topic"}``: then ``by_topic`` gives precision, recall and
+    F1 per topic (recall by the expected memory's topic, precision by the kept memory's).
     """
     conversations = json.loads(Path(path).read_text())
     kept_total = expected_total = matched_total = 0
     details = []
     users = []
+    topics: dict[str, dict[str, int]] = {}
+
+    def count(topic: str, key: str) -> None:
+        if topic:
+            topics.setdefault(topic, {"kept": 0, "expected": 0, "kept_matched": 0, "matched": 0})
+            topics[topic][key] += 1
+
     try:
         for number, conversation in enumerate(conversations, start=1):
             progress(f"golden {number}/{len(conversations)}")
-            user = _user_create(app_name=app_name, label=str(conversation["id"]))
+            user = user_create(app_name=app_name, label=str(conversation["id"]))
             users.append(user)
             turns = [(turn["author"], turn["text"], {}) for turn in conversation["turns"]]
             _session_ingest(
                 app_name=app_name, user_pk=user.pk, turns=turns, start=GOLDEN_DATE.timestamp()
             )
-            kept = list(
+            rows = list(
                 Memory.objects.filter(user=user, status=MemoryStatus.ACTIVE)
                 .order_by("created_at", "id")
-                .values_list("text", flat=True)
+                .values_list("text", "topic")
             )
-            expected = list(conversation["expected"])
+            kept = [text for text, _topic in rows]
+            entries = [e if isinstance(e, dict) else {"text": e} for e in conversation["expected"]]
+            expected = [entry["text"] for entry in entries]
             pairs = golden_matches(kept=kept, expected=expected)
+            if any("topic" in entry for entry in entries):
+                for _text, topic in rows:
+                    count(topic, "kept")
+                for entry in entries:
+                    count(entry.get("topic", ""), "expected")
+                for i, j in pairs:
+                    count(rows[i][1], "kept_matched")
+                    count(entries[j].get("topic", ""), "matched")
             kept_total += len(kept)
             expected_total += len(expected)
             matched_total += len(pairs)
@@ -370,6 +405,15 @@ def golden_evaluate(
         "recall": recall,
         "f1": f1,
         "match_threshold": GOLDEN_MATCH,
-        "extraction": "gemini" if gemini_configured() else "offline",
+        "by_topic": {
+            topic: _scores(
+                matched=values["matched"],
+                expected=values["expected"],
+                kept_matched=values["kept_matched"],
+                kept=values["kept"],
+            )
+            for topic, values in sorted(topics.items())
+        },
+        "extraction": "gemini" if memory_model_configured() else "offline",
         "details": details,
     }

@@ -44,6 +44,16 @@ class MemoryStatus(models.TextChoices):
     REJECTED = "rejected", "Rejected in review"
 
 
+# What each status means to the person whose memory it is: the Memory page and the chat say it
+# in the same words.
+HELD_FOR_REVIEW_NOTE = "Held for review: not used in replies."
+MEMORY_STATUS_NOTES = {
+    MemoryStatus.QUARANTINED: HELD_FOR_REVIEW_NOTE,
+    MemoryStatus.INVALIDATED: "No longer used: replaced or outdated.",
+    MemoryStatus.REJECTED: "Rejected in review: not used in replies.",
+}
+
+
 class MemoryTopic(models.Model):
     """A kind of fact an app wants remembered; guides extraction.
 
@@ -58,6 +68,11 @@ class MemoryTopic(models.Model):
     few_shot_examples = models.JSONField(default=list, blank=True)
     managed = models.BooleanField(default=False)
     enabled = models.BooleanField(default=True)
+    ttl_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Days until its new memories are forgotten (empty: the app's default).",
+    )
 
     class Meta:
         constraints = [
@@ -102,6 +117,7 @@ class GenerationJob(models.Model):
     class Trigger(models.TextChoices):
         SESSION_END = "session_end", "Session ended"
         SESSION_IDLE = "session_idle", "Session idle"
+        SESSION_LEFT = "session_left", "Session left"
         EVERY_N_TURNS = "every_n_turns", "Every N turns"
         EVERY_TURN = "every_turn", "Every turn"
         EXPLICIT = "explicit", "Explicit 'remember'"
@@ -154,6 +170,20 @@ class MemoryWatermark(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id} up to #{self.last_sequence}"
+
+
+class SessionDeparture(models.Model):
+    """The user left a session at ``left_at``: its last chat socket closed, or they opened
+    another chat. Unless they come back (which deletes the row), the session's unprocessed
+    turns are generated once the app's quiet period has passed."""
+
+    session = models.OneToOneField(
+        SessionRecord, on_delete=models.CASCADE, primary_key=True, related_name="memory_departure"
+    )
+    left_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.session_id} left at {self.left_at:%Y-%m-%d %H:%M:%S}"
 
 
 class Memory(models.Model):
@@ -261,6 +291,7 @@ class MemoryRevision(models.Model):
         APPROVED = "approved", "Approved"
         REJECTED = "rejected", "Rejected"
         SOURCES_CHANGED = "sources_changed", "Sources changed"
+        EXPIRY_CHANGED = "expiry_changed", "Expiry changed"
 
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="revisions")
     action = models.CharField(max_length=32, choices=Action.choices)
@@ -276,6 +307,14 @@ class MemoryRevision(models.Model):
         null=True,
         blank=True,
         related_name="memory_revisions_made",
+    )
+    source_event = models.ForeignKey(
+        EventRecord,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="memory_revisions",
+        help_text="The turn whose words made this change (an update or invalidation).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -9,10 +9,11 @@ from django.conf import settings
 from django.urls import reverse
 from rest_framework import serializers
 
+from core.api import StrictBooleanField, StrictCharField
 from memory_app.models import Memory, MemoryRevision, MemorySource
 from memory_app.selectors import event_text
 from memory_app.services.memories import CORRECTION_MAX_CHARS
-from sessions_app.serializers import StrictBooleanField, StrictCharField, _identifier_field
+from sessions_app.serializers import identifier_field
 
 EXCERPT_MAX_CHARS = 300
 DEFAULT_PAGE_SIZE = 50
@@ -49,7 +50,7 @@ def _default_app_name() -> str:
 
 
 class MemoryQuerySerializer(serializers.Serializer):
-    app_name = _identifier_field(
+    app_name = identifier_field(
         default=_default_app_name, help_text="Defaults to the site's default app."
     )
     q = serializers.CharField(
@@ -65,7 +66,7 @@ class MemoryQuerySerializer(serializers.Serializer):
 
 
 class AppQuerySerializer(serializers.Serializer):
-    app_name = _identifier_field(
+    app_name = identifier_field(
         default=_default_app_name, help_text="Defaults to the site's default app."
     )
 
@@ -160,6 +161,20 @@ class MemoryPageSerializer(serializers.Serializer):
 
 class MemoriesDeletedSerializer(serializers.Serializer):
     deleted = serializers.IntegerField(help_text="How many memories were deleted.")
+
+
+class PendingMemorySerializer(serializers.Serializer):
+    unprocessed_turns = serializers.IntegerField(
+        help_text="Your messages in this chat not yet turned into memories."
+    )
+    turns = serializers.ListField(
+        child=serializers.CharField(), help_text="The last of them, oldest first."
+    )
+    job = serializers.CharField(
+        allow_null=True, help_text="'queued' or 'running' when a memory job will take them."
+    )
+    create = serializers.BooleanField(help_text="Whether memories are made from this chat.")
+    temporary = serializers.BooleanField()
 
 
 class MemorySettingsSerializer(serializers.Serializer):

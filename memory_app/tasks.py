@@ -10,8 +10,8 @@ import random
 from celery import shared_task
 from django.conf import settings
 
+from core.llm import ModelError
 from memory_app import services
-from sessions_app.runtime.llm import ModelError
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,13 @@ def memory_job_run(self, *, job_id: str) -> str:
 def memory_sessions_idle_enqueue() -> int:
     """Queue jobs for sessions idle past their app's threshold; returns how many."""
     return services.memory_sessions_idle_enqueue()
+
+
+@shared_task(name="memory_app.tasks.memory_sessions_left_enqueue")
+def memory_sessions_left_enqueue() -> int:
+    """Queue jobs for sessions the user left longer ago than their quiet period; returns how
+    many."""
+    return services.memory_sessions_left_enqueue()
 
 
 @shared_task(name="memory_app.tasks.memory_jobs_redispatch")

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from memory_app.models import MemoryTopic
 
 
@@ -28,6 +30,7 @@ class TopicSpec:
     description: str
     few_shot_examples: tuple[dict[str, str], ...] = ()
     managed: bool = False
+    ttl_days: int | None = None  # None: the app's default
 
 
 PERSONAL_INFO = "personal_info"
@@ -142,6 +145,7 @@ def topics_for_app(*, app_name: str) -> list[TopicSpec]:
                     description=row.description or managed.description,
                     few_shot_examples=_examples(row.few_shot_examples) or managed.few_shot_examples,
                     managed=True,
+                    ttl_days=row.ttl_days,
                 )
             )
     for key in sorted(rows):
@@ -153,6 +157,20 @@ def topics_for_app(*, app_name: str) -> list[TopicSpec]:
                     label=row.label,
                     description=row.description,
                     few_shot_examples=_examples(row.few_shot_examples),
+                    ttl_days=row.ttl_days,
                 )
             )
     return topics
+
+
+def memory_ttl_days(*, app_name: str) -> dict[str, int]:
+    """Days after which a new memory of each topic of ``app_name`` is forgotten, for the topics
+    that have one: the topic's own TTL, else the app's (``MEMORY_APP_TTL_DAYS``), else the
+    deployment's (``MEMORY_DEFAULT_TTL_DAYS``); 0 and missing topics keep memories."""
+    default = int(settings.MEMORY_APP_TTL_DAYS.get(app_name, settings.MEMORY_DEFAULT_TTL_DAYS))
+    ttls = {topic.key: topic.ttl_days for topic in topics_for_app(app_name=app_name)}
+    return {
+        key: days
+        for key, days in ((key, default if ttl is None else ttl) for key, ttl in ttls.items())
+        if days
+    } | ({"": default} if default else {})

@@ -13,4 +13,9 @@ urlpatterns = [
         name="memory-correct",
     ),
     path("memory-settings/", api.MemorySettingsView.as_view(), name="memory-settings"),
+    path(
+        "memory-pending/<str:session_id>/",
+        api.PendingMemoryView.as_view(),
+        name="memory-pending",
+    ),
 ]

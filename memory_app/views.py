@@ -3,7 +3,9 @@ controls to correct or delete it. Plain forms; every write goes through the serv
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from datetime import date, datetime, time
 from itertools import groupby
 from urllib.parse import urlencode
 
@@ -14,19 +16,18 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from memory_app import selectors, services
-from memory_app.models import Memory, MemoryRevision, MemoryStatus, SourceType
+from memory_app.models import MEMORY_STATUS_NOTES, Memory, MemoryRevision, SourceType
+from memory_app.selectors import event_text
 from memory_app.serializers import SEARCH_LIMIT, revision_actor, source_excerpt, source_url
 from memory_app.topics import topics_for_app
+from sessions_app import services as session_services
 
 PAGE_SIZE = 100
-STATUS_NOTES = {
-    MemoryStatus.QUARANTINED: "Held for review: not used in replies.",
-    MemoryStatus.INVALIDATED: "No longer used: replaced or outdated.",
-    MemoryStatus.REJECTED: "Rejected in review: not used in replies.",
-}
+STATUS_NOTES = MEMORY_STATUS_NOTES
 
 
 @dataclass
@@ -45,6 +46,18 @@ class RevisionItem:
 
 
 @dataclass
+class ChangeItem:
+    """The last time the memory's text changed or it stopped being used: what it was, why,
+    and the words of the turn that changed it."""
+
+    revision: MemoryRevision
+    old_text: str
+    reason: str
+    said: str = ""
+    said_url: str = ""
+
+
+@dataclass
 class MemoryItem:
     memory: Memory
     topic_label: str
@@ -53,6 +66,18 @@ class MemoryItem:
     score: float | None = None
     sources: list[SourceItem] = field(default_factory=list)
     revisions: list[RevisionItem] = field(default_factory=list)
+    change: ChangeItem | None = None
+    # A correction of this memory that was refused: what the user typed and why, shown in its
+    # form so nothing they typed is lost.
+    refused_text: str = ""
+    refused_reason: str = ""
+
+
+@dataclass(frozen=True)
+class RefusedCorrection:
+    memory_id: str
+    text: str
+    reason: str
 
 
 def _text_of(snapshot) -> str:
@@ -81,7 +106,33 @@ def _item(
             )
             for revision in memory.revisions.all()
         ],
+        change=_last_change(memory),
     )
+
+
+def _last_change(memory: Memory) -> ChangeItem | None:
+    changes = [
+        revision
+        for revision in memory.revisions.all()
+        if revision.action in (MemoryRevision.Action.UPDATED, MemoryRevision.Action.INVALIDATED)
+        and _text_of(revision.before)
+    ]
+    if not changes:
+        return None
+    revision = changes[-1]
+    if revision.action == MemoryRevision.Action.UPDATED and _text_of(revision.before) == _text_of(
+        revision.after
+    ):
+        return None
+    change = ChangeItem(revision=revision, old_text=_text_of(revision.before), reason="")
+    change.reason = revision.reason.rstrip(".")
+    event = revision.source_event
+    if event is not None:
+        said = " ".join(event_text(event).split())
+        change.said = said if len(said) <= 200 else said[:199] + "…"
+        chat = reverse("chat-session", kwargs={"session_id": event.session_id})
+        change.said_url = f"{chat}#event-{event.event_id}"
+    return change
 
 
 def _topic_label(labels: dict[str, str], key: str) -> str:
@@ -91,9 +142,23 @@ def _topic_label(labels: dict[str, str], key: str) -> str:
 @login_required
 def memory_page(request: HttpRequest) -> HttpResponse:
     """The user's memories grouped by topic, or the best matches of a search (``q``)."""
+    return _memory_page_render(
+        request, query=request.GET.get("q", ""), page_number=request.GET.get("page")
+    )
+
+
+def _memory_page_render(
+    request: HttpRequest,
+    *,
+    query: str,
+    page_number: str | None,
+    refused: RefusedCorrection | None = None,
+) -> HttpResponse:
+    """The Memory page (a search's results, or a page of memories by topic); with ``refused``,
+    that memory's correction form open again with the user's text and the reason (400)."""
     app_name = settings.DEFAULT_APP_NAME
     user_pk = request.user.pk
-    query = request.GET.get("q", "").strip()[:1000]
+    query = query.strip()[:1000]
     labels = {topic.key: topic.label for topic in topics_for_app(app_name=app_name)}
     results: list[MemoryItem] = []
     groups: list[tuple[str, list[MemoryItem]]] = []
@@ -109,13 +174,21 @@ def memory_page(request: HttpRequest) -> HttpResponse:
         paginator = Paginator(
             selectors.user_memories(app_name=app_name, user_pk=user_pk), PAGE_SIZE
         )
-        page = paginator.get_page(request.GET.get("page"))
+        page = paginator.get_page(page_number)
         items = [_item(m, user_pk=user_pk, labels=labels) for m in page.object_list]
         groups = [
             (label, list(members))
             for label, members in groupby(items, key=lambda item: item.topic_label)
         ]
+    if refused is not None:
+        for item in [*results, *(item for _, members in groups for item in members)]:
+            if str(item.memory.id) == refused.memory_id:
+                item.refused_text, item.refused_reason = refused.text, refused.reason
     context = {
+        "profile": [
+            (key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+            for key, value in selectors.user_profile(app_name=app_name, user_pk=user_pk)
+        ],
         "query": query,
         "results": results,
         "groups": groups,
@@ -123,7 +196,7 @@ def memory_page(request: HttpRequest) -> HttpResponse:
         "memory_settings": selectors.memory_settings_get(user_pk=user_pk),
         "total": selectors.user_memories(app_name=app_name, user_pk=user_pk).count(),
     }
-    return render(request, "memory/memory.html", context)
+    return render(request, "memory/memory.html", context, status=200 if refused is None else 400)
 
 
 def _back(request: HttpRequest) -> HttpResponse:
@@ -162,12 +235,78 @@ def memory_correct(request: HttpRequest, memory_id: str) -> HttpResponse:
             is None
         ):
             raise Http404("No such memory.") from None
-        messages.error(request, f"Not corrected. {error}")
-        return _back(request)
+        return _memory_page_render(
+            request,
+            query=request.POST.get("q", ""),
+            page_number=request.POST.get("page"),
+            refused=RefusedCorrection(
+                memory_id=memory_id, text=request.POST.get("text", ""), reason=str(error)
+            ),
+        )
     if memory is None:
         raise Http404("No such memory.")
     messages.success(request, "Memory corrected. The old text is kept in its history.")
     return _back(request)
+
+
+@login_required
+@require_POST
+def memory_expiry(request: HttpRequest, memory_id: str) -> HttpResponse:
+    """Forget the memory on a date (``forget_on``, YYYY-MM-DD, today or later) or keep it
+    until deleted (``keep``)."""
+    expires_at = None
+    if "keep" not in request.POST:
+        try:
+            day = date.fromisoformat(request.POST.get("forget_on", ""))
+        except ValueError:
+            day = None
+        if day is None or day < timezone.localdate():
+            messages.error(request, "Not changed: choose a date from today on.")
+            return _back(request)
+        expires_at = timezone.make_aware(datetime.combine(day, time.max))
+    memory = services.memory_expiry_set(
+        app_name=settings.DEFAULT_APP_NAME,
+        user_pk=request.user.pk,
+        memory_id=memory_id,
+        expires_at=expires_at,
+    )
+    if memory is None:
+        raise Http404("No such memory.")
+    if expires_at is None:
+        messages.success(request, "This memory is kept until you delete it.")
+    else:
+        messages.success(request, f"This memory will be forgotten after {day:%-d %b %Y}.")
+    return _back(request)
+
+
+PROFILE_VALUE_MAX_CHARS = 1000
+
+
+@login_required
+@require_POST
+def profile_change(request: HttpRequest) -> HttpResponse:
+    """Correct (``action=correct`` with ``value``) or delete one key of the user's profile."""
+    app_name = settings.DEFAULT_APP_NAME
+    key = request.POST.get("key", "")
+    if request.POST.get("action") == "delete":
+        if not session_services.user_state_delete(
+            app_name=app_name, user_pk=request.user.pk, key=key
+        ):
+            raise Http404("No such profile entry.")
+        messages.success(request, f"“{key}” deleted from your profile. It will not be used again.")
+        return redirect("memory")
+    value = " ".join(request.POST.get("value", "").split())
+    if not value or len(value) > PROFILE_VALUE_MAX_CHARS or "\x00" in value:
+        messages.error(
+            request, f"Not corrected: a value of 1 to {PROFILE_VALUE_MAX_CHARS} characters."
+        )
+        return redirect("memory")
+    if not session_services.user_state_correct(
+        app_name=app_name, user_pk=request.user.pk, key=key, value=value
+    ):
+        raise Http404("No such profile entry.")
+    messages.success(request, f"“{key}” corrected.")
+    return redirect("memory")
 
 
 @login_required
@@ -176,6 +315,7 @@ def memories_delete_all(request: HttpRequest) -> HttpResponse:
     """A confirmation page; deleting needs its form, with the box ticked."""
     app_name = settings.DEFAULT_APP_NAME
     count = selectors.user_memories(app_name=app_name, user_pk=request.user.pk).count()
+    count += len(selectors.user_profile(app_name=app_name, user_pk=request.user.pk))
     error = ""
     if request.method == "POST":
         if request.POST.get("confirm") == "yes":

@@ -2,7 +2,7 @@
 
 Message text is rendered through the chat's own safe Markdown (``sessions_app.markdown``), so
 whatever a user or a model wrote shows as text and never runs in a staff member's browser; tool
-calls and results are summarised rather than dumped as JSON.
+calls and results are one line each, as the chat shows them, their JSON on demand.
 """
 
 from __future__ import annotations
@@ -11,25 +11,36 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.db.models import Count
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
+from access_app.audit import audit_object_viewed, audit_page_viewed
 from access_app.models import AccessScope
 from access_app.selectors import (
     grants_active_for,
     sessions_visible_to_staff,
     staff_has_global_view,
 )
-from chatapp.admin import ReadOnlyAdmin
-from memory_app.admin import audit_object_viewed, audit_page_viewed
+from core.admin import ReadOnlyAdmin
+from sessions_app.errors import SessionStoreError
+from sessions_app.events import TOOL_STEPS_KEY
 from sessions_app.markdown import markdown_render_safe
-from sessions_app.models import EventRecord, SessionRecord
+from sessions_app.models import AppState, EventRecord, SessionRecord
+from sessions_app.services import app_state as app_state_services
+from sessions_app.services.app_state import APP_STATE_PERMISSION
+from sessions_app.state import APP_PREFIX, PREFIXES, state_key_validate, state_value_validate
 
-SUMMARY_CHARS = 160
-ROLE_NAMES = {"user": "User", "model": "Agent"}
+
+@dataclass(frozen=True)
+class ToolStep:
+    """A tool call or result as one line, its JSON shown on demand."""
+
+    summary: str
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -39,19 +50,37 @@ class ConversationEntry:
     event: EventRecord
     role: str
     html: SafeString
-    tool_calls: list[str]
-    tool_results: list[str]
+    steps: list[ToolStep]
     when: datetime
 
 
-def _compact(value: object) -> str:
-    return Truncator(json.dumps(value, ensure_ascii=False, default=str)).chars(SUMMARY_CHARS)
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+def _failed(response: object) -> bool:
+    return isinstance(response, dict) and (response.get("status") == "error" or "error" in response)
+
+
+def _speaker(event: EventRecord, *, only_results: bool) -> str:
+    """Who an event is from: the user, the agent (by name when it is not the default
+    assistant), a tool's result, or the system. The content's role is not it: a tool's result
+    travels in a "user" content, though no user wrote it."""
+    if event.author == "user":
+        return "User"
+    if event.author == "system":
+        return "System"
+    if only_results:
+        return "Tool result"
+    return "Assistant" if event.author == "assistant" else f"Assistant ({event.author})"
 
 
 def conversation_entry(event: EventRecord) -> ConversationEntry:
-    """The event's text as safe HTML, and one line per tool call or tool result."""
+    """The event's text as safe HTML, and one step per tool call or tool result."""
     content = event.content or {}
-    texts, calls, results = [], [], []
+    steps_said = (event.custom_metadata or {}).get(TOOL_STEPS_KEY) or {}
+    texts, steps = [], []
+    results = 0
     for part in content.get("parts") or []:
         if part.get("thought"):
             continue
@@ -59,19 +88,22 @@ def conversation_entry(event: EventRecord) -> ConversationEntry:
             texts.append(part["text"])
         if part.get("function_call"):
             call = part["function_call"]
-            calls.append(f"{call.get('name', '?')}({_compact(call.get('args') or {})})")
+            name = call.get("name", "?")
+            summary = steps_said.get(call.get("id")) or f"Called {name}"
+            steps.append(ToolStep(summary=summary, detail=_json({name: call.get("args") or {}})))
         if part.get("function_response"):
+            results += 1
             response = part["function_response"]
-            results.append(f"{response.get('name', '?')} → {_compact(response.get('response'))}")
-    role = ROLE_NAMES.get(content.get("role", ""), event.author)
-    if event.author not in ("user", role):
-        role = f"{role} ({event.author})"
+            name = response.get("name", "?")
+            answer = response.get("response")
+            fallback = f"{name} failed" if _failed(answer) else f"Result of {name}"
+            summary = steps_said.get(response.get("id")) or fallback
+            steps.append(ToolStep(summary=summary, detail=_json({name: answer})))
     return ConversationEntry(
         event=event,
-        role=role,
+        role=_speaker(event, only_results=bool(results) and not texts),
         html=mark_safe(markdown_render_safe("\n\n".join(texts))),
-        tool_calls=calls,
-        tool_results=results,
+        steps=steps,
         when=datetime.fromtimestamp(event.timestamp, tz=UTC),
     )
 
@@ -86,7 +118,6 @@ class SessionRecordAdmin(ReadOnlyAdmin):
     fields = ["id", "title", "user", "app_name", "temporary", "created_at", "last_sequence"]
     readonly_fields = fields
     change_form_template = "admin/sessions_app/sessionrecord/change_form.html"
-    actions = ["regenerate_memories"]
 
     @admin.display(description="last update", ordering="last_update_time")
     def updated(self, session: SessionRecord) -> datetime:
@@ -95,15 +126,6 @@ class SessionRecordAdmin(ReadOnlyAdmin):
     @admin.display(description="events", ordering="events_stored")
     def event_total(self, session: SessionRecord) -> int:
         return session.events_stored
-
-    def has_regenerate_permission(self, request) -> bool:
-        return request.user.has_perm("memory_app.add_generationjob")
-
-    @admin.action(description="Re-run memory generation", permissions=["regenerate"])
-    def regenerate_memories(self, request, queryset):
-        from memory_app.admin import sessions_regenerate
-
-        return sessions_regenerate(self, request, list(queryset.values_list("pk", flat=True)))
 
     def has_module_permission(self, request) -> bool:
         return super().has_module_permission(request) or self.has_view_permission(request)
@@ -143,3 +165,97 @@ class SessionRecordAdmin(ReadOnlyAdmin):
         response = super().history_view(request, object_id, extra_context=extra_context)
         audit_object_viewed(request, response, self.get_object(request, unquote(object_id)))
         return response
+
+
+SUMMARY_CHARS = 160
+
+
+class AppStateForm(forms.ModelForm):
+    """One ``app:`` key: its app, its name without the prefix, a JSON value, and why."""
+
+    value = forms.JSONField(
+        required=False, help_text='A JSON value: "text" in quotes, a number, true, {...}.'
+    )
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Why, for the audit log. Every user of the app and its agent see app state.",
+    )
+
+    class Meta:
+        model = AppState
+        fields = ["app_name", "key", "value"]
+        help_texts = {"key": "Without the app: prefix."}
+
+    def clean(self):
+        cleaned = super().clean()
+        key = cleaned.get("key")
+        if key and key.lower().startswith(PREFIXES):
+            raise forms.ValidationError({"key": "Give the key without a scope prefix."})
+        if key:
+            try:
+                state_key_validate(APP_PREFIX + key)
+                state_value_validate(APP_PREFIX + key, cleaned.get("value"))
+            except SessionStoreError as error:
+                raise forms.ValidationError(str(error)) from None
+        return cleaned
+
+
+@admin.register(AppState)
+class AppStateAdmin(admin.ModelAdmin):
+    """App state in the staff console: read by staff with the view permission, written only
+    by those holding ``sessions_app.change_app_state``, each change audited through
+    ``sessions_app.services.app_state``."""
+
+    form = AppStateForm
+    list_display = ["app_name", "prefixed_key", "value_preview"]
+    list_filter = ["app_name"]
+    search_fields = ["app_name", "key"]
+    ordering = ["app_name", "key"]
+
+    @admin.display(description="key", ordering="key")
+    def prefixed_key(self, row: AppState) -> str:
+        return APP_PREFIX + row.key
+
+    @admin.display(description="value")
+    def value_preview(self, row: AppState) -> str:
+        return Truncator(json.dumps(row.value, ensure_ascii=False)).chars(SUMMARY_CHARS)
+
+    def _may_change(self, request) -> bool:
+        return request.user.has_perm(APP_STATE_PERMISSION)
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return super().has_view_permission(request, obj) or self._may_change(request)
+
+    def has_add_permission(self, request) -> bool:
+        return self._may_change(request)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return self._may_change(request)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return self._may_change(request)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["app_name", "key"] if obj is not None else []
+
+    def save_model(self, request, obj, form, change) -> None:
+        saved = app_state_services.app_state_set(
+            actor=request.user,
+            app_name=obj.app_name,
+            key=obj.key,
+            value=form.cleaned_data.get("value"),
+            reason=form.cleaned_data["reason"],
+        )
+        obj.pk = saved.pk
+
+    def delete_model(self, request, obj) -> None:
+        app_state_services.app_state_delete(
+            actor=request.user,
+            app_name=obj.app_name,
+            key=obj.key,
+            reason="Deleted in the staff console.",
+        )
+
+    def delete_queryset(self, request, queryset) -> None:
+        for row in queryset:
+            self.delete_model(request, row)

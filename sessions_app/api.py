@@ -8,21 +8,28 @@ use, 413 for a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``) and writes nothing.
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.core.exceptions import RequestDataTooBig
-from django.http import QueryDict
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import APIException, NotFound, ParseError
-from rest_framework.parsers import JSONParser
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from sessions_app import selectors, services
+from core.api import (
+    BAD_REQUEST,
+    NOT_SIGNED_IN,
+    TOO_LARGE,
+    UNSUPPORTED,
+    BadRequest,
+    Conflict,
+    ErrorSerializer,
+    JSONAPIView,
+    request_data_validated,
+)
+from sessions_app import end_user, selectors, services
+from sessions_app.app_policy import app_policy_get
 from sessions_app.errors import (
+    AppForbiddenError,
+    AppNotFoundError,
     DuplicateEventError,
     SessionAlreadyExistsError,
     SessionNotFoundError,
@@ -30,7 +37,6 @@ from sessions_app.errors import (
 )
 from sessions_app.models import SessionRecord
 from sessions_app.serializers import (
-    ErrorSerializer,
     EventCreateSerializer,
     EventsPageSerializer,
     EventsQuerySerializer,
@@ -45,87 +51,22 @@ from sessions_app.serializers import (
     SessionStateSerializer,
     StoredEventSerializer,
 )
-from sessions_app.text import text_encodable
 from sessions_app.types import GetSessionConfig, Session
-
-MAX_JSON_DEPTH = 64
-
-
-class BadRequest(APIException):
-    status_code = status.HTTP_400_BAD_REQUEST
-    default_detail = "The request is invalid."
-    default_code = "invalid"
-
-
-class Conflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The resource already exists."
-    default_code = "conflict"
-
-
-class PayloadTooLarge(APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request body is larger than this server accepts."
-    default_code = "too_large"
-
-
-def _json_problem(data: Any) -> str | None:
-    """Why the store could not hold this parsed JSON, or None if it could."""
-    pending = [(data, 1)]
-    while pending:
-        item, depth = pending.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return "JSON strings must not contain NUL (\\u0000) characters."
-            if not text_encodable(item):
-                return "JSON strings must be valid Unicode: a lone surrogate escape was found."
-        elif isinstance(item, dict | list):
-            if depth > MAX_JSON_DEPTH:
-                return f"JSON must not nest more than {MAX_JSON_DEPTH} levels deep."
-            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-            pending.extend((child, depth + 1) for child in children)
-    return None
-
-
-class StoreJSONParser(JSONParser):
-    """DRF's strict JSON parser (no NaN or Infinity) that also refuses what the store
-    cannot hold: NUL characters, lone surrogates and nesting deeper than ``MAX_JSON_DEPTH``."""
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        try:
-            data = super().parse(stream, media_type, parser_context)
-        except RecursionError:
-            raise ParseError(
-                f"JSON parse error - nested more than {MAX_JSON_DEPTH} levels deep."
-            ) from None
-        problem = _json_problem(data)
-        if problem:
-            raise ParseError(f"JSON parse error - {problem}")
-        return data
 
 
 def _api_error(exc: Exception) -> Exception:
     """The API error a store or request error answers with; any other exception as it is."""
     if isinstance(exc, SessionNotFoundError):
         return NotFound()
+    if isinstance(exc, AppNotFoundError):
+        return NotFound(str(exc))
+    if isinstance(exc, AppForbiddenError):
+        return PermissionDenied(str(exc))
     if isinstance(exc, SessionAlreadyExistsError | DuplicateEventError):
         return Conflict(str(exc))
     if isinstance(exc, SessionStoreError | selectors.InvalidPageTokenError):
         return BadRequest(str(exc))
-    if isinstance(exc, RequestDataTooBig):
-        return PayloadTooLarge()
     return exc
-
-
-def request_data_validated(serializer_class: type[serializers.Serializer], data: Any) -> Any:
-    """``data`` validated, or a 400. Query parameters are validated as plain values: DRF
-    would read an empty ``?page_size=`` as left out (HTML form semantics), which the
-    schema does not allow."""
-    if isinstance(data, QueryDict):
-        data = data.dict()
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 def _user_id(request: Request) -> str:
@@ -139,22 +80,13 @@ SESSION_ID = OpenApiParameter(
     pattern=services.IDENTIFIER_PATTERN.pattern,
     description="The session's id. Another user's session answers 404.",
 )
-BAD_REQUEST = OpenApiResponse(
-    OpenApiTypes.OBJECT,
-    description='Invalid input, nothing written: `{"detail": message}` or `{field: [messages]}`.',
-)
-NOT_SIGNED_IN = OpenApiResponse(ErrorSerializer, description="Not signed in.")
 NOT_FOUND = OpenApiResponse(
     ErrorSerializer, description="You have no session with this id (also another user's)."
 )
-TOO_LARGE = OpenApiResponse(ErrorSerializer, description="The body is over the upload limit.")
-UNSUPPORTED = OpenApiResponse(ErrorSerializer, description="The body is not JSON.")
 
 
-class SessionStoreAPIView(APIView):
+class SessionStoreAPIView(JSONAPIView):
     """Base of the sessions API views: JSON bodies, store errors mapped to HTTP."""
-
-    parser_classes = [StoreJSONParser]
 
     def handle_exception(self, exc):
         return super().handle_exception(_api_error(exc))
@@ -184,6 +116,10 @@ class SessionStoreAPIView(APIView):
 class SessionListView(SessionStoreAPIView):
     @extend_schema(
         operation_id="sessions_list",
+        tags=["Sessions"],
+        description="One page of your sessions of the app (`app_name`, the chat's app by default), "
+        "each with its merged state, title and whether it is temporary, without events. Pass "
+        "the answer's `next_page_token` as `page_token` for the next page.",
         summary="List your sessions of an app, most recently updated first",
         parameters=[SessionListQuerySerializer],
         responses={200: SessionPageSerializer, 400: BAD_REQUEST, 403: NOT_SIGNED_IN},
@@ -215,19 +151,32 @@ class SessionListView(SessionStoreAPIView):
 
     @extend_schema(
         operation_id="sessions_create",
+        tags=["Sessions"],
         summary="Create a session",
+        description="`app:` keys in `state` are refused (400 naming them): app state is "
+        "shared by every user of the app and written only by its agent, service accounts "
+        "and staff.",
         request=SessionCreateSerializer,
         responses={
             201: SessionSerializer,
             400: BAD_REQUEST,
-            403: NOT_SIGNED_IN,
-            409: OpenApiResponse(ErrorSerializer, description="The session id is in use."),
+            403: OpenApiResponse(
+                ErrorSerializer, description="Not signed in, or you may not use this app."
+            ),
+            404: OpenApiResponse(ErrorSerializer, description="No app of this name exists."),
+            409: OpenApiResponse(
+                ErrorSerializer, description="You already have a session with this id."
+            ),
             413: TOO_LARGE,
             415: UNSUPPORTED,
         },
     )
     def post(self, request: Request) -> Response:
         data = request_data_validated(SessionCreateSerializer, request.data)
+        refusal = end_user.app_keys_refusal(data.get("state"))
+        if refusal:
+            raise serializers.ValidationError({"state": [refusal]})
+        app_policy_get().app_use_check(app_name=data["app_name"], user=request.user)
         session = services.session_create(user_id=_user_id(request), **data)
         body = {**session.model_dump(exclude={"events"}), "temporary": data["temporary"]}
         return Response(SessionSerializer(body).data, status=status.HTTP_201_CREATED)
@@ -236,6 +185,10 @@ class SessionListView(SessionStoreAPIView):
 class SessionDetailView(SessionStoreAPIView):
     @extend_schema(
         operation_id="sessions_retrieve",
+        tags=["Sessions"],
+        description="The session's merged state (session, `user:` and `app:` keys) and its latest "
+        "`num_recent_events` stored events, oldest first, with each event's Markdown "
+        "rendered as safe HTML.",
         summary="A session with its merged state and latest events",
         parameters=[SESSION_ID, SessionDetailQuerySerializer],
         responses={
@@ -262,6 +215,7 @@ class SessionDetailView(SessionStoreAPIView):
 
     @extend_schema(
         operation_id="sessions_partial_update",
+        tags=["Sessions"],
         summary="Rename a session",
         description="Only the title changes: renaming is not activity, so the session keeps "
         "its place in the list.",
@@ -297,6 +251,9 @@ class SessionDetailView(SessionStoreAPIView):
 
     @extend_schema(
         operation_id="sessions_destroy",
+        tags=["Sessions"],
+        description="Its events and session state go with it, and memories drawn only from it; "
+        "`user:` and `app:` state stay. Deleting cannot be undone.",
         summary="Delete a session with its events and session state",
         parameters=[SESSION_ID],
         responses={204: None, 403: NOT_SIGNED_IN, 404: NOT_FOUND},
@@ -313,6 +270,10 @@ class SessionDetailView(SessionStoreAPIView):
 class SessionEventsView(SessionStoreAPIView):
     @extend_schema(
         operation_id="sessions_events_list",
+        tags=["Sessions"],
+        description="Events in sequence order, `page_size` at a time; the answer's "
+        "`next_after_sequence` is the `after_sequence` of the next page (null on the last). "
+        "Events a rewind took out of the history are left out unless `include_rewound`.",
         summary="A session's stored events in order, a page at a time",
         parameters=[SESSION_ID, EventsQuerySerializer],
         responses={200: EventsPageSerializer, 400: BAD_REQUEST, 403: NOT_SIGNED_IN, 404: NOT_FOUND},
@@ -325,7 +286,11 @@ class SessionEventsView(SessionStoreAPIView):
 
     @extend_schema(
         operation_id="sessions_events_create",
+        tags=["Sessions"],
         summary="Append an event; its state_delta changes the state",
+        description="An event you append is what you said: authored `user`, in the `user` "
+        "role, without function calls, `app:` state keys or the actions only agents take "
+        "(`compaction`, `transfer_to_agent`, `escalate`); each is refused with a 400 naming it.",
         parameters=[SESSION_ID],
         request=EventCreateSerializer,
         responses={
@@ -355,6 +320,10 @@ class SessionEventsView(SessionStoreAPIView):
     def post(self, request: Request, session_id: str) -> Response:
         record = self.owned_session(session_id)
         event = request_data_validated(EventCreateSerializer, request.data)
+        refusals = end_user.event_refusals(event)
+        if refusals:
+            raise serializers.ValidationError(refusals)
+        app_policy_get().event_prepare(app_name=record.app_name, event=event)
         services.event_append(session=self.session_load(record), event=event)
         stored = selectors.stored_event_get(session_id=session_id, event_id=event.id)
         if stored is None:
@@ -365,6 +334,10 @@ class SessionEventsView(SessionStoreAPIView):
 class SessionStateView(SessionStoreAPIView):
     @extend_schema(
         operation_id="sessions_state_retrieve",
+        tags=["Sessions"],
+        description="The state as three scopes (`session`, `user`: shared by all your sessions of "
+        "the app, `app`: shared by every user of the app) and `merged`, the view an agent gets "
+        "(`user:` and `app:` keys with their prefix).",
         summary="A session's state, by scope and merged",
         parameters=[SESSION_ID],
         responses={200: SessionStateSerializer, 403: NOT_SIGNED_IN, 404: NOT_FOUND},
@@ -380,6 +353,7 @@ class SessionStateView(SessionStoreAPIView):
 class SessionRewindView(SessionStoreAPIView):
     @extend_schema(
         operation_id="sessions_rewind_create",
+        tags=["Sessions"],
         summary="Revert a session to just before an invocation",
         description="Session-scope state returns to what it was before the invocation; its "
         "events and every later one stay stored but leave the history. Answers the rewind "

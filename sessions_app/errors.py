@@ -27,3 +27,11 @@ class DuplicateEventError(InvalidEventError):
 
 class InvocationNotFoundError(SessionStoreError):
     pass
+
+
+class AppNotFoundError(SessionStoreError):
+    """No app of this name is registered."""
+
+
+class AppForbiddenError(SessionStoreError):
+    """The app exists but the caller may not use it."""

@@ -34,6 +34,7 @@ EVENT_COLUMNS = (
     "custom_metadata",
     "usage_metadata",
     "long_running_tool_ids",
+    "extra",
 )
 
 
@@ -99,7 +100,7 @@ _PLAIN_ACTIONS = frozenset(
 # names, set only when the column holds a value.
 _OPTIONAL_FIELDS = EVENT_COLUMNS[6:]
 # What the optional columns hold when none is set: the shape of most rows.
-_NO_OPTIONAL_VALUES = (None, None, "", "", "", None, None, None)
+_NO_OPTIONAL_VALUES = (None, None, "", "", "", None, None, None, None)
 _BOOLEAN_OPTIONAL_INDEXES = (
     _OPTIONAL_FIELDS.index("turn_complete"),
     _OPTIONAL_FIELDS.index("interrupted"),
@@ -108,6 +109,7 @@ _BOOLEAN_OPTIONAL_INDEXES = (
 _ALWAYS_SET = frozenset({"id", "invocation_id", "author", "content", "actions", "timestamp"})
 _USAGE_INDEX = _OPTIONAL_FIELDS.index("usage_metadata")
 _TOOL_IDS_INDEX = _OPTIONAL_FIELDS.index("long_running_tool_ids")
+_EXTRA_INDEX = _OPTIONAL_FIELDS.index("extra")
 
 
 # A pydantic model instance keeps its state in four slots of BaseModel; setting
@@ -173,6 +175,9 @@ def _optional_values(values: Sequence[Any]) -> dict[str, Any]:
             value = bool(value)
         elif index == _TOOL_IDS_INDEX:
             value = set(value)
+        elif index == _EXTRA_INDEX:
+            data.update(value)
+            continue
         data[name] = value
     return data
 
@@ -187,6 +192,7 @@ def event_from_row(row: Sequence[Any]) -> Event:
     optional = tuple(row[6:])
     if (
         optional[_USAGE_INDEX] is None
+        and optional[_EXTRA_INDEX] is None
         and "state_delta" in actions
         and actions.keys() <= _PLAIN_ACTIONS
     ):
@@ -220,7 +226,7 @@ def _event_from_trusted(
     action_instance = _new_instance(EventActions)
     _set_dict(action_instance, "__dict__", action_values)
     _set_fields_set(action_instance, set(actions))
-    _set_extra(action_instance, None)
+    _set_extra(action_instance, {})
     _set_private(action_instance, None)
 
     values = _EVENT_SLOTS.copy()
@@ -238,7 +244,7 @@ def _event_from_trusted(
         values.update(extra)
         _set_fields_set(instance, {*_ALWAYS_SET, *extra})
     _set_dict(instance, "__dict__", values)
-    _set_extra(instance, None)
+    _set_extra(instance, {})
     _set_private(instance, None)
     return instance
 
@@ -272,7 +278,7 @@ def events_from_rows(rows: Iterable[Sequence[Any]]) -> list[Event]:
         action_instance = new_instance(EventActions)
         set_dict(action_instance, "__dict__", action_values)
         set_fields_set(action_instance, {"state_delta"})
-        set_extra(action_instance, None)
+        set_extra(action_instance, {})
         set_private(action_instance, None)
         values = event_slots.copy()
         values["id"] = row[0]
@@ -286,7 +292,7 @@ def events_from_rows(rows: Iterable[Sequence[Any]]) -> list[Event]:
         set_fields_set(
             instance, {"id", "invocation_id", "author", "content", "actions", "timestamp"}
         )
-        set_extra(instance, None)
+        set_extra(instance, {})
         set_private(instance, None)
         append(instance)
     return events
@@ -316,4 +322,16 @@ def event_to_record_fields(event: Event) -> dict[str, Any]:
         "long_running_tool_ids": sorted(event.long_running_tool_ids)
         if event.long_running_tool_ids
         else None,
+        "extra": _extra_json(event),
     }
+
+
+def _extra_json(event: Event) -> dict[str, Any] | None:
+    """The fields of ADK's Event this server does not model (a newer ADK's), as JSON."""
+    if not event.model_extra:
+        return None
+    return {
+        name: value
+        for name, value in event.model_dump(mode="json", include=set(event.model_extra)).items()
+        if value is not None
+    } or None

@@ -8,10 +8,30 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from google.genai import types
 from pydantic import BaseModel, ConfigDict, Field
+
+# Key of an event's custom_metadata holding, by function call id, each tool call's step as a
+# person reads it ("Saved your name"); the chat and the staff console show these, not the JSON.
+TOOL_STEPS_KEY = "tool_steps"
+
+# The instants a datetime can hold (years 1 to 9999), as seconds since the epoch: an event's
+# timestamp outside them is refused, as every page and job that shows or reads the event's
+# date would fail on it.
+TIMESTAMP_MIN = datetime(1, 1, 1, tzinfo=UTC).timestamp()
+TIMESTAMP_MAX = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+TIMESTAMP_RANGE_MESSAGE = (
+    "The timestamp must be a finite number of seconds since the epoch, within years 1-9999 "
+    f"({TIMESTAMP_MIN:.0f} to {TIMESTAMP_MAX:.0f})."
+)
+
+
+def timestamp_representable(timestamp: float) -> bool:
+    """Whether ``timestamp`` is an instant of years 1 to 9999 (so not NaN nor infinite)."""
+    return TIMESTAMP_MIN <= timestamp <= TIMESTAMP_MAX
 
 
 def new_event_id() -> str:
@@ -33,9 +53,14 @@ class EventCompaction(BaseModel):
 
 
 class EventActions(BaseModel):
-    """What an event does besides its content: state changes and control flow."""
+    """What an event does besides its content: state changes and control flow.
 
-    model_config = ConfigDict(extra="forbid")
+    Fields of ADK's ``EventActions`` not modelled here (``artifact_delta``,
+    ``requested_auth_configs``, ``requested_tool_confirmations``, ``end_of_agent``,
+    ``agent_state``, those of a newer ADK) are kept as they came and stored with the actions.
+    """
+
+    model_config = ConfigDict(extra="allow")
 
     state_delta: dict[str, Any] = Field(default_factory=dict)
     skip_summarization: bool | None = None
@@ -48,10 +73,13 @@ class EventActions(BaseModel):
 class Event(BaseModel):
     """One entry of a session's history, as ADK defines it.
 
-    ``partial`` events are streamed to clients and never stored.
+    ``partial`` events are streamed to clients and never stored. Fields of ADK's ``Event``
+    not modelled here (``model_version``, ``grounding_metadata``, ``finish_reason``,
+    transcriptions, those of a newer ADK) are kept as they came: stored in the event row's
+    ``extra`` column and given back.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
 
     id: str = Field(default_factory=new_event_id)
     invocation_id: str = ""

@@ -45,7 +45,8 @@ ALLOWED_TAGS = {
 }
 ALLOWED_URL_SCHEMES = {"http", "https", "mailto"}
 LINK_REL = "noopener noreferrer nofollow"
-_CODE_LANGUAGE_CLASS = re.compile(r"language-[A-Za-z0-9_+#.-]{1,40}")
+_CODE_LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]{1,40}")
+_CODE_LANGUAGE_CLASS = re.compile(r"language-" + _CODE_LANGUAGE.pattern)
 
 # Linkify (bare URLs become links) needs the optional linkify-it-py package.
 _LINKIFY = importlib.util.find_spec("linkify_it") is not None
@@ -62,19 +63,36 @@ def _image_as_link(renderer, tokens, idx, options, env) -> str:
 
 
 _renderer.add_render_rule("image", _image_as_link)
+_fence_default = _renderer.renderer.rules["fence"]
+
+
+def _fence_labelled(renderer, tokens, idx, options, env) -> str:
+    """A fenced code block that names its language carries it on ``<pre data-language>``,
+    which the page shows as the block's label."""
+    html = _fence_default(tokens, idx, options, env)
+    language = (tokens[idx].info or "").strip().split(maxsplit=1)
+    if language and _CODE_LANGUAGE.fullmatch(language[0]):
+        html = html.replace("<pre>", f'<pre data-language="{escapeHtml(language[0])}">', 1)
+    return html
+
+
+_renderer.add_render_rule("fence", _fence_labelled)
 
 
 def _attribute_filter(tag: str, attribute: str, value: str) -> str | None:
-    """Keep a code block's ``language-*`` class (for highlighting); drop any other class."""
+    """Keep a code block's ``language-*`` class (for highlighting) and its label; drop any
+    other class or label."""
     if attribute == "class":
         return value if tag == "code" and _CODE_LANGUAGE_CLASS.fullmatch(value) else None
+    if attribute == "data-language":
+        return value if tag == "pre" and _CODE_LANGUAGE.fullmatch(value) else None
     return value
 
 
 _cleaner = nh3.Cleaner(
     tags=ALLOWED_TAGS,
     clean_content_tags={"script", "style"},
-    attributes={"a": {"href"}, "code": {"class"}, "ol": {"start"}},
+    attributes={"a": {"href"}, "code": {"class"}, "pre": {"data-language"}, "ol": {"start"}},
     attribute_filter=_attribute_filter,
     url_schemes=ALLOWED_URL_SCHEMES,
     link_rel=LINK_REL,

@@ -87,6 +87,9 @@ class EventRecord(models.Model):
     custom_metadata = models.JSONField(null=True, blank=True)
     usage_metadata = models.JSONField(null=True, blank=True)
     long_running_tool_ids = models.JSONField(null=True, blank=True)
+    extra = models.JSONField(
+        null=True, blank=True, help_text="Fields of ADK's Event not modelled here, as they came."
+    )
     rewound = models.BooleanField(
         default=False, help_text="Hidden from the history by a rewind; kept in storage."
     )
@@ -149,8 +152,15 @@ class AppState(models.Model):
     value = models.JSONField(null=True)
 
     class Meta:
+        verbose_name = "app state key"
         constraints = [
             models.UniqueConstraint(fields=["app_name", "key"], name="app_state_key"),
+        ]
+        # Written only through sessions_app.services.app_state (audited), by staff holding the
+        # dedicated permission, which no role includes: a superuser gives it by hand.
+        default_permissions = ("view",)
+        permissions = [
+            ("change_app_state", "Can set and remove app state (app: keys every user's agent sees)")
         ]
 
     def __str__(self) -> str:

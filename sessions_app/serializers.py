@@ -7,7 +7,6 @@ Events are described in the schema by the ``Event`` model's own JSON schema.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pydantic
@@ -18,8 +17,9 @@ from pydantic.json_schema import model_json_schema
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
+from core.api import StrictBooleanField, StrictCharField, StrictRegexField
 from sessions_app import selectors
-from sessions_app.events import Event
+from sessions_app.events import TIMESTAMP_RANGE_MESSAGE, Event, timestamp_representable
 from sessions_app.markdown import markdown_render_safe
 from sessions_app.models import EventRecord, SessionRecord
 from sessions_app.services import IDENTIFIER_PATTERN
@@ -54,42 +54,13 @@ def _default_app_name() -> str:
     return settings.DEFAULT_APP_NAME
 
 
-class StrictCharField(serializers.CharField):
-    """A string that must be a JSON string: DRF's CharField would turn ``0`` into ``"0"``,
-    which the schema (``type: string``) does not allow."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictRegexField(serializers.RegexField):
-    """A ``RegexField`` that takes JSON strings only (see ``StrictCharField``)."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """A JSON boolean only: DRF's BooleanField also takes ``0``, ``1``, ``"yes"`` and more,
-    which the schema (``type: boolean``) does not allow. For bodies, not query strings."""
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
-
-
 def _identifier_whole(value: str) -> None:
     """The whole value must match: a regex ``$`` alone also lets a trailing newline through."""
     if not IDENTIFIER_PATTERN.fullmatch(value):
         raise serializers.ValidationError(IDENTIFIER_MESSAGE, code="invalid")
 
 
-def _identifier_field(**kwargs) -> serializers.RegexField:
+def identifier_field(**kwargs) -> serializers.RegexField:
     """An id as the schema states it: a string, no surrounding whitespace trimmed away,
     no trailing newline."""
     return StrictRegexField(
@@ -110,12 +81,8 @@ def _pydantic_error_details(error: pydantic.ValidationError) -> dict[str, list[s
     return details
 
 
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField(help_text="What was wrong, in words a person can act on.")
-
-
 class SessionListQuerySerializer(serializers.Serializer):
-    app_name = _identifier_field(
+    app_name = identifier_field(
         default=_default_app_name, help_text="Defaults to the site's default app."
     )
     page_size = serializers.IntegerField(
@@ -129,14 +96,18 @@ class SessionListQuerySerializer(serializers.Serializer):
 
 
 class SessionCreateSerializer(serializers.Serializer):
-    app_name = _identifier_field(
+    app_name = identifier_field(
         default=_default_app_name, help_text="Defaults to the site's default app."
     )
-    session_id = _identifier_field(required=False, help_text="A new id is made when left out.")
+    session_id = identifier_field(
+        required=False,
+        help_text="A new id is made when left out, or when another user has this one "
+        "(the response's `id` is the session's); one of your own sessions answers 409.",
+    )
     state = serializers.DictField(
         required=False,
-        help_text="Initial state; `user:` and `app:` keys go to the shared scopes, "
-        "`temp:` keys are dropped.",
+        help_text="Initial state; `user:` keys go to the user's shared scope, `temp:` keys "
+        "are dropped, `app:` keys are refused.",
     )
     temporary = StrictBooleanField(
         default=False,
@@ -189,9 +160,13 @@ class EventCreateSerializer(serializers.Serializer):
     """An event to append, as ADK's Event JSON; ``validated_data`` is the ``Event``.
 
     Refused: partial events (streamed to clients, never stored), rewind markers
-    (only a rewind writes them), timestamps that are not finite, and text
+    (only a rewind writes them), timestamps outside years 1-9999, and text
     fields longer than storage holds.
     """
+
+    # Fields of ADK's Event this server does not model: refused from signed-in users, kept
+    # from service accounts (whose agents run a newer ADK).
+    unmodelled_fields_allowed = False
 
     def to_internal_value(self, data: Any) -> Event:
         try:
@@ -209,17 +184,30 @@ class EventCreateSerializer(serializers.Serializer):
                 }
             ) from None
         problems: dict[str, list[str]] = {}
+        if not self.unmodelled_fields_allowed:
+            for name in event.model_extra or {}:
+                problems[name] = ["Extra inputs are not permitted"]
+            for name in event.actions.model_extra or {}:
+                problems[f"actions.{name}"] = ["Extra inputs are not permitted"]
+        if isinstance(data, dict) and data.get("id") == "":
+            problems["id"] = ["An event id, when given, is 1-128 characters."]
+        tool_ids = data.get("long_running_tool_ids") if isinstance(data, dict) else None
+        if isinstance(tool_ids, list) and len(tool_ids) != len(set(map(str, tool_ids))):
+            problems["long_running_tool_ids"] = ["Each tool call id may appear once."]
         if event.partial:
             problems["partial"] = [
                 "Partial events are streamed to clients and never stored; "
                 "append the complete event instead."
             ]
-        if event.actions.rewind_before_invocation_id is not None:
+        if (
+            event.actions.rewind_before_invocation_id is not None
+            and not self.unmodelled_fields_allowed
+        ):
             problems["actions.rewind_before_invocation_id"] = [
                 "Rewinds are made with POST /api/sessions/<session_id>/rewind/."
             ]
-        if not math.isfinite(event.timestamp):
-            problems["timestamp"] = ["The timestamp must be a finite number of seconds."]
+        if not timestamp_representable(event.timestamp):
+            problems["timestamp"] = [TIMESTAMP_RANGE_MESSAGE]
         for name in ("branch", "error_code"):
             limit = EventRecord._meta.get_field(name).max_length
             if len(getattr(event, name) or "") > limit:
@@ -297,7 +285,7 @@ class SessionStateSerializer(serializers.Serializer):
         return state_merge(session=scoped.session, user=scoped.user, app=scoped.app)
 
 
-def _event_schema(auto_schema) -> dict[str, Any]:
+def event_schema(auto_schema) -> dict[str, Any]:
     """The ``Event`` model's JSON schema (field names as sent, not the camelCase aliases),
     with the models it refers to registered as components."""
     schema = model_json_schema(
@@ -319,7 +307,9 @@ class EventCreateSerializerSchema(OpenApiSerializerExtension):
         return "Event"
 
     def map_serializer(self, auto_schema, direction) -> dict[str, Any]:
-        schema = _event_schema(auto_schema)
+        schema = event_schema(auto_schema)
+        schema["additionalProperties"] = False
+        schema["properties"]["id"]["minLength"] = 1
         schema["description"] = (
             "An event to append (ADK's Event). `partial` events and "
             "`actions.rewind_before_invocation_id` are refused."
@@ -334,7 +324,7 @@ class StoredEventSerializerSchema(OpenApiSerializerExtension):
         return "StoredEvent"
 
     def map_serializer(self, auto_schema, direction) -> dict[str, Any]:
-        schema = _event_schema(auto_schema)
+        schema = event_schema(auto_schema)
         schema["title"] = "StoredEvent"
         schema["description"] = "A stored event: ADK's Event JSON without its null fields."
         schema["properties"]["sequence"] = {

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import connection, models, transaction
 
-from chatapp import async_database
+from core import async_database
 from sessions_app.errors import SessionNotFoundError
 from sessions_app.models import AppState, EventRecord, SessionRecord, SessionState, UserState
 from sessions_app.state import ScopedState
@@ -279,7 +279,7 @@ async def event_store_async(
     *, session_id: str, app_name: str, user_pk: int, fields: dict[str, Any], scoped: ScopedState
 ) -> float:
     """``event_store`` from an event loop, on PostgreSQL: the same one statement, in
-    autocommit on the loop's own connection (``chatapp.async_database``)."""
+    autocommit on the loop's own connection (``core.async_database``)."""
     sql, params = _append_statement_postgresql(
         session_id=session_id,
         app_name=app_name,

@@ -13,10 +13,28 @@ from tests.factories import UserFactory
 # outside the tests' transactions (SQLite then reports "database table is locked").
 django_settings.PERIODIC_IN_PROCESS = False
 
+# The suite's own threads (its concurrency tests, asgiref's executors) take connections and end
+# without giving them back, which a connection pool would count as in use for good: after a
+# few such tests every later one waited for a connection. So the suite connects as with
+# DATABASE_POOL_MAX_SIZE=0; the pool is tested in tests/core/test_postgresql.py and, as it is
+# deployed, by the multi-process suite (tests/multiprocess), whose servers have it.
+if django_settings.DATABASES["default"].get("OPTIONS", {}).pop("pool", None):
+    django_settings.DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
 # The SQLite test database is a file under build/ (chatapp.settings); `make test` creates the
 # folder, a bare `pytest` on a fresh checkout would otherwise fail to open the database.
 if django_settings.USING_SQLITE:
     Path(django_settings.DATABASES["default"]["TEST"]["NAME"]).parent.mkdir(exist_ok=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def static_files_collected():
+    """Static files are served from STATIC_ROOT, as in production (DEBUG is off by default and
+    whitenoise then does not look in the apps' folders): collect them once, as `make run` does,
+    so that a fresh checkout's tests see the same files a served site does."""
+    from django.core.management import call_command
+
+    call_command("collectstatic", interactive=False, verbosity=0)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -55,6 +73,21 @@ def api_throttling_off(settings):
     would otherwise couple unrelated tests that reuse the same ids."""
     settings.API_THROTTLE_USER_RATE = ""
     settings.API_THROTTLE_ANON_RATE = ""
+    # Likewise the sign-up limit per address (tests/access_app/test_signin.py): every test
+    # client signs up from 127.0.0.1.
+    settings.SIGNUP_PER_ADDRESS_PER_HOUR = 0
+
+
+@pytest.fixture(autouse=True)
+def app_settings_read_afresh():
+    """Each test reads apps' settings afresh: the app policy keeps what it read for a few
+    seconds for the memory triggers run from the event loop (agents_app.app_policy)."""
+    from sessions_app.app_policy import app_policy_get
+
+    yield
+    forget = getattr(app_policy_get(), "recent_forget", None)
+    if forget is not None:
+        forget()
 
 
 @pytest.fixture
@@ -101,6 +134,16 @@ def fake_gemini(settings, monkeypatch):
     settings.GOOGLE_GENAI_USE_VERTEXAI = False
     yield server
     server.stop()
+
+
+@pytest.fixture
+async def gemini(fake_gemini):
+    """The Gemini model (``gemini-2.5-flash``) through the real client, on the fake server."""
+    from core.gemini import GeminiModel
+
+    model = GeminiModel("gemini-2.5-flash")
+    yield model
+    await model.aclose()
 
 
 @pytest.fixture

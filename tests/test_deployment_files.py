@@ -1,6 +1,7 @@
 """docker-compose.yml, the Dockerfile and .env.example name things that exist, start in the
 right order and are documented. No Docker engine runs here, so the files are parsed."""
 
+import json
 import re
 import shlex
 import tomllib
@@ -130,10 +131,11 @@ def test_env_example_sets_nothing_by_itself():
     assert [line for line in lines if line and not line.startswith("#")] == []
 
 
-def test_web_serves_the_asgi_application_with_daphne(services):
+def test_web_serves_the_asgi_application_with_the_projects_daphne(services):
+    """chatapp.webserver: daphne, answering a WebSocket message of any length."""
     command = services["web"]["command"]
 
-    assert command[0] == "daphne"
+    assert command[:3] == ["python", "-m", "chatapp.webserver"]
     assert callable(import_by_path(command[-1]))
     assert option_value(command, "--port") == "8000"
     assert "--proxy-headers" in command
@@ -215,6 +217,13 @@ def test_the_image_runs_as_a_user_without_write_access_to_the_code():
     assert re.search(r"^ENV .*PYTHONPATH=/app", dockerfile, re.MULTILINE | re.DOTALL)
 
 
+def test_the_images_command_serves_as_the_web_service_does(services):
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    command = re.search(r"^CMD (\[.*?\])$", dockerfile, re.MULTILINE | re.DOTALL)[1]
+
+    assert json.loads(command.replace("\\\n", "")) == services["web"]["command"]
+
+
 def test_the_image_leaves_out_local_state():
     ignored = (ROOT / ".dockerignore").read_text().split()
 
@@ -228,3 +237,27 @@ def test_compose_has_no_default_for_a_secret():
         uses = re.findall(r"\$\{" + name + r"([^}]*)\}", text)
         assert uses, f"{name} is not used by docker-compose.yml"
         assert all(use.startswith(":?") for use in uses), f"{name} has a default: {uses}"
+
+
+def _seconds(duration: str) -> float:
+    """A compose duration ("30s", "1m30s") in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", duration)
+    assert parts and duration, f"not a compose duration: {duration!r}"
+    return sum(
+        int(value) * units[unit] for value, unit in zip(parts.groups(), "hms", strict=True) if value
+    )
+
+
+def test_web_is_given_its_turn_grace_period_and_the_time_to_store_the_rest(services):
+    """docker compose sends SIGTERM, then SIGKILL after stop_grace_period: the web process
+    needs TURN_SHUTDOWN_GRACE_SECONDS for its turns, then up to CUT_SHORT_SECONDS to store the
+    rest as interrupted and close the sockets."""
+    from core.shutdown import CUT_SHORT_SECONDS
+
+    web = services["web"]
+    grace = float(web["environment"]["TURN_SHUTDOWN_GRACE_SECONDS"])
+
+    assert _seconds(web["stop_grace_period"]) == grace + CUT_SHORT_SECONDS
+    for name in ("worker", "beat", "migrate"):
+        assert "stop_grace_period" not in services[name]

@@ -35,3 +35,25 @@ def test_quickstart_has_the_two_commands_and_the_makefile_has_them():
     assert re.search(r"^run:", makefile, re.MULTILINE)
     assert re.search(r"^test:", makefile, re.MULTILINE)
     assert "http://127.0.0.1:8000/" in quickstart
+
+
+def test_the_readme_says_nothing_is_still_to_come_for_pages_that_exist():
+    assert "come with a later step" not in README
+    assert "/memory/" in section("Your memory")
+
+
+def test_the_readme_says_how_to_make_a_staff_account_with_each_role():
+    console = " ".join(section("Staff console").split())
+    makefile = (settings.BASE_DIR / "Makefile").read_text()
+
+    assert "make staff-user STAFF=" in console
+    assert "ROLE=admin" in console
+    assert "staff_user_create" in console
+    assert "**Memory reviewers**" in console
+    assert "**Memory admins**" in console
+    assert re.search(r"^staff-user:", makefile, re.MULTILINE)
+
+
+def test_the_readme_gives_the_development_switch_for_debug_mode():
+    assert "make run DEBUG=true" in section("Quickstart")
+    assert "| `DEBUG` | `false` |" in section("Configuration")

@@ -12,12 +12,14 @@ imports this package):
 - ``jobs``: generation jobs, the chart of the last day's jobs by status, retry;
 - ``topics``: memory topics and their few-shot examples;
 - ``actions``: what the actions share (the reason asked on a confirmation page, the report of
-  what was done, the re-run of generation for sessions, also used by the sessions admin);
-- ``audit``: staff views written to the audit log of the user whose data they showed.
+  what was done, the re-run of generation for sessions);
+- ``sessions``: the sessions admin with the re-run of generation as an action.
+
+Staff views are written to the audit log of the user whose data they showed
+(``access_app.audit``).
 """
 
 from memory_app.admin.actions import ReasonForm, reason_confirmed, sessions_regenerate
-from memory_app.admin.audit import audit_object_viewed, audit_page_viewed
 from memory_app.admin.jobs import GenerationJobAdmin, StatusChart
 from memory_app.admin.memories import (
     CONFIDENCE_RANGES,
@@ -25,6 +27,7 @@ from memory_app.admin.memories import (
     MemoryAdmin,
     QuarantinedFilter,
 )
+from memory_app.admin.sessions import SessionRecordAdmin
 from memory_app.admin.topics import MemoryTopicAdmin, MemoryTopicForm
 
 __all__ = [
@@ -36,9 +39,8 @@ __all__ = [
     "MemoryTopicForm",
     "QuarantinedFilter",
     "ReasonForm",
+    "SessionRecordAdmin",
     "StatusChart",
-    "audit_object_viewed",
-    "audit_page_viewed",
     "reason_confirmed",
     "sessions_regenerate",
 ]

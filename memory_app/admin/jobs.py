@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from chatapp.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 from memory_app import selectors
 from memory_app.admin.actions import _apply
 from memory_app.models import GenerationJob

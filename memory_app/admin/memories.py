@@ -11,6 +11,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.text import Truncator
 
+from access_app.audit import audit_object_viewed, audit_page_viewed
 from access_app.models import AccessScope
 from access_app.selectors import (
     grants_active_for,
@@ -18,10 +19,9 @@ from access_app.selectors import (
     staff_has_global_view,
     staff_may_view_user_data,
 )
-from chatapp.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 from memory_app import selectors
 from memory_app.admin.actions import _apply, _back_to, reason_confirmed, sessions_regenerate
-from memory_app.admin.audit import audit_object_viewed, audit_page_viewed
 from memory_app.models import TRUST, Memory, MemoryStatus, SourceType
 from memory_app.services import review
 
@@ -176,6 +176,20 @@ class MemoryAdmin(ReadOnlyAdmin):
             name="restore",
             description="Restore invalidated memories",
             service=review.memory_restore,
+            permission="memory_change",
+            reason_required=False,
+        ),
+        _memory_action(
+            name="expire_in_30_days",
+            description="Forget memories in 30 days",
+            service=review.memory_staff_expiry,
+            permission="memory_change",
+            reason_required=True,
+        ),
+        _memory_action(
+            name="clear_expiry",
+            description="Keep memories until deleted (clear their expiry)",
+            service=review.memory_staff_expiry_clear,
             permission="memory_change",
             reason_required=False,
         ),

@@ -13,7 +13,15 @@ from memory_app.topics import MANAGED_TOPIC_KEYS
 class MemoryTopicForm(forms.ModelForm):
     class Meta:
         model = MemoryTopic
-        fields = ["app_name", "key", "label", "description", "few_shot_examples", "enabled"]
+        fields = [
+            "app_name",
+            "key",
+            "label",
+            "description",
+            "few_shot_examples",
+            "enabled",
+            "ttl_days",
+        ]
         help_texts = {
             "key": (
                 "A managed topic's key ("

@@ -9,6 +9,7 @@ import uuid
 from django.db import transaction
 
 from memory_app.consolidation.matching import KnownMemories, KnownMemory, record_key
+from memory_app.consolidation.model import Operation
 from memory_app.consolidation.preparation import (
     PreparedFact,
     PreparedFacts,
@@ -84,6 +85,47 @@ class _Run:
             else:
                 self.writes.merge(same, item)
             return
+        if item.plan is not None and self._apply_plan(item):
+            return
+        self._apply_rules(item)
+
+    def _apply_plan(self, item: PreparedFact) -> bool:
+        """Carry out the model's operation for the fact (:mod:`.model`); False when it cannot
+        be (its memory is no longer active), so the rules decide instead. The fact's own text
+        already held by an active memory is a merge whatever the model said, which keeps a
+        re-run from storing it twice."""
+        plan = item.plan
+        same = next(
+            (
+                k
+                for k in self.known.by_id.values()
+                if k.memory.text.casefold() == item.text.casefold()
+            ),
+            None,
+        )
+        if same is not None and plan.operation in (Operation.CREATE, Operation.NOTHING):
+            self.writes.merge(same, item)
+            return True
+        if plan.operation == Operation.CREATE:
+            self.writes.create(item, reason=plan.reason)
+            return True
+        target = self.known.by_id.get(plan.memory_id) if plan.memory_id else None
+        if plan.operation == Operation.NOTHING:
+            if target is not None:
+                self.writes.merge(target, item)
+            return True
+        if target is None:
+            return False
+        if not self._wins(item, target):
+            self.report.unchanged.append(target.memory)
+        elif plan.operation == Operation.UPDATE:
+            self.writes.update(target, item, reason=plan.reason, text=plan.text, vector=plan.vector)
+        else:
+            self.writes.invalidate(target, item, reason=plan.reason)
+        return True
+
+    def _apply_rules(self, item: PreparedFact) -> None:
+        """The similarity rules of the package docstring (step 3 on)."""
         kind = item.fact.kind
         negated = fact_negated(text=item.text)
         subject = fact_subject(text=item.text)

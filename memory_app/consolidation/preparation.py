@@ -4,12 +4,16 @@ verdict, PII redaction and the embedder's vectors (see :func:`consolidation_prep
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memory_app.embedding import embedder_get
-from memory_app.extraction import ExtractedFact, fact_text_normalise
+from memory_app.extraction import ExtractedFact, fact_text_normalise, memory_model_configured
 from memory_app.safety import SafetyVerdict, memory_text_check, pii_redact, secrets_mask
+
+if TYPE_CHECKING:
+    from memory_app.consolidation.model import PlannedOperation
 
 
 @dataclass
@@ -22,6 +26,7 @@ class PreparedFact:
     excerpt: str
     verdict: SafetyVerdict
     vector: np.ndarray | None = None
+    plan: PlannedOperation | None = None  # the model's operation (consolidation.model)
 
 
 @dataclass(frozen=True)
@@ -43,14 +48,20 @@ def _fact_prepare(*, fact: ExtractedFact, app_name: str) -> PreparedFact:
     )
 
 
-def consolidation_prepare(*, app_name: str, facts: list[ExtractedFact]) -> PreparedFacts:
+def consolidation_prepare(
+    *, app_name: str, facts: list[ExtractedFact], user_pk: int | None = None
+) -> PreparedFacts:
     """Everything consolidation needs of ``facts`` that reads no memory: third-person text,
     safety verdict, PII redaction per ``app_name``, and one embedder call for the safe texts.
+    With ``user_pk`` and Gemini configured, also the model's operation for each fact
+    (:func:`~memory_app.consolidation.model.consolidation_plan`, which does read the user's
+    memories).
 
     Kept apart from :func:`memories_consolidate` so a caller can run it before taking the
     user's lock: with Gemini embeddings the embedder call is a network round trip, which must
     not hold up the user's other jobs. Every vector consolidation may store is made here (an
-    updated memory takes the fact's text, hence the fact's vector). Reads no database.
+    updated memory takes the fact's text, hence the fact's vector). Reads no database unless
+    a plan is asked for.
     """
     items = [_fact_prepare(fact=fact, app_name=app_name) for fact in facts]
     safe = [item for item in items if item.verdict.ok]
@@ -59,4 +70,9 @@ def consolidation_prepare(*, app_name: str, facts: list[ExtractedFact]) -> Prepa
     if vectors is not None:
         for item, vector in zip(safe, vectors, strict=True):
             item.vector = np.asarray(vector, dtype=np.float32)
-    return PreparedFacts(app_name=app_name, items=items, embedder_name=embedder.name)
+    prepared = PreparedFacts(app_name=app_name, items=items, embedder_name=embedder.name)
+    if user_pk is not None and items and memory_model_configured():
+        from memory_app.consolidation.model import consolidation_plan
+
+        consolidation_plan(user_pk=user_pk, prepared=prepared)
+    return prepared

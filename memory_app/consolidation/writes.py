@@ -7,9 +7,11 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
+from django.utils import timezone
 
 from memory_app.consolidation.matching import KnownMemories, KnownMemory
 from memory_app.consolidation.preparation import PreparedFact
@@ -24,6 +26,7 @@ from memory_app.models import (
     SourceType,
 )
 from memory_app.safety import secrets_mask
+from memory_app.topics import memory_ttl_days
 from sessions_app.models import EventRecord
 
 MERGE_CONFIDENCE_STEP = 0.05
@@ -78,6 +81,15 @@ class MemoryWrites:
         self.actor_user_pk = actor_user_pk
         self.known = known
         self.report = ConsolidationReport()
+        self.ttl_days = memory_ttl_days(app_name=app_name)
+
+    def _expiry(self, item: PreparedFact) -> datetime | None:
+        """When a new memory is forgotten: the fact's own expiry (a time-bound fact), else its
+        topic's or the app's TTL from now, else never."""
+        if item.fact.expires_at is not None:
+            return datetime.fromtimestamp(item.fact.expires_at, tz=UTC)
+        days = self.ttl_days.get(item.fact.topic) or self.ttl_days.get("")
+        return timezone.now() + timedelta(days=days) if days else None
 
     def _revision(
         self,
@@ -87,7 +99,13 @@ class MemoryWrites:
         before: dict[str, Any] | None,
         after: dict[str, Any] | None,
         reason: str,
+        item: PreparedFact | None = None,
     ) -> None:
+        """A revision by the run's job or person; ``item``: the fact that made the change,
+        whose first stored event becomes the revision's source."""
+        source = None
+        if item is not None:
+            source = next((self.events[i] for i in item.fact.event_ids if i in self.events), None)
         MemoryRevision.objects.create(
             memory=memory,
             action=action,
@@ -96,6 +114,7 @@ class MemoryWrites:
             reason=reason,
             actor_job_id=self.job_id,
             actor_user_id=self.actor_user_pk,
+            source_event=source,
         )
 
     def _sources_add(self, memory: Memory, item: PreparedFact, linked: set[int]) -> list[str]:
@@ -173,6 +192,7 @@ class MemoryWrites:
             confidence=fact.confidence,
             importance=fact.importance,
             job_id=self.job_id,
+            expires_at=self._expiry(item),
             **self._embedding_fields(item.vector),
         )
         linked: set[int] = set()
@@ -215,15 +235,28 @@ class MemoryWrites:
         )
         self.report.unchanged.append(memory)
 
-    def update(self, known: KnownMemory, item: PreparedFact, *, reason: str) -> None:
+    def update(
+        self,
+        known: KnownMemory,
+        item: PreparedFact,
+        *,
+        reason: str,
+        text: str = "",
+        vector: np.ndarray | None = None,
+    ) -> None:
+        """``known`` takes the fact's text (or ``text`` with its ``vector``, as the model
+        phrased the update), source type and confidence, and the fact's events as sources."""
         memory, fact = known.memory, item.fact
         before = _snapshot(memory)
-        memory.text = item.text
+        memory.text = text or item.text
+        vector = vector if text else item.vector
         memory.topic = fact.topic or memory.topic
         memory.source_type = fact.source_type
         memory.confidence = fact.confidence
         memory.importance = max(memory.importance, fact.importance)
-        for name, value in self._embedding_fields(item.vector).items():
+        if fact.expires_at is not None:
+            memory.expires_at = datetime.fromtimestamp(fact.expires_at, tz=UTC)
+        for name, value in self._embedding_fields(vector).items():
             setattr(memory, name, value)
         memory.save()
         self._sources_add(memory, item, known.event_pks)
@@ -233,14 +266,15 @@ class MemoryWrites:
             before=before,
             after=_snapshot(memory),
             reason=reason,
+            item=item,
         )
         self.known.remember(
             memory, last_seen=max(known.last_seen, self.fact_time(item)), events=known.event_pks
         )
-        self.known.index_add(memory, item.vector)
+        self.known.index_add(memory, vector)
         self.report.updated.append(memory)
 
-    def invalidate(self, known: KnownMemory, item: PreparedFact) -> None:
+    def invalidate(self, known: KnownMemory, item: PreparedFact, *, reason: str = "") -> None:
         memory = known.memory
         before = _snapshot(memory)
         memory.status = MemoryStatus.INVALIDATED
@@ -250,7 +284,8 @@ class MemoryWrites:
             action=MemoryRevision.Action.INVALIDATED,
             before=before,
             after=_snapshot(memory),
-            reason=f"contradicted by: {item.text}",
+            reason=reason or f"contradicted by: {item.text}",
+            item=item,
         )
         self.known.forget(memory)
         self.report.invalidated.append(memory)

@@ -69,7 +69,10 @@ Importance: 0.8 for explicit instructions, 0.7 for personal information, 0.5 oth
 
 from __future__ import annotations
 
-from memory_app.extraction.facts import ExtractedFact, FactKind
+from django.conf import settings
+
+from core.llm import gemini_configured
+from memory_app.extraction.facts import CREATE_MEMORY_TOOL, ExtractedFact, FactKind
 from memory_app.extraction.gemini import facts_from_gemini
 from memory_app.extraction.offline import (
     fact_is_turn_record,
@@ -77,12 +80,43 @@ from memory_app.extraction.offline import (
     fact_subject,
     fact_switch,
     fact_text_normalise,
+    fact_topic,
     facts_from_offline_rules,
     facts_from_tool_calls,
 )
+from memory_app.ranking import tokenize
 from memory_app.topics import TopicSpec
 from sessions_app.events import Event
-from sessions_app.runtime.models import gemini_configured
+
+
+def memory_model_configured() -> bool:
+    """Whether generation (extraction, consolidation) calls Gemini: a key or Vertex AI is set
+    and ``MEMORY_EXTRACTION_MODEL`` is not ``offline`` (which keeps the offline rules, e.g. to
+    measure them against a Gemini-answered benchmark)."""
+    return gemini_configured() and settings.MEMORY_EXTRACTION_MODEL != "offline"
+
+
+def _not_saved_already(*, facts: list[ExtractedFact], events: list[Event]) -> list[ExtractedFact]:
+    """``facts`` less those the agent already saved in the same turn with ``create_memory``:
+    a fact of a user message whose words all occur in what a ``create_memory`` call of that
+    invocation saved ("remember my email is ... and my phone is ..." saved whole, so no second
+    "phone" memory)."""
+    saved: dict[str, set[str]] = {}
+    for event in events:
+        for call in event.get_function_calls():
+            text = (call.args or {}).get("text")
+            if call.name == CREATE_MEMORY_TOOL and isinstance(text, str):
+                saved.setdefault(event.invocation_id, set()).update(tokenize(text))
+    if not saved:
+        return facts
+    invocation_of = {event.id: event.invocation_id for event in events}
+
+    def covered(fact: ExtractedFact) -> bool:
+        words = saved.get(invocation_of.get(fact.event_ids[0], ""), set())
+        terms = set(tokenize(fact.excerpt or fact.text)) - {"rememb", "forget"}
+        return bool(words) and bool(terms) and terms <= words
+
+    return [fact for fact in facts if not covered(fact)]
 
 
 def facts_extract(
@@ -95,10 +129,11 @@ def facts_extract(
     errors propagate as ``ModelError``: transient ones are for the job layer to retry.
     """
     topic_keys = {topic.key for topic in topics}
-    if gemini_configured():
+    if memory_model_configured():
         facts = facts_from_gemini(app_name=app_name, events=events, topics=topics)
     else:
         facts = facts_from_offline_rules(events=events)
+    facts = _not_saved_already(facts=facts, events=events)
     facts += facts_from_tool_calls(events=events)
     position = {event.id: index for index, event in enumerate(events)}
     facts.sort(key=lambda fact: position[fact.event_ids[0]])
@@ -113,5 +148,7 @@ __all__ = [
     "fact_subject",
     "fact_switch",
     "fact_text_normalise",
+    "fact_topic",
     "facts_extract",
+    "memory_model_configured",
 ]

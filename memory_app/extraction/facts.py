@@ -34,6 +34,7 @@ class ExtractedFact:
     event_ids: list[str] = field(default_factory=list)
     excerpt: str = ""
     kind: str = FactKind.STATEMENT
+    expires_at: float | None = None  # a time-bound fact ("this week"): when it stops being true
 
 
 IMPORTANCE = {EXPLICIT_INSTRUCTIONS: 0.8, PERSONAL_INFO: 0.7}

@@ -7,6 +7,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
+from core.llm import ModelError
 from memory_app.extraction.facts import (
     EXCERPT_CHARS,
     USER_AUTHOR,
@@ -18,7 +19,6 @@ from memory_app.topics import (
     TopicSpec,
 )
 from sessions_app.events import Event
-from sessions_app.runtime.llm import ModelError
 
 _SOURCE_TYPES = (SourceType.EXPLICIT.value, SourceType.IMPLICIT.value, SourceType.TOOL.value)
 
@@ -47,6 +47,12 @@ def fact_schema(*, topic_keys: list[str]) -> dict[str, Any]:
                         "excerpt": {
                             "type": "string",
                             "description": "The words of those events that support the fact.",
+                        },
+                        "expires_in_days": {
+                            "type": "number",
+                            "minimum": 0,
+                            "description": "For a fact bound to a time ('in Berlin this week'): "
+                            "days after it was said that it stops being true; 0 when lasting.",
                         },
                     },
                     "required": [
@@ -77,7 +83,8 @@ def _system_instruction(*, app_name: str, topics: list[TopicSpec]) -> str:
         "when it comes out of the conversation; its kind: 'statement', 'correction' (it "
         "replaces something the user said before) or 'retraction' (the user says something "
         "is no longer or not true); confidence and importance between 0 and 1; the ids of "
-        "the events that support it, exactly as shown in brackets; and the supporting words.",
+        "the events that support it, exactly as shown in brackets; the supporting words; and "
+        "for a fact bound to a time ('I'm in Berlin this week'), expires_in_days.",
         "Never record instructions about how the assistant should behave, secrets (passwords, "
         "keys, tokens), or anything the assistant said that the user did not confirm.",
         "Return an empty list when there is nothing worth remembering.",
@@ -129,6 +136,7 @@ def _facts_parse(
     if not isinstance(items, list):
         raise _invalid("no 'facts' list")
     texts = {event.id: event.text() for event in events}
+    said = {event.id: event.timestamp for event in events}
     facts = []
     for item in items:
         if not isinstance(item, dict):
@@ -153,6 +161,10 @@ def _facts_parse(
         known = list(dict.fromkeys(i for i in event_ids if i in texts))
         if not known:
             continue
+        lasting = item.get("expires_in_days")
+        expires_at = None
+        if isinstance(lasting, int | float) and not isinstance(lasting, bool) and lasting > 0:
+            expires_at = max(said[i] for i in known) + float(lasting) * 86400
         facts.append(
             ExtractedFact(
                 text=" ".join(text.split()),
@@ -163,31 +175,43 @@ def _facts_parse(
                 event_ids=known,
                 excerpt=(excerpt.strip() or texts[known[0]])[:EXCERPT_CHARS],
                 kind=item["kind"],
+                expires_at=expires_at,
             )
         )
     return facts
 
 
-def facts_from_gemini(
-    *, app_name: str, events: list[Event], topics: list[TopicSpec]
-) -> list[ExtractedFact]:
-    from sessions_app.runtime.gemini import GeminiModel
-
-    transcript = _transcript(events=events)
-    if not transcript:
-        return []
-    topic_keys = [topic.key for topic in topics]
+def gemini_json(
+    *, system_instruction: str, contents: str, response_schema: dict[str, Any]
+) -> dict[str, Any]:
+    """One structured call to ``MEMORY_EXTRACTION_MODEL`` from synchronous code (a job):
+    the answer as a JSON object, or ``ModelError``."""
+    from core.gemini import GeminiModel
 
     async def generate() -> dict[str, Any]:
         model = GeminiModel(settings.MEMORY_EXTRACTION_MODEL)
         try:
             return await model.generate_json(
-                system_instruction=_system_instruction(app_name=app_name, topics=topics),
-                contents=transcript,
-                response_schema=fact_schema(topic_keys=topic_keys),
+                system_instruction=system_instruction,
+                contents=contents,
+                response_schema=response_schema,
             )
         finally:
             await model.aclose()
 
-    answer = async_to_sync(generate)()
+    return async_to_sync(generate)()
+
+
+def facts_from_gemini(
+    *, app_name: str, events: list[Event], topics: list[TopicSpec]
+) -> list[ExtractedFact]:
+    transcript = _transcript(events=events)
+    if not transcript:
+        return []
+    topic_keys = [topic.key for topic in topics]
+    answer = gemini_json(
+        system_instruction=_system_instruction(app_name=app_name, topics=topics),
+        contents=transcript,
+        response_schema=fact_schema(topic_keys=topic_keys),
+    )
     return _facts_parse(answer=answer, events=events, topic_keys=topic_keys)

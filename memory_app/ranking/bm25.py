@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
 DocId = Hashable
+# A compound's head is a word ending it ("nut" in "peanut"): both parts at least this long, so
+# "art" is not the head of "start" nor "ring" of "spring".
+COMPOUND_PART_MIN = 3
 
 
 class BM25Index:
@@ -31,6 +34,7 @@ class BM25Index:
         self._terms: list[dict[str, int]] = []  # per slot: term -> count
         self._postings: dict[str, dict[int, int]] = {}  # term -> slot -> count
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # cached postings as arrays
+        self._compounds: dict[str, set[str]] = {}  # head -> indexed terms ending with it
         self._lengths = np.zeros(16, dtype=np.float64)
         self._total_length = 0
 
@@ -53,7 +57,11 @@ class BM25Index:
             self._lengths = np.concatenate([self._lengths, np.zeros(slot)])
         counts = dict(Counter(tokens))
         for term, count in counts.items():
-            self._postings.setdefault(term, {})[slot] = count
+            if term not in self._postings:
+                self._postings[term] = {}
+                for head in _heads(term):
+                    self._compounds.setdefault(head, set()).add(term)
+            self._postings[term][slot] = count
             self._arrays.pop(term, None)
         self.ids.append(doc_id)
         self._slots[doc_id] = slot
@@ -75,6 +83,10 @@ class BM25Index:
             self._arrays.pop(term, None)
             if not posting:
                 del self._postings[term]
+                for head in _heads(term):
+                    self._compounds[head].discard(term)
+                    if not self._compounds[head]:
+                        del self._compounds[head]
         last = len(self.ids) - 1
         if slot != last:
             moved = self.ids[last]
@@ -91,10 +103,40 @@ class BM25Index:
         self._terms.pop()
         return True
 
-    def score_array(self, *, query_tokens: Sequence[str]) -> np.ndarray:
+    def compounds(self, head: str) -> set[str]:
+        """The indexed terms that end with the word ``head``: "peanut" and "walnut" for "nut"."""
+        return self._compounds.get(head, set())
+
+    def document_terms(self, slot: int) -> dict[str, int]:
+        """The terms of the document in ``slot`` with their counts."""
+        return self._terms[slot]
+
+    def slots_with(self, term: str) -> np.ndarray:
+        """The slots of the documents holding ``term``."""
+        posting = self._postings.get(term)
+        if not posting:
+            return np.zeros(0, dtype=np.int64)
+        return np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
+
+    def document_frequency(self, term: str) -> int:
+        return len(self._postings.get(term, ()))
+
+    def idf(self, term: str) -> float:
+        """Lucene's always-positive IDF of ``term`` over the documents held now."""
+        df = self.document_frequency(term)
+        return math.log(1.0 + (len(self.ids) - df + 0.5) / (df + 0.5))
+
+    def score_array(
+        self,
+        *,
+        query_tokens: Sequence[str] = (),
+        weights: Mapping[str, float] | None = None,
+    ) -> np.ndarray:
         """BM25 score of every slot (0 where no query term occurs), one float64 per document.
 
-        A term repeated in the query counts once per repeat, as Okapi BM25 defines.
+        A term repeated in the query counts once per repeat, as Okapi BM25 defines; ``weights``
+        (term -> weight, instead of ``query_tokens``) lets a term count a fraction, as the
+        terms a query expansion adds do.
         """
         n = len(self.ids)
         scores = np.zeros(n)
@@ -103,7 +145,7 @@ class BM25Index:
         norm = self.k1 * (
             1.0 - self.b + self.b * self._lengths[:n] / (self._total_length / n or 1.0)
         )
-        for term, query_count in Counter(query_tokens).items():
+        for term, query_count in (weights or Counter(query_tokens)).items():
             posting = self._postings.get(term)
             if not posting:
                 continue
@@ -122,3 +164,9 @@ class BM25Index:
         """BM25 score of each document sharing at least one term with the query, by id."""
         array = self.score_array(query_tokens=query_tokens)
         return {self.ids[i]: float(array[i]) for i in np.flatnonzero(array)}
+
+
+def _heads(term: str) -> list[str]:
+    """The possible heads of ``term`` as a compound word: its endings that leave at least
+    ``COMPOUND_PART_MIN`` characters on both sides."""
+    return [term[cut:] for cut in range(COMPOUND_PART_MIN, len(term) - COMPOUND_PART_MIN + 1)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -53,12 +53,17 @@ def rank_arrays(
     rrf_k: int = 60,
     priors: np.ndarray | None = None,
     prior_weight: float = 0.0,
+    bonus: np.ndarray | None = None,
+    neighbours: Callable[[np.ndarray], np.ndarray] | None = None,
+    neighbour_weight: float = 0.0,
     limit: int = 10,
 ) -> list[Ranked]:
     """:func:`rank` on arrays aligned with ``ids`` (the fast path for thousands of memories).
 
     ``has_vector`` marks which rows carry a real semantic score (default: all, when ``semantic``
-    is given); rows without one count 0 on that signal.
+    is given); rows without one count 0 on that signal. ``bonus`` is added to the blended
+    score (and makes a row eligible); then ``neighbours``, given those scores, returns each
+    row's best neighbouring score, of which ``neighbour_weight`` is added; priors come last.
     """
     n = len(ids)
     if not n or limit <= 0:
@@ -83,9 +88,17 @@ def rank_arrays(
     else:
         raise ValueError(f"unknown method {method!r}")
     score = (1.0 - weight) * lex_part + weight * sem_part
+    relevant = (lexical > 0) | (mask if weight > 0 else False)
+    if bonus is not None:
+        score = score + bonus
+        relevant |= bonus > 0
+    if neighbours is not None and neighbour_weight:
+        around = neighbours(np.where(relevant, score, 0.0))
+        score = score + neighbour_weight * around
+        relevant |= around > 0
     if priors is not None and prior_weight:
         score = score + prior_weight * np.asarray(priors, dtype=np.float64)
-    eligible = np.flatnonzero((lexical > 0) | (mask if weight > 0 else False))
+    eligible = np.flatnonzero(relevant)
     if len(eligible) > limit:
         # Keep everything tied with the limit-th score, so the id tie-break below is exact.
         kth = np.partition(score[eligible], len(eligible) - limit)[len(eligible) - limit]

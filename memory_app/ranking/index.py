@@ -9,8 +9,12 @@ import numpy as np
 
 from .bm25 import BM25Index, DocId
 from .embedders import Embedder, NoEmbedder
+from .expansion import feedback_weights, query_names, query_weights
 from .fusion import Ranked, rank_arrays
 from .text import tokenize
+
+# Where a memory was said: (conversation, position in it), e.g. (session id, event sequence).
+Position = tuple[str, int]
 
 
 class MemoryIndex:
@@ -32,6 +36,8 @@ class MemoryIndex:
         self._matrix = np.zeros((0, 0), dtype=np.float32)  # row = BM25 slot; grows by doubling
         self._has_vector = np.zeros(0, dtype=bool)
         self._priors = np.zeros(0, dtype=np.float64)
+        self._positions: list[Position | None] = []  # per slot
+        self._neighbours: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.bm25)
@@ -46,11 +52,16 @@ class MemoryIndex:
         texts: Sequence[str],
         vectors: np.ndarray | None = None,
         priors: Sequence[float] | None = None,
+        positions: Sequence[Position | None] | None = None,
     ) -> None:
         """Index several memories at once (one batch through the embedder when no vectors),
-        replacing earlier versions of the same ids. ``priors`` default to 0."""
-        if len(doc_ids) != len(texts) or (priors is not None and len(priors) != len(texts)):
-            raise ValueError("doc_ids, texts and priors differ in length")
+        replacing earlier versions of the same ids. ``priors`` default to 0; ``positions``
+        (where each was said, None when unknown) make memories said one after the other
+        neighbours in search."""
+        if len(doc_ids) != len(texts) or any(
+            values is not None and len(values) != len(texts) for values in (priors, positions)
+        ):
+            raise ValueError("doc_ids, texts, priors and positions differ in length")
         if vectors is None and doc_ids:
             vectors = self.embedder.encode(list(texts))
         for i, (doc_id, text) in enumerate(zip(doc_ids, texts, strict=True)):
@@ -61,6 +72,8 @@ class MemoryIndex:
                 self._matrix[slot] = vectors[i]
             self._has_vector[slot] = vectors is not None
             self._priors[slot] = 0.0 if priors is None else priors[i]
+            self._positions.append(None if positions is None else positions[i])
+        self._neighbours = None
 
     def add(
         self, *, doc_id: DocId, text: str, vector: np.ndarray | None = None, prior: float = 0.0
@@ -84,9 +97,52 @@ class MemoryIndex:
             self._matrix[slot] = self._matrix[last]
             self._has_vector[slot] = self._has_vector[last]
             self._priors[slot] = self._priors[last]
+            self._positions[slot] = self._positions[last]
         self._has_vector[last] = False
         self._priors[last] = 0.0
+        self._positions.pop()
+        self._neighbours = None
         return True
+
+    def by_prior(self, *, limit: int) -> list[Ranked]:
+        """The ``limit`` memories with the highest prior (recency and importance), ties by id:
+        the answer to a question about the user as a whole, which names nothing to match."""
+        n = len(self.bm25)
+        priors = self._priors[:n]
+        ids = self.bm25.ids
+        chosen = sorted(range(n), key=lambda i: (-priors[i], ids[i]))[:limit]
+        return [Ranked(ids[i], float(priors[i]), 0.0, 0.0) for i in chosen]
+
+    def _neighbour_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per slot its position's number (-1: none), and per position number the previous
+        and next position of the same conversation (-1: none); built once per change."""
+        if self._neighbours is None:
+            known = sorted({p for p in self._positions if p is not None})
+            number = {position: i for i, position in enumerate(known)}
+            of_slot = np.array(
+                [-1 if p is None else number[p] for p in self._positions], dtype=np.int64
+            )
+            previous = np.full(len(known), -1, dtype=np.int64)
+            following = np.full(len(known), -1, dtype=np.int64)
+            for i in range(1, len(known)):
+                if known[i][0] == known[i - 1][0]:
+                    previous[i], following[i - 1] = i - 1, i
+            self._neighbours = (of_slot, previous, following)
+        return self._neighbours
+
+    def _neighbour_scores(self, scores: np.ndarray) -> np.ndarray:
+        """Per slot, the best score among the memories said just before and just after it
+        (in the same conversation, at the adjacent position)."""
+        of_slot, previous, following = self._neighbour_arrays()
+        best = np.zeros(len(previous) + 1)  # the last cell stands for "no position"
+        np.maximum.at(best, np.where(of_slot < 0, len(previous), of_slot), scores)
+        best[-1] = 0.0
+        position = np.where(of_slot < 0, len(previous), of_slot)
+        around = np.append(previous, -1)[position], np.append(following, -1)[position]
+        return np.maximum(
+            np.where(around[0] >= 0, best[around[0]], 0.0),
+            np.where(around[1] >= 0, best[around[1]], 0.0),
+        )
 
     def _ensure_rows(self, rows: int, dimension: int | None) -> None:
         if dimension is not None and self._matrix.shape[1] != dimension:
@@ -111,15 +167,31 @@ class MemoryIndex:
         semantic_weight: float = 0.5,
         prior_weight: float = 0.0,
         query_vector: np.ndarray | None = None,
+        expand: bool = False,
+        name_weight: float = 0.0,
+        neighbour_weight: float = 0.0,
     ) -> list[Ranked]:
         """The ``limit`` memories most relevant to ``query``, best first (see :func:`rank`),
         each memory's prior counting ``prior_weight`` times.
 
         The query is embedded with the index's embedder unless ``query_vector`` is given; with
-        no vector (NoEmbedder) or no memory holding one, ranking is lexical.
+        no vector (NoEmbedder) or no memory holding one, ranking is lexical. ``expand``: the
+        lexical query gains sub-word, related and feedback terms (:mod:`.expansion`).
+        ``name_weight``: added to the blended score of memories holding a name the query
+        mentions. ``neighbour_weight``: a memory gains that share of the best score of the
+        memories said just before or after it (a question's answer often spans two turns).
         """
         n = len(self.bm25)
-        lexical = self.bm25.score_array(query_tokens=tokenize(query))
+        if expand:
+            weights = query_weights(query, bm25=self.bm25)
+            lexical = self.bm25.score_array(weights=weights)
+            # BM25 adds up term by term, so the feedback pass scores only the terms it adds.
+            expanded = feedback_weights(weights, bm25=self.bm25, scores=lexical)
+            added = {term: weight for term, weight in expanded.items() if term not in weights}
+            if added:
+                lexical = lexical + self.bm25.score_array(weights=added)
+        else:
+            lexical = self.bm25.score_array(query_tokens=tokenize(query))
         has_vector = self._has_vector[:n]
         if query_vector is None and has_vector.any():
             encoded = self.embedder.encode([query])
@@ -127,6 +199,11 @@ class MemoryIndex:
         semantic = None
         if query_vector is not None and has_vector.any():
             semantic = self._matrix[:n] @ np.asarray(query_vector, dtype=np.float32)
+        bonus = None
+        if name_weight and n:
+            bonus = np.zeros(n)
+            for name in query_names(query):
+                bonus[self.bm25.slots_with(name)] = name_weight
         return rank_arrays(
             ids=self.bm25.ids,
             lexical=lexical,
@@ -136,5 +213,8 @@ class MemoryIndex:
             semantic_weight=semantic_weight,
             priors=self._priors[:n] if prior_weight else None,
             prior_weight=prior_weight,
+            bonus=bonus,
+            neighbours=self._neighbour_scores if neighbour_weight and n else None,
+            neighbour_weight=neighbour_weight,
             limit=limit,
         )

@@ -14,15 +14,20 @@ from memory_app.selectors.console import (
     memory_revisions,
 )
 from memory_app.selectors.generation import (
+    PendingMemory,
     SessionMemoryAccess,
     TriggerConfig,
     TurnTriggerFacts,
     content_text,
     event_text,
     session_memory_access,
+    session_memory_access_read,
+    session_pending_memory,
     session_user_event_get,
     trigger_config_get,
+    trigger_config_get_async,
     turn_trigger_facts,
+    turn_trigger_facts_read,
     watermark_get,
 )
 from memory_app.selectors.memories import (
@@ -30,6 +35,7 @@ from memory_app.selectors.memories import (
     memory_settings_get,
     user_memories,
     user_memories_matching,
+    user_profile,
 )
 from memory_app.selectors.search import (
     ScoredMemory,
@@ -40,6 +46,7 @@ from memory_app.selectors.search import (
 )
 
 __all__ = [
+    "PendingMemory",
     "ScoredMemory",
     "SessionMemoryAccess",
     "SourceRef",
@@ -56,10 +63,15 @@ __all__ = [
     "memory_search",
     "memory_settings_get",
     "session_memory_access",
+    "session_memory_access_read",
+    "session_pending_memory",
     "session_user_event_get",
     "trigger_config_get",
+    "trigger_config_get_async",
     "turn_trigger_facts",
+    "turn_trigger_facts_read",
     "user_memories",
     "user_memories_matching",
+    "user_profile",
     "watermark_get",
 ]

@@ -11,10 +11,13 @@ from django.db import connection
 
 from memory_app.models import (
     AppIndexVersion,
+    GenerationJob,
     MemorySettings,
     MemoryWatermark,
 )
+from sessions_app.app_policy import app_policy_get
 from sessions_app.models import EventRecord, SessionRecord
+from sessions_app.selectors import StoreRead, store_read_run
 
 
 @dataclass(frozen=True)
@@ -23,24 +26,40 @@ class TriggerConfig:
 
     ``every_n_turns``: once that many user turns lie past the watermark (0: never);
     ``every_turn``: after each turn; ``session_idle_seconds``: when a session with unprocessed
-    events has been idle that long (0: never); ``explicit``: when the user says "remember ...".
+    events has been idle that long (0: never); ``session_left_seconds``: that long after the
+    user left the session, unless they came back (0: never); ``explicit``: when the user says
+    "remember ...".
     """
 
     every_n_turns: int = 5
     every_turn: bool = False
     session_idle_seconds: int = 1800
+    session_left_seconds: int = 120
     explicit: bool = True
 
 
 def trigger_config_get(*, app_name: str) -> TriggerConfig:
-    """The app's triggers: its entry in ``MEMORY_TRIGGERS`` over the deployment's defaults."""
+    """The app's triggers (its record's, else its entry in ``MEMORY_TRIGGERS``) over the
+    deployment's defaults."""
+    return _trigger_config(
+        app_name=app_name, overrides=app_policy_get().app_settings(app_name=app_name).triggers
+    )
+
+
+async def trigger_config_get_async(*, app_name: str) -> TriggerConfig:
+    """``trigger_config_get`` from an event loop (see ``AppPolicy.app_settings_async``)."""
+    settings_of_app = await app_policy_get().app_settings_async(app_name=app_name)
+    return _trigger_config(app_name=app_name, overrides=settings_of_app.triggers)
+
+
+def _trigger_config(*, app_name: str, overrides: dict) -> TriggerConfig:
     defaults = {
         "every_n_turns": settings.MEMORY_TRIGGER_EVERY_N_TURNS,
         "every_turn": settings.MEMORY_TRIGGER_EVERY_TURN,
         "session_idle_seconds": settings.MEMORY_TRIGGER_SESSION_IDLE_SECONDS,
+        "session_left_seconds": settings.MEMORY_TRIGGER_SESSION_LEFT_SECONDS,
         "explicit": settings.MEMORY_TRIGGER_EXPLICIT,
     }
-    overrides = settings.MEMORY_TRIGGERS.get(app_name, {})
     unknown = set(overrides) - set(defaults)
     if unknown:
         raise ValueError(f"MEMORY_TRIGGERS[{app_name!r}] has unknown keys: {sorted(unknown)}")
@@ -59,30 +78,38 @@ class SessionMemoryAccess:
     use: bool
     create: bool
     index_versions: tuple[int | None, int] | None = None
+    temporary: bool = False
+
+
+def _session_memory_access_assemble(results: list[list[tuple]]) -> SessionMemoryAccess:
+    row = results[0][0] if results[0] else None
+    if row is None or row[0]:
+        return SessionMemoryAccess(use=False, create=False, temporary=row is not None)
+    use, create = (True if value is None else bool(value) for value in row[1:3])
+    return SessionMemoryAccess(use=use, create=create, index_versions=(row[3], row[4] or 0))
+
+
+def session_memory_access_read(*, user_pk: int, session_id: str) -> StoreRead:
+    """The read behind ``session_memory_access``: one statement, written out in SQL as it runs
+    before every turn (see :func:`turn_trigger_facts`); a turn runs it from the event loop."""
+    sessions = SessionRecord._meta.db_table
+    user_settings = MemorySettings._meta.db_table
+    app_versions = AppIndexVersion._meta.db_table
+    sql = (
+        f"SELECT s.temporary, m.use_enabled, m.create_enabled, m.index_version,"
+        f" (SELECT v.version FROM {app_versions} v WHERE v.app_name = s.app_name)"
+        f" FROM {sessions} s LEFT JOIN {user_settings} m ON m.user_id = s.user_id"
+        f" WHERE s.id = %s AND s.user_id = %s"
+    )
+    return StoreRead([(sql, [session_id, user_pk])], _session_memory_access_assemble)
 
 
 def session_memory_access(*, user_pk: int, session_id: str) -> SessionMemoryAccess:
     """Use and create, each allowed only when the user allows it and the chat is not temporary.
 
-    An unknown session (or one of another user) allows nothing. One statement, written out in
-    SQL as it runs before every turn (see :func:`turn_trigger_facts`).
+    An unknown session (or one of another user) allows nothing.
     """
-    sessions = SessionRecord._meta.db_table
-    user_settings = MemorySettings._meta.db_table
-    app_versions = AppIndexVersion._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT s.temporary, m.use_enabled, m.create_enabled, m.index_version,"
-            f" (SELECT v.version FROM {app_versions} v WHERE v.app_name = s.app_name)"
-            f" FROM {sessions} s LEFT JOIN {user_settings} m ON m.user_id = s.user_id"
-            f" WHERE s.id = %s AND s.user_id = %s",
-            [session_id, user_pk],
-        )
-        row = cursor.fetchone()
-    if row is None or row[0]:
-        return SessionMemoryAccess(use=False, create=False)
-    use, create = (True if value is None else bool(value) for value in row[1:3])
-    return SessionMemoryAccess(use=use, create=create, index_versions=(row[3], row[4] or 0))
+    return store_read_run(session_memory_access_read(user_pk=user_pk, session_id=session_id))
 
 
 def session_user_event_get(*, session_id: str, invocation_id: str) -> EventRecord | None:
@@ -116,28 +143,89 @@ class TurnTriggerFacts:
     unprocessed_user_turns: int
 
 
-def turn_trigger_facts(*, session_id: str, invocation_id: str) -> TurnTriggerFacts:
-    """Both facts in one statement, written out in SQL: it runs after every turn, where the
-    ORM's building of the two queries cost more than the database's answering them. Rewound
-    user turns are not counted."""
-    events = EventRecord._meta.db_table
-    watermarks = MemoryWatermark._meta.db_table
-    content_field = EventRecord._meta.get_field("content")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT (SELECT content FROM {events} WHERE session_id = %s AND invocation_id = %s"
-            f" AND author = 'user' ORDER BY sequence LIMIT 1),"
-            f" (SELECT COUNT(*) FROM {events} WHERE session_id = %s AND author = 'user'"
-            f" AND rewound = %s AND sequence > COALESCE("
-            f"(SELECT last_sequence FROM {watermarks} WHERE session_id = %s), 0))",
-            [session_id, invocation_id, session_id, False, session_id],
-        )
-        content, unprocessed = cursor.fetchone()
-    if isinstance(content, str | bytes):  # SQLite's text; psycopg decodes jsonb itself
-        content = content_field.from_db_value(content, None, connection)
+def _turn_trigger_facts_assemble(results: list[list[tuple]]) -> TurnTriggerFacts:
+    content, unprocessed = results[0][0]
+    if isinstance(content, str | bytes):  # text as stored; a driver may decode it itself
+        content = EventRecord._meta.get_field("content").from_db_value(content, None, connection)
     return TurnTriggerFacts(
         user_text=None if content is None else content_text(content),
         unprocessed_user_turns=unprocessed,
+    )
+
+
+def turn_trigger_facts_read(*, session_id: str, invocation_id: str) -> StoreRead:
+    """The read behind ``turn_trigger_facts``: both facts in one statement, written out in SQL:
+    it runs after every turn, where the ORM's building of the two queries cost more than the
+    database's answering them; a turn runs it from the event loop. Rewound user turns are not
+    counted."""
+    events = EventRecord._meta.db_table
+    watermarks = MemoryWatermark._meta.db_table
+    sql = (
+        f"SELECT (SELECT content FROM {events} WHERE session_id = %s AND invocation_id = %s"
+        f" AND author = 'user' ORDER BY sequence LIMIT 1),"
+        f" (SELECT COUNT(*) FROM {events} WHERE session_id = %s AND author = 'user'"
+        f" AND rewound = %s AND sequence > COALESCE("
+        f"(SELECT last_sequence FROM {watermarks} WHERE session_id = %s), 0))"
+    )
+    return StoreRead(
+        [(sql, [session_id, invocation_id, session_id, False, session_id])],
+        _turn_trigger_facts_assemble,
+    )
+
+
+def turn_trigger_facts(*, session_id: str, invocation_id: str) -> TurnTriggerFacts:
+    """What the turn triggers look at, for the invocation's user event."""
+    return store_read_run(
+        turn_trigger_facts_read(session_id=session_id, invocation_id=invocation_id)
+    )
+
+
+PENDING_TURNS_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class PendingMemory:
+    """What of a session is waiting to become memories: the user's messages past the
+    watermark (the last ``PENDING_TURNS_SHOWN``, oldest first, and how many in all), the job
+    that will process them if one is queued or running, and whether anything will be kept."""
+
+    unprocessed_turns: int
+    turns: list[str]
+    job: str | None
+    create: bool
+    temporary: bool
+
+
+def session_pending_memory(*, user_pk: int, session_id: str) -> PendingMemory | None:
+    """The session's pending memory work, or None when the session is not the user's."""
+    if not SessionRecord.objects.filter(pk=session_id, user_id=user_pk).exists():
+        return None
+    access = session_memory_access(user_pk=user_pk, session_id=session_id)
+    unprocessed = EventRecord.objects.filter(
+        session_id=session_id,
+        author="user",
+        rewound=False,
+        sequence__gt=watermark_get(session_id=session_id),
+    ).order_by("-sequence")
+    texts = [
+        " ".join(content_text(content).split())
+        for content in unprocessed.values_list("content", flat=True)[:PENDING_TURNS_SHOWN]
+    ]
+    job = (
+        GenerationJob.objects.filter(
+            session_id=session_id,
+            status__in=[GenerationJob.Status.RUNNING, GenerationJob.Status.QUEUED],
+        )
+        .order_by("status")
+        .values_list("status", flat=True)
+        .first()
+    )
+    return PendingMemory(
+        unprocessed_turns=unprocessed.count(),
+        turns=[text for text in reversed(texts) if text],
+        job=job,
+        create=access.create,
+        temporary=access.temporary,
     )
 
 

@@ -3,6 +3,8 @@ services that change a memory by id."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from django.db.models import Prefetch, QuerySet
 
@@ -13,6 +15,7 @@ from memory_app.models import (
     MemorySource,
 )
 from memory_app.selectors.search import memory_search
+from sessions_app.models import UserState
 
 
 def memory_get(*, app_name: str, user_pk: int, memory_id: str) -> Memory | None:
@@ -21,6 +24,13 @@ def memory_get(*, app_name: str, user_pk: int, memory_id: str) -> Memory | None:
         return Memory.objects.filter(app_name=app_name, user_id=user_pk, pk=memory_id).first()
     except ValidationError:
         return None
+
+
+def user_profile(*, app_name: str, user_pk: int) -> list[tuple[str, Any]]:
+    """The user's ``user:`` state in the app as (key without prefix, value), by key: what the
+    agent keeps about them outside memories (the name it saved, any profile key)."""
+    rows = UserState.objects.filter(app_name=app_name, user_id=user_pk).order_by("key")
+    return list(rows.values_list("key", "value"))
 
 
 def memory_settings_get(*, user_pk: int) -> MemorySettings:
@@ -41,7 +51,7 @@ def user_memories(
     sources = MemorySource.objects.select_related("event").order_by(
         "event__session_id", "event__sequence"
     )
-    revisions = MemoryRevision.objects.order_by("created_at", "id")
+    revisions = MemoryRevision.objects.select_related("source_event").order_by("created_at", "id")
     return rows.order_by("topic", "-updated_at", "id").prefetch_related(
         Prefetch("sources", queryset=sources), Prefetch("revisions", queryset=revisions)
     )

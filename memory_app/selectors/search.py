@@ -11,6 +11,7 @@ returned, even from a stale index.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -27,9 +28,34 @@ from memory_app.models import (
     AppIndexVersion,
     Memory,
     MemoryScope,
+    MemorySource,
     MemoryStatus,
 )
-from memory_app.ranking import Embedder, MemoryIndex, recency_prior
+from memory_app.ranking import Embedder, MemoryIndex, recency_prior, tokenize
+
+# Chosen on the LoCoMo dev split (docs/memory-retrieval.md, "Second wave"): a name the query
+# mentions adds NAME_WEIGHT to a memory holding it; a memory gains NEIGHBOUR_WEIGHT of the best
+# score of the memories said just before and after it; the query is expanded.
+NAME_WEIGHT = 0.2
+NEIGHBOUR_WEIGHT = 0.3
+# Words of a question about the user as a whole ("What do you know about me?"): a query with
+# nothing else is answered with the user's most important memories, not by matching words.
+_BROAD_WORDS = frozenset(
+    re.findall(
+        r"\w+",
+        "know knows remember recall tell say anything everything something stuff things thing "
+        "info information me myself user whole",
+    )
+)
+_ABOUT_THE_USER = frozenset(re.findall(r"\w+", "me myself i my user know remember recall"))
+
+
+def query_is_broad(query: str) -> bool:
+    """Whether ``query`` asks about the user as a whole: it names the user (or asks what is
+    known or remembered) and no topic."""
+    words = set(tokenize(query, stemming=False, drop_stopwords=False))
+    topical = set(tokenize(query, stemming=False)) - _BROAD_WORDS
+    return bool(words & _ABOUT_THE_USER) and not topical
 
 
 @dataclass(frozen=True)
@@ -128,6 +154,7 @@ def _index_build(
         )
     )
     ids = [str(row["id"]) for row in rows]
+    positions = _positions(visible=_visible(app_name=app_name, user_pk=user_pk))
     now = timezone.now()
     recency = recency_prior(
         ages_seconds={
@@ -145,6 +172,7 @@ def _index_build(
             (recency[memory_id] + row["importance"]) / 2
             for memory_id, row in zip(ids, rows, strict=True)
         ],
+        positions=[positions.get(memory_id) for memory_id in ids],
     )
     entry = _CachedIndex(versions=versions, index=index, session_of={}, expiry={})
     for memory_id, row in zip(ids, rows, strict=True):
@@ -153,6 +181,21 @@ def _index_build(
         if row["expires_at"]:
             entry.expiry[memory_id] = row["expires_at"]
     return entry
+
+
+def _positions(*, visible: Q) -> dict[str, tuple[str, int]]:
+    """Where each memory ``visible`` selects was first said: (session id, sequence) of its
+    earliest source event, so that search treats memories said one after the other as
+    neighbours."""
+    positions: dict[str, tuple[str, int]] = {}
+    rows = (
+        MemorySource.objects.filter(memory_id__in=Memory.objects.filter(visible).values("id"))
+        .order_by("event__sequence")
+        .values_list("memory_id", "event__session_id", "event__sequence")
+    )
+    for memory_id, session_id, sequence in rows.iterator(chunk_size=2000):
+        positions.setdefault(str(memory_id), (session_id, sequence))
+    return positions
 
 
 def _versions(*, app_name: str, user_pk: int) -> tuple[int | None, int]:
@@ -247,9 +290,11 @@ def memory_search(
     """The ``limit`` memories most relevant to ``query`` that this user may see, best first.
 
     Candidates: the user's active, unexpired memories of the app, the app's shared ones, and
-    session-scope memories of ``session_id`` only. Ranking: BM25 and (when the embedder has a
-    model) cosine similarity blended half and half, plus ``MEMORY_PRIOR_WEIGHT`` times the mean
-    of a recency prior and the memory's importance. Exact: every candidate is scored.
+    session-scope memories of ``session_id`` only. A question about the user as a whole
+    (:func:`query_is_broad`) gets the memories of highest importance and recency. Ranking:
+    BM25 and (when the embedder has a model) cosine similarity blended half and half, plus
+    ``MEMORY_PRIOR_WEIGHT`` times the mean of a recency prior and the memory's importance.
+    Exact: every candidate is scored.
     ``sources=False`` leaves each result's sources empty, for callers (the preload) that
     need only the text and confidence and should not pay for the join. ``index_versions``:
     as :func:`~memory_app.selectors.generation.session_memory_access` read them a moment ago,
@@ -262,11 +307,17 @@ def memory_search(
     excluded = {i for i, owner in entry.session_of.items() if owner != session_id}
     excluded.update(i for i, expires_at in entry.expiry.items() if expires_at <= now)
     with entry.lock:
-        ranked = entry.index.search(
-            query=query,
-            limit=limit + len(excluded),
-            prior_weight=settings.MEMORY_PRIOR_WEIGHT,
-        )
+        if query_is_broad(query):
+            ranked = entry.index.by_prior(limit=limit + len(excluded))
+        else:
+            ranked = entry.index.search(
+                query=query,
+                limit=limit + len(excluded),
+                prior_weight=settings.MEMORY_PRIOR_WEIGHT,
+                expand=True,
+                name_weight=NAME_WEIGHT,
+                neighbour_weight=NEIGHBOUR_WEIGHT,
+            )
     scores = {r.doc_id: r.score for r in ranked if r.doc_id not in excluded}
     chosen = list(scores)[:limit]
     return memories_scored(

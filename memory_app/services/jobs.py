@@ -15,8 +15,8 @@ from django.db.models import Exists, F, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from chatapp.background import task_enqueue
-from chatapp.outages import REDIS_ERRORS
+from core.background import task_enqueue
+from core.outages import REDIS_ERRORS
 from memory_app import selectors
 from memory_app.consolidation import (
     ConsolidationReport,
@@ -28,10 +28,12 @@ from memory_app.extraction import ExtractedFact, facts_extract
 from memory_app.models import (
     GenerationJob,
     MemoryWatermark,
+    SessionDeparture,
 )
 from memory_app.services.users import memory_index_invalidate, memory_notices_send, user_lock
 from memory_app.topics import topics_for_app
 from sessions_app import selectors as session_selectors
+from sessions_app.app_policy import app_policy_get
 from sessions_app.models import SessionRecord
 
 logger = logging.getLogger(__name__)
@@ -88,6 +90,7 @@ def memory_job_request(
     if not selectors.session_memory_access(user_pk=user_pk, session_id=session_id).create:
         return None
     with transaction.atomic():
+        _session_lock(session_id)
         queued = GenerationJob.objects.filter(
             session_id=session_id, status=GenerationJob.Status.QUEUED
         ).first()
@@ -101,31 +104,66 @@ def memory_job_request(
     return job
 
 
-def _turn_trigger(
-    *, app_name: str, session_id: str, invocation_id: str
+def _session_lock(session_id: str) -> None:
+    """Lock the session's row until the transaction ends: job requests and job starts of one
+    session take it, so two of them never both see "no job yet" (PostgreSQL; SQLite serialises
+    writers anyway)."""
+    list(SessionRecord.objects.select_for_update().filter(pk=session_id).values_list("pk"))
+
+
+def _turn_trigger_decide(
+    config: selectors.TriggerConfig, facts: selectors.TurnTriggerFacts | None
 ) -> GenerationJob.Trigger | None:
-    config = selectors.trigger_config_get(app_name=app_name)
-    if not config.explicit and (config.every_turn or config.every_n_turns <= 0):
-        return GenerationJob.Trigger.EVERY_TURN if config.every_turn else None
-    facts = selectors.turn_trigger_facts(session_id=session_id, invocation_id=invocation_id)
-    if config.explicit and facts.user_text and REMEMBER_REQUEST.search(facts.user_text):
+    """The turn trigger due, from the app's triggers and the turn's facts (None: not read,
+    as ``_facts_needed`` says they are not)."""
+    if config.explicit and facts and facts.user_text and REMEMBER_REQUEST.search(facts.user_text):
         return GenerationJob.Trigger.EXPLICIT
     if config.every_turn:
         return GenerationJob.Trigger.EVERY_TURN
-    if config.every_n_turns > 0 and facts.unprocessed_user_turns >= config.every_n_turns:
+    if config.every_n_turns > 0 and facts and facts.unprocessed_user_turns >= config.every_n_turns:
         return GenerationJob.Trigger.EVERY_N_TURNS
     return None
+
+
+def _facts_needed(config: selectors.TriggerConfig) -> bool:
+    return config.explicit or not (config.every_turn or config.every_n_turns <= 0)
+
+
+def memory_turn_trigger(
+    *, app_name: str, session_id: str, invocation_id: str
+) -> GenerationJob.Trigger | None:
+    """The turn trigger due after a stored turn, or None: explicit ("remember ..." in the
+    user's message) first, then every turn, then every N user turns past the watermark. One
+    indexed read at most."""
+    config = selectors.trigger_config_get(app_name=app_name)
+    facts = None
+    if _facts_needed(config):
+        facts = selectors.turn_trigger_facts(session_id=session_id, invocation_id=invocation_id)
+    return _turn_trigger_decide(config, facts)
+
+
+async def memory_turn_trigger_async(
+    *, app_name: str, session_id: str, invocation_id: str
+) -> GenerationJob.Trigger | None:
+    """``memory_turn_trigger`` from an event loop: its read goes from the loop on PostgreSQL,
+    so the check after every turn takes nothing from the process's one database thread."""
+    config = await selectors.trigger_config_get_async(app_name=app_name)
+    facts = None
+    if _facts_needed(config):
+        facts = await session_selectors.store_read_async(
+            selectors.turn_trigger_facts_read(session_id=session_id, invocation_id=invocation_id)
+        )
+    return _turn_trigger_decide(config, facts)
 
 
 def memory_turn_completed(
     *, app_name: str, user_pk: int, session_id: str, invocation_id: str
 ) -> GenerationJob | None:
-    """After a stored turn: queue a job if one of the app's turn triggers is due, else None.
-
-    Explicit ("remember ..." in the user's message) comes first, then every turn, then every
-    N user turns past the watermark. One indexed read; the job itself runs elsewhere.
-    """
-    trigger = _turn_trigger(app_name=app_name, session_id=session_id, invocation_id=invocation_id)
+    """After a stored turn: queue a job if one of the app's turn triggers is due
+    (``memory_turn_trigger``), else None. The job itself runs elsewhere."""
+    trigger = memory_turn_trigger(
+        app_name=app_name, session_id=session_id, invocation_id=invocation_id
+    )
     if trigger is None:
         return None
     return memory_job_request(
@@ -143,6 +181,95 @@ def memory_session_end(*, app_name: str, user_pk: int, session_id: str) -> Gener
     )
 
 
+# Sessions with unprocessed turns that opening another chat counts as left: those updated in
+# the last day, at most this many (a person has few chats going at once).
+LEFT_ON_OPEN_WINDOW_SECONDS = 24 * 3600
+LEFT_ON_OPEN_MAX_SESSIONS = 5
+
+
+def memory_session_left(*, user_pk: int, session_id: str, now: datetime | None = None) -> bool:
+    """The user left the session (its chat socket closed): generate its unprocessed turns once
+    the app's quiet period has passed, unless they come back first. Returns whether a departure
+    was recorded (not for a temporary chat, an opted-out user, or another user's session)."""
+    if not selectors.session_memory_access(user_pk=user_pk, session_id=session_id).create:
+        return False
+    SessionDeparture.objects.update_or_create(
+        session_id=session_id, defaults={"left_at": now or timezone.now()}
+    )
+    return True
+
+
+def memory_session_opened(*, user_pk: int, session_id: str, now: datetime | None = None) -> int:
+    """The user opened the session (a chat socket connected): they are back in it, so a
+    departure of it is forgotten (a page reload leaves and comes back within the quiet period),
+    and their other recently active sessions with unprocessed turns count as left now. Returns
+    how many departures were recorded."""
+    SessionDeparture.objects.filter(session_id=session_id, session__user_id=user_pk).delete()
+    now = now or timezone.now()
+    processed = MemoryWatermark.objects.filter(session_id=OuterRef("pk")).values("last_sequence")
+    others = list(
+        SessionRecord.objects.filter(
+            user_id=user_pk,
+            temporary=False,
+            last_update_time__gte=now.timestamp() - LEFT_ON_OPEN_WINDOW_SECONDS,
+            memory_departure__isnull=True,
+        )
+        .exclude(pk=session_id)
+        .annotate(processed=Coalesce(Subquery(processed), Value(0)))
+        .filter(last_sequence__gt=F("processed"))
+        .order_by("-last_update_time")
+        .values_list("pk", flat=True)[:LEFT_ON_OPEN_MAX_SESSIONS]
+    )
+    return sum(memory_session_left(user_pk=user_pk, session_id=other, now=now) for other in others)
+
+
+def memory_sessions_left_enqueue(*, now: datetime | None = None) -> int:
+    """Queue a ``session_left`` job for each session left longer ago than its app's
+    ``session_left_seconds``; returns how many were queued.
+
+    The departure is used up either way: a session the user wrote in again after leaving it
+    is theirs again (its next departure counts), and a job request that finds a job already
+    queued, or nothing allowed, adds nothing. Jobs never overlap on the same turns
+    (:func:`memory_job_request`, :func:`_job_start` and the watermark).
+    """
+    now = now or timezone.now()
+    quiet_values = [settings.MEMORY_TRIGGER_SESSION_LEFT_SECONDS] + [
+        app.triggers.get("session_left_seconds", 0)
+        for app in app_policy_get().app_settings_all().values()
+    ]
+    shortest = min((value for value in quiet_values if value > 0), default=0)
+    if shortest <= 0:
+        return 0
+    due = SessionDeparture.objects.filter(left_at__lte=now - timedelta(seconds=shortest))
+    queued = 0
+    configs = {}
+    for departure in due.select_related("session").order_by("left_at")[
+        : settings.MEMORY_IDLE_SCAN_BATCH_SIZE
+    ]:
+        session = departure.session
+        if session.app_name not in configs:
+            configs[session.app_name] = selectors.trigger_config_get(app_name=session.app_name)
+        quiet = configs[session.app_name].session_left_seconds
+        if quiet <= 0:
+            departure.delete()
+            continue
+        if departure.left_at > now - timedelta(seconds=quiet):
+            continue
+        used = SessionDeparture.objects.filter(
+            session_id=session.pk, left_at=departure.left_at
+        ).delete()[0]
+        if not used or session.last_update_time > departure.left_at.timestamp():
+            continue
+        job = memory_job_request(
+            app_name=session.app_name,
+            user_pk=session.user_id,
+            session_id=session.pk,
+            trigger=GenerationJob.Trigger.SESSION_LEFT,
+        )
+        queued += job is not None
+    return queued
+
+
 def memory_sessions_idle_enqueue(*, now: datetime | None = None) -> int:
     """Queue a job for each session idle past its app's ``session_idle_seconds`` that still has
     unprocessed events and no queued or running job; returns how many were queued.
@@ -153,7 +280,8 @@ def memory_sessions_idle_enqueue(*, now: datetime | None = None) -> int:
     now_ts = (now or timezone.now()).timestamp()
     configs = {}
     idle_values = [settings.MEMORY_TRIGGER_SESSION_IDLE_SECONDS] + [
-        entry.get("session_idle_seconds", 0) for entry in settings.MEMORY_TRIGGERS.values()
+        app.triggers.get("session_idle_seconds", 0)
+        for app in app_policy_get().app_settings_all().values()
     ]
     shortest = min((value for value in idle_values if value > 0), default=0)
     if shortest <= 0:
@@ -193,10 +321,36 @@ def memory_sessions_idle_enqueue(*, now: datetime | None = None) -> int:
 
 
 def _job_start(job_id: str) -> GenerationJob | None:
-    """Mark the job running and count the attempt; None if it already finished."""
+    """Mark the job running and count the attempt; None if it already finished, if another
+    delivery of it is running, or if another job of its session is running (this one stays
+    queued: that job dispatches it when it ends, see :func:`job_finish`). So two runs never
+    read the same turns at once.
+
+    A run counts as live for ``TASK_VISIBILITY_TIMEOUT_SECONDS`` after it started (which is
+    kept above the longest job): a delivery after that is the broker handing over the job of
+    a worker that died, and takes it over."""
     with transaction.atomic():
+        session_id = (
+            GenerationJob.objects.filter(pk=job_id).values_list("session_id", flat=True).first()
+        )
+        if session_id is not None:
+            _session_lock(session_id)
         job = GenerationJob.objects.select_for_update().get(pk=job_id)
+        live_since = timezone.now() - timedelta(seconds=settings.TASK_VISIBILITY_TIMEOUT_SECONDS)
         if job.status in TERMINAL_STATUSES:
+            return None
+        if job.status == GenerationJob.Status.RUNNING and job.started_at > live_since:
+            return None  # a second delivery of a job another worker is running
+        if (
+            job.session_id is not None
+            and GenerationJob.objects.filter(
+                session_id=job.session_id,
+                status=GenerationJob.Status.RUNNING,
+                started_at__gt=live_since,
+            )
+            .exclude(pk=job.pk)
+            .exists()
+        ):
             return None
         job.status = GenerationJob.Status.RUNNING
         job.attempts += 1
@@ -219,7 +373,19 @@ def job_finish(
     job.last_sequence = last_sequence
     job.finished_at = timezone.now()
     job.save(update_fields=["status", "error", "first_sequence", "last_sequence", "finished_at"])
+    _session_next_dispatch(job.session_id)
     return job
+
+
+def _session_next_dispatch(session_id: str | None) -> None:
+    """A job of the session ended: send the session's queued job, which waited for it."""
+    if session_id is None:
+        return
+    waiting = GenerationJob.objects.filter(
+        session_id=session_id, status=GenerationJob.Status.QUEUED
+    ).first()
+    if waiting is not None:
+        _job_enqueue(waiting)
 
 
 def _skip_reason(job: GenerationJob) -> str:
@@ -266,7 +432,7 @@ def memory_job_run(*, job_id: str) -> GenerationJob:
     """
     job = _job_start(job_id)
     if job is None:
-        return GenerationJob.objects.get(pk=job_id)
+        return GenerationJob.objects.get(pk=job_id)  # finished, or waiting for its session
     reason = _skip_reason(job)
     if reason:
         return job_finish(job, status=GenerationJob.Status.SKIPPED, error=reason)
@@ -285,7 +451,7 @@ def memory_job_run(*, job_id: str) -> GenerationJob:
             if batch.events
             else []
         )
-        prepared = consolidation_prepare(app_name=job.app_name, facts=facts)
+        prepared = consolidation_prepare(app_name=job.app_name, facts=facts, user_pk=job.user_id)
         outcome = _job_write(job, batch=batch, facts=facts, prepared=prepared)
         if outcome is not None:
             break
@@ -358,6 +524,9 @@ def memory_job_fail(*, job_id: str, error: Exception, dead: bool) -> None:
         status=GenerationJob.Status.DEAD if dead else GenerationJob.Status.FAILED,
         error=f"{type(error).__name__}: {error}",
         finished_at=timezone.now(),
+    )
+    _session_next_dispatch(
+        GenerationJob.objects.filter(pk=job_id).values_list("session_id", flat=True).first()
     )
 
 

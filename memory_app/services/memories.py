@@ -4,12 +4,13 @@ forgetting and by a deleted session."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, prefetch_related_objects
 from django.utils import timezone
 
 from memory_app import selectors
@@ -19,7 +20,7 @@ from memory_app.consolidation import (
     memories_consolidate,
 )
 from memory_app.embedding import embedder_get, vector_to_bytes
-from memory_app.extraction import ExtractedFact
+from memory_app.extraction import ExtractedFact, fact_text_normalise, fact_topic
 from memory_app.models import (
     GenerationJob,
     Memory,
@@ -28,15 +29,18 @@ from memory_app.models import (
     MemoryStatus,
     SourceType,
 )
-from memory_app.safety import memory_text_check, pii_redact
+from memory_app.safety import memory_text_check, pii_redact, text_normalise
 from memory_app.services.jobs import job_finish
 from memory_app.services.users import (
     memory_change_notice_send,
     memory_index_invalidate,
+    memory_index_invalidations_merged,
     memory_notices_send,
     user_lock,
 )
 from memory_app.topics import EXPLICIT_INSTRUCTIONS
+from memory_app.wording import memory_said_to_user, sentence
+from sessions_app.services import user_state_delete
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +79,7 @@ def memory_facts_store(
     """Store facts given directly (the ``create_memory`` tool, ``MemoryService.add_memory``)
     through consolidation, under the user's lock, as a ``tool``-trigger job; notices after.
     The facts are embedded before the lock is taken."""
-    prepared = consolidation_prepare(app_name=app_name, facts=facts)
+    prepared = consolidation_prepare(app_name=app_name, facts=facts, user_pk=user_pk)
     job = _direct_job(app_name=app_name, user_pk=user_pk, session_id=session_id)
     with transaction.atomic():
         user_lock(user_pk)
@@ -112,7 +116,7 @@ def memory_create_explicit(
     )
     fact = ExtractedFact(
         text=text,
-        topic=EXPLICIT_INSTRUCTIONS,
+        topic=fact_topic(text=fact_text_normalise(text=text), default=EXPLICIT_INSTRUCTIONS),
         source_type=SourceType.EXPLICIT,
         confidence=0.9,
         importance=0.7,
@@ -152,7 +156,7 @@ def memory_delete(
         user_pk=user_pk,
         notice={
             "kind": "memory_deleted",
-            "message": "A memory was deleted; it will not be used again.",
+            "message": "A memory was deleted. It will not be used again.",
             "memory_ids": [str(memory_id)],
         },
     )
@@ -161,18 +165,20 @@ def memory_delete(
 
 def memories_delete_all(*, app_name: str, user_pk: int) -> int:
     """Delete every memory of the user in the app (user and session scope, any status) with
-    their sources and revisions; returns how many. Under the user's lock, like one deletion."""
-    with transaction.atomic():
+    their sources and revisions, and their profile (``user:`` state, memory from their side);
+    returns how many of both. Under the user's lock, like one deletion."""
+    with transaction.atomic(), memory_index_invalidations_merged():
         user_lock(user_pk)
+        profile = user_state_delete(app_name=app_name, user_pk=user_pk)
         rows = Memory.objects.filter(app_name=app_name, user_id=user_pk)
-        count = rows.delete()[1].get(Memory._meta.label, 0)
-    memory_index_invalidate(app_name=app_name, user_pk=user_pk)
+        count = rows.delete()[1].get(Memory._meta.label, 0) + profile
+        memory_index_invalidate(app_name=app_name, user_pk=user_pk)
     if count:
         memory_change_notice_send(
             user_pk=user_pk,
             notice={
                 "kind": "memory_deleted",
-                "message": f"All your memories were deleted ({count}); none will be used again.",
+                "message": f"All your memories were deleted ({count}). None will be used again.",
                 "memory_ids": [],
                 "all": True,
             },
@@ -189,6 +195,19 @@ def _correction_snapshot(memory: Memory) -> dict:
     }
 
 
+HELD_FOR_REVIEW = (MemoryStatus.QUARANTINED, MemoryStatus.REJECTED)
+
+
+def _correction_allowed(memory: Memory) -> None:
+    """A memory the safety check held for review stays held until staff decide: a correction
+    that passes the check must not release it (the user could otherwise reword an instruction
+    until it slips through and make it fully trusted)."""
+    if memory.status in HELD_FOR_REVIEW:
+        raise MemoryCorrectionError(
+            "This memory is held for review by staff, so it cannot be corrected; you can delete it."
+        )
+
+
 def memory_correct(
     *, app_name: str, user_pk: int, memory_id: str, text: str, actor_user_pk: int | None = None
 ) -> Memory | None:
@@ -196,12 +215,14 @@ def memory_correct(
 
     What the user says about themselves outranks anything inferred, so the corrected memory
     becomes an explicit statement (the trust order's second rank, after bootstrapped facts)
-    with full confidence, active again if it was held or invalidated. The old text stays in an
+    with full confidence, active again if it was invalidated. The old text stays in an
     ``updated`` revision naming the user. The correction passes the same safety check as any
     extracted fact, so a memory cannot be turned into an instruction to the agent; it raises
-    :class:`MemoryCorrectionError` otherwise. The text is embedded before the lock is taken.
+    :class:`MemoryCorrectionError` otherwise, as it does for a memory held for review
+    (quarantined or rejected): only staff release those. The text is embedded before the lock
+    is taken.
     """
-    text = pii_redact(text=" ".join(str(text).split()), app_name=app_name)
+    text = pii_redact(text=" ".join(text_normalise(str(text)).split()), app_name=app_name)
     if not text:
         raise MemoryCorrectionError("A correction needs some text.")
     if "\x00" in text:
@@ -211,8 +232,10 @@ def memory_correct(
     verdict = memory_text_check(text=text)
     if not verdict.ok:
         raise MemoryCorrectionError(f"This cannot be stored as a memory: {verdict.reason}.")
-    if selectors.memory_get(app_name=app_name, user_pk=user_pk, memory_id=memory_id) is None:
+    current = selectors.memory_get(app_name=app_name, user_pk=user_pk, memory_id=memory_id)
+    if current is None:
         return None
+    _correction_allowed(current)
     embedder = embedder_get()
     vectors = embedder.encode([text]) if embedder.name != "none" else None
     with transaction.atomic():
@@ -224,6 +247,7 @@ def memory_correct(
         )
         if memory is None:
             return None
+        _correction_allowed(memory)
         before = _correction_snapshot(memory)
         memory.text = text
         memory.structured = None
@@ -247,10 +271,47 @@ def memory_correct(
         user_pk=user_pk,
         notice={
             "kind": "memory_updated",
-            "message": f"Memory corrected: {text[:160]}",
+            "message": sentence(f"Memory corrected: {memory_said_to_user(text)[:160]}"),
             "memory_ids": [str(memory.id)],
         },
     )
+    return memory
+
+
+def memory_expiry_set(
+    *,
+    app_name: str,
+    user_pk: int,
+    memory_id: str,
+    expires_at: datetime | None,
+    actor_user_pk: int | None = None,
+    reason: str = "",
+) -> Memory | None:
+    """Set when the user's memory is forgotten (``expires_at``), or clear it (None: kept until
+    deleted); None if they have no such memory. An ``expiry_changed`` revision says who and
+    why; the forgetting task deletes the memory once the time has passed, and search leaves
+    it out from that moment."""
+    with transaction.atomic():
+        user_lock(user_pk)
+        memory = (
+            Memory.objects.select_for_update()
+            .filter(app_name=app_name, user_id=user_pk, pk=memory_id)
+            .first()
+        )
+        if memory is None:
+            return None
+        before = {"expires_at": memory.expires_at.isoformat() if memory.expires_at else None}
+        memory.expires_at = expires_at
+        memory.save(update_fields=["expires_at", "updated_at"])
+        MemoryRevision.objects.create(
+            memory=memory,
+            action=MemoryRevision.Action.EXPIRY_CHANGED,
+            before=before,
+            after={"expires_at": expires_at.isoformat() if expires_at else None},
+            reason=reason or ("Set to be forgotten." if expires_at else "Kept until deleted."),
+            actor_user_id=actor_user_pk or user_pk,
+        )
+    memory_index_invalidate(app_name=app_name, user_pk=user_pk)
     return memory
 
 
@@ -330,26 +391,41 @@ def _source_list(sources) -> list[dict[str, str]]:
     return [{"session_id": s.event.session_id, "event_id": s.event.event_id} for s in sources]
 
 
-def session_memories_release(*, session_id: str) -> SessionReleaseReport:
-    """Before a session's events go: delete the memories whose only sources were in it, and for
-    those that keep sources elsewhere drop this session's sources with a ``sources_changed``
-    revision saying why. Session-scope memories of the session go too.
+def _release_reason(memory: Memory, session_ids: set[str]) -> str:
+    gone = sorted({s.event.session_id for s in memory.sources.all()} & session_ids)
+    if len(gone) == 1:
+        return f"Session {gone[0]} was deleted; its events no longer support this memory."
+    return f"Sessions {', '.join(gone)} were deleted; their events no longer support this memory."
+
+
+def session_memories_release(*, session_ids: Sequence[str]) -> SessionReleaseReport:
+    """Before sessions' events go: delete the memories whose only sources were in them, and for
+    those that keep sources elsewhere drop these sessions' sources with a ``sources_changed``
+    revision saying why. Session-scope memories of the sessions go too.
 
     Must run in the deleting transaction, before the events are deleted: source links cascade
     with the events, and afterwards no one could tell which memories relied on them alone.
+    The memories concerned are found from the sessions' events and from the sessions
+    themselves, each through its index: the cost follows what the sessions hold, not how many
+    memories and sources the whole deployment keeps (one query finding none, for a session
+    that made no memory).
     """
+    session_ids = list(session_ids)
+    affected_ids = list(
+        MemorySource.objects.filter(event__session_id__in=session_ids)
+        .values_list("memory_id", flat=True)
+        .union(Memory.objects.filter(session_id__in=session_ids).values_list("pk", flat=True))
+    )
+    if not affected_ids:
+        return SessionReleaseReport(deleted=[], revised=[])
     elsewhere = MemorySource.objects.filter(memory_id=OuterRef("pk")).exclude(
-        event__session_id=session_id
+        event__session_id__in=session_ids
     )
-    affected = list(
-        Memory.objects.filter(Q(sources__event__session_id=session_id) | Q(session_id=session_id))
-        .distinct()
-        .annotate(kept=Exists(elsewhere))
-        .prefetch_related("sources__event")
-    )
-    deleted = [m for m in affected if not m.kept or m.session_id == session_id]
-    revised = [m for m in affected if m not in deleted]
-    reason = f"Session {session_id} was deleted; its events no longer support this memory."
+    affected = list(Memory.objects.filter(pk__in=affected_ids).annotate(kept=Exists(elsewhere)))
+    released = set(session_ids)
+    deleted = [m for m in affected if not m.kept or m.session_id in released]
+    revised = [m for m in affected if m.kept and m.session_id not in released]
+    prefetch_related_objects(revised, "sources__event")
     MemoryRevision.objects.bulk_create(
         MemoryRevision(
             memory=memory,
@@ -357,19 +433,20 @@ def session_memories_release(*, session_id: str) -> SessionReleaseReport:
             before={"sources": _source_list(memory.sources.all())},
             after={
                 "sources": _source_list(
-                    s for s in memory.sources.all() if s.event.session_id != session_id
+                    s for s in memory.sources.all() if s.event.session_id not in released
                 )
             },
-            reason=reason,
+            reason=_release_reason(memory, released),
         )
         for memory in revised
     )
     MemorySource.objects.filter(
-        memory__in=[m.pk for m in revised], event__session_id=session_id
+        memory__in=[m.pk for m in revised], event__session_id__in=session_ids
     ).delete()
-    Memory.objects.filter(pk__in=[m.pk for m in deleted]).delete()
-    for app_name, user_pk in {(m.app_name, m.user_id) for m in affected}:
-        memory_index_invalidate(app_name=app_name, user_pk=user_pk)
+    with memory_index_invalidations_merged():
+        Memory.objects.filter(pk__in=[m.pk for m in deleted]).delete()
+        for app_name, user_pk in {(m.app_name, m.user_id) for m in affected}:
+            memory_index_invalidate(app_name=app_name, user_pk=user_pk)
     return SessionReleaseReport(
         deleted=[str(m.pk) for m in deleted], revised=[str(m.pk) for m in revised]
     )

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from datetime import timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.utils import timezone
 
 from access_app.models import AuditAction
 from access_app.services import audit_record
@@ -30,6 +32,7 @@ from memory_app.models import (
     MemoryWatermark,
 )
 from memory_app.services.jobs import _job_enqueue, memory_job_request
+from memory_app.services.memories import memory_expiry_set
 from memory_app.services.users import memory_index_invalidate, user_lock
 from sessions_app.models import SessionRecord
 
@@ -189,6 +192,44 @@ def memory_quarantine_reject(
         to=MemoryStatus.REJECTED,
         action=MemoryRevision.Action.REJECTED,
         audit_action=AuditAction.REJECT,
+    )
+
+
+STAFF_EXPIRY_DAYS = 30
+
+
+def memory_staff_expiry(
+    *,
+    memory_id: str,
+    actor: AbstractBaseUser,
+    reason: str,
+    path: str = "",
+    days: int | None = STAFF_EXPIRY_DAYS,
+) -> Memory:
+    """Set a memory to be forgotten ``days`` from now, or clear its expiry (``days`` None),
+    with a revision naming the staff member and an entry in the owner's audit log."""
+    memory = Memory.objects.filter(pk=memory_id).first()
+    if memory is None or memory.user_id is None:
+        raise ReviewError("Only a user's memory has an expiry to change here.")
+    expires_at = timezone.now() + timedelta(days=days) if days else None
+    with transaction.atomic():
+        changed = memory_expiry_set(
+            app_name=memory.app_name,
+            user_pk=memory.user_id,
+            memory_id=memory_id,
+            expires_at=expires_at,
+            actor_user_pk=actor.pk,
+            reason=reason,
+        )
+        _audit(actor, changed, AuditAction.CHANGE, reason=reason, path=path)
+    return changed
+
+
+def memory_staff_expiry_clear(
+    *, memory_id: str, actor: AbstractBaseUser, reason: str, path: str = ""
+) -> Memory:
+    return memory_staff_expiry(
+        memory_id=memory_id, actor=actor, reason=reason, path=path, days=None
     )
 
 

@@ -3,13 +3,17 @@ version and the notices sent to their open chat pages."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from core.notices import user_notice_send
 from memory_app.consolidation import (
     ConsolidationReport,
 )
@@ -18,12 +22,16 @@ from memory_app.models import (
     Memory,
     MemorySettings,
 )
-from sessions_app.notices import user_notice_send
+from memory_app.wording import memories_said_to_user, sentence
 
 logger = logging.getLogger(__name__)
 
 
 NOTICE_TEXT_CHARS = 200
+# (app name, user pk) -> settings_create, of the invalidations a merged block holds back.
+_merged_invalidations: ContextVar[dict[tuple[str, int | None], bool] | None] = ContextVar(
+    "merged_index_invalidations", default=None
+)
 
 
 # --- Cache invalidation -------------------------------------------------------------------
@@ -42,6 +50,10 @@ def memory_index_invalidate(
     A user with no settings row gets one (no process keeps an index of such a user), unless
     ``settings_create`` is False: a memory deleted as its user is being deleted.
     """
+    merged = _merged_invalidations.get()
+    if merged is not None:
+        merged[(app_name, user_pk)] = merged.get((app_name, user_pk), False) or settings_create
+        return
     version = secrets.randbits(63)
     if user_pk is None:
         if not AppIndexVersion.objects.filter(app_name=app_name).update(version=version):
@@ -55,6 +67,27 @@ def memory_index_invalidate(
         MemorySettings.objects.update_or_create(
             user_id=user_pk, defaults={"index_version": version}
         )
+
+
+@contextlib.contextmanager
+def memory_index_invalidations_merged() -> Iterator[None]:
+    """Within the block, each (app, user) index is invalidated once, as the block ends, however
+    many of its memories the block writes or deletes: deleting a user's 10,000 memories
+    replaces their version once, not once per memory (each memory's ``post_delete`` asks for
+    it). Wrap it in the caller's transaction, as each invalidation is; a block that raises
+    invalidates nothing, its writes being rolled back. Nested blocks leave it to the outer one.
+    """
+    if _merged_invalidations.get() is not None:
+        yield
+        return
+    merged: dict[tuple[str, int | None], bool] = {}
+    token = _merged_invalidations.set(merged)
+    try:
+        yield
+    finally:
+        _merged_invalidations.reset(token)
+    for (app_name, user_pk), settings_create in merged.items():
+        memory_index_invalidate(app_name=app_name, user_pk=user_pk, settings_create=settings_create)
 
 
 # --- Settings -------------------------------------------------------------------------------
@@ -77,16 +110,21 @@ def memory_settings_update(
         user_pk=user_pk,
         notice={
             "kind": "memory_settings",
-            "message": (
-                f"Memory settings changed: creating memories "
-                f"{'on' if row.create_enabled else 'off'}, using memories in replies "
-                f"{'on' if row.use_enabled else 'off'}."
+            "message": _settings_notice_text(
+                create_enabled=row.create_enabled, use_enabled=row.use_enabled
             ),
             "create_enabled": row.create_enabled,
             "use_enabled": row.use_enabled,
         },
     )
     return row
+
+
+def _settings_notice_text(*, create_enabled: bool, use_enabled: bool) -> str:
+    creating = f"{'new' if create_enabled else 'no new'} memories will be made from your chats"
+    using = f"replies {'will' if use_enabled else 'will not'} use what is remembered"
+    joint = "and" if create_enabled == use_enabled else "but"
+    return f"Memory settings changed: {creating}, {joint} {using}."
 
 
 def user_lock(user_pk: int) -> MemorySettings:
@@ -102,8 +140,9 @@ def user_lock(user_pk: int) -> MemorySettings:
 # --- Notices ----------------------------------------------------------------------------------
 
 
-def _notice_text(prefix: str, memories: list[Memory]) -> str:
-    text = prefix + "; ".join(memory.text for memory in memories)
+def _notice_text(lead: str, memories: list[Memory]) -> str:
+    """ "Remembered: your name is Dana, and you live in Lisbon." (cut short if long)."""
+    text = sentence(lead + memories_said_to_user([memory.text for memory in memories]))
     return text if len(text) <= NOTICE_TEXT_CHARS else text[: NOTICE_TEXT_CHARS - 1] + "…"
 
 
@@ -127,12 +166,12 @@ def memory_notices_send(*, user_pk: int, report: ConsolidationReport) -> None:
     Called after the transaction committed, from whichever process ran the job: the channel
     layer carries it to the sockets.
     """
-    for prefix, touched in (("Remembered: ", report.created), ("Updated: ", report.updated)):
+    for lead, touched in (("Remembered: ", report.created), ("Updated: ", report.updated)):
         memories = list({memory.pk: memory for memory in touched}.values())
         if memories:
             notice = {
                 "kind": "memory",
-                "message": _notice_text(prefix, memories),
+                "message": _notice_text(lead, memories),
                 "memory_ids": [str(memory.id) for memory in memories],
             }
             async_to_sync(user_notice_send)(user_pk=user_pk, notice=notice)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from django.db.models import Subquery
-
-from sessions_app.event_codec import EVENT_COLUMNS, event_from_row
+from sessions_app.event_codec import event_from_row
 from sessions_app.events import Event
 from sessions_app.models import EventRecord
+from sessions_app.selectors.rows import events_from_raw_rows
+from sessions_app.selectors.sessions import StoreRead, store_read_run
+from sessions_app.selectors.statements import STORED_EVENT_COLUMNS, STORED_EVENTS_SQL
 
 
 class StoredEvent(NamedTuple):
@@ -27,9 +28,6 @@ class StoredEventsPage(NamedTuple):
     next_after_sequence: int | None
 
 
-_STORED_EVENT_COLUMNS = ("sequence", "rewound", *EVENT_COLUMNS)
-
-
 def _stored_event_from_row(row: tuple) -> StoredEvent:
     return StoredEvent(sequence=row[0], rewound=row[1], event=event_from_row(row[2:]))
 
@@ -45,7 +43,7 @@ def stored_events_page(
     queryset = EventRecord.objects.filter(session_id=session_id, sequence__gt=after_sequence)
     if not include_rewound:
         queryset = queryset.filter(rewound=False)
-    rows = list(queryset.order_by("sequence").values_list(*_STORED_EVENT_COLUMNS)[: page_size + 1])
+    rows = list(queryset.order_by("sequence").values_list(*STORED_EVENT_COLUMNS)[: page_size + 1])
     next_after_sequence = rows[page_size - 1][0] if len(rows) > page_size else None
     return StoredEventsPage(
         events=[_stored_event_from_row(row) for row in rows[:page_size]],
@@ -60,45 +58,68 @@ def stored_events_recent(*, session_id: str, limit: int) -> list[StoredEvent]:
     rows = list(
         EventRecord.objects.filter(session_id=session_id, rewound=False)
         .order_by("-sequence")
-        .values_list(*_STORED_EVENT_COLUMNS)[:limit]
+        .values_list(*STORED_EVENT_COLUMNS)[:limit]
     )
     rows.reverse()
     return [_stored_event_from_row(row) for row in rows]
 
 
+def _stored_events_from_raw_rows(rows: list[tuple]) -> list[StoredEvent]:
+    events = events_from_raw_rows([row[2:] for row in rows])
+    return [
+        StoredEvent(sequence=row[0], rewound=bool(row[1]), event=event)
+        for row, event in zip(rows, events, strict=True)
+    ]
+
+
+def _first_stored_event(results: list[list[tuple]]) -> StoredEvent | None:
+    stored = _stored_events_from_raw_rows(results[0])
+    return stored[0] if stored else None
+
+
+def stored_event_get_read(*, session_id: str, event_id: str) -> StoreRead:
+    """The read behind ``stored_event_get``: one statement."""
+    return StoreRead([(STORED_EVENTS_SQL["by_id"], [session_id, event_id])], _first_stored_event)
+
+
 def stored_event_get(*, session_id: str, event_id: str) -> StoredEvent | None:
     """The session's stored event with this id, or None."""
-    row = (
-        EventRecord.objects.filter(session_id=session_id, event_id=event_id)
-        .values_list(*_STORED_EVENT_COLUMNS)
-        .first()
+    return store_read_run(stored_event_get_read(session_id=session_id, event_id=event_id))
+
+
+def _latest_compaction(results: list[list[tuple]]) -> Event | None:
+    events = events_from_raw_rows(results[0])
+    return events[0] if events else None
+
+
+def session_latest_compaction_read(*, session_id: str) -> StoreRead:
+    """The read behind ``session_latest_compaction``: one statement."""
+    return StoreRead(
+        [(STORED_EVENTS_SQL["latest_compaction"], [session_id, False])], _latest_compaction
     )
-    return _stored_event_from_row(row) if row is not None else None
 
 
 def session_latest_compaction(*, session_id: str) -> Event | None:
     """The newest visible compaction event of the session, however far back it lies."""
-    row = (
-        EventRecord.objects.filter(
-            session_id=session_id, rewound=False, actions__has_key="compaction"
-        )
-        .order_by("-sequence")
-        .values_list(*EVENT_COLUMNS)
-        .first()
+    return store_read_run(session_latest_compaction_read(session_id=session_id))
+
+
+def _stored_events_of_turn(results: list[list[tuple]]) -> list[StoredEvent]:
+    return _stored_events_from_raw_rows(results[0])
+
+
+def stored_events_of_turn_read(*, session_id: str, user_event_id: str) -> StoreRead:
+    """The read behind ``stored_events_of_turn``: one statement."""
+    return StoreRead(
+        [(STORED_EVENTS_SQL["of_turn"], [session_id, session_id, user_event_id])],
+        _stored_events_of_turn,
     )
-    return event_from_row(row) if row else None
 
 
 def stored_events_of_turn(*, session_id: str, user_event_id: str) -> list[StoredEvent]:
     """Every stored event of the invocation that the user event ``user_event_id`` began,
     in order (those a rewind hid included): what a client that missed the turn is sent
     again. Empty when the session has no such event."""
-    invocation = EventRecord.objects.filter(session_id=session_id, event_id=user_event_id).values(
-        "invocation_id"
-    )[:1]
-    rows = (
-        EventRecord.objects.filter(session_id=session_id, invocation_id=Subquery(invocation))
-        .order_by("sequence")
-        .values_list(*_STORED_EVENT_COLUMNS)
+    return store_read_run(
+        stored_events_of_turn_read(session_id=session_id, user_event_id=user_event_id)
     )
-    return [_stored_event_from_row(row) for row in rows]

@@ -72,6 +72,45 @@ def _select_list(model: type[models.Model], names: Sequence[str]) -> str:
 
 
 _EVENT_SELECT_LIST = _select_list(EventRecord, EVENT_COLUMNS)
+# The columns of a stored event as the chat and the REST API send it.
+STORED_EVENT_COLUMNS = ("sequence", "rewound", *EVENT_COLUMNS)
+
+
+def _has_key(column: str, key: str) -> str:
+    """SQL true when the JSON object in ``column`` has ``key``, as the ORM's ``has_key``."""
+    if connection.vendor == "postgresql":
+        return f"{column} ? '{key}'"
+    return f"JSON_TYPE({column}, '$.\"{key}\"') IS NOT NULL"
+
+
+def _stored_events_sql() -> dict[str, str]:
+    """Reads of single stored events and of one turn's, as ``STORED_EVENT_COLUMNS``.
+
+    ``by_id``: parameters session id, event id. ``of_turn``: every event of the invocation
+    that the event of that id began, in order; parameters session id, session id, event id.
+    ``latest_compaction``: the newest visible compaction event as ``EVENT_COLUMNS``;
+    parameters session id, ``False``.
+    """
+    table = _qn(EventRecord._meta.db_table)
+    session_id, event_id, invocation_id, sequence, rewound, actions = _columns(
+        EventRecord, "session", "event_id", "invocation_id", "sequence", "rewound", "actions"
+    )
+    stored = f"SELECT {_select_list(EventRecord, STORED_EVENT_COLUMNS)} FROM {table}"
+    return {
+        "by_id": f"{stored} WHERE {session_id} = %s AND {event_id} = %s",
+        "of_turn": (
+            f"{stored} WHERE {session_id} = %s AND {invocation_id} = (SELECT {invocation_id}"
+            f" FROM {table} WHERE {session_id} = %s AND {event_id} = %s) ORDER BY {sequence}"
+        ),
+        "latest_compaction": (
+            f"SELECT {_EVENT_SELECT_LIST} FROM {table} WHERE {session_id} = %s"
+            f" AND {rewound} = %s AND {_has_key(actions, 'compaction')}"
+            f" ORDER BY {sequence} DESC LIMIT 1"
+        ),
+    }
+
+
+STORED_EVENTS_SQL = _stored_events_sql()
 
 
 def _events_sql(*, include_rewound: bool, after_timestamp: bool, recent: bool) -> str:

@@ -17,7 +17,7 @@ append is all of that in a single statement, one round trip to the database.
 
 from sessions_app.errors import InvalidStateError
 from sessions_app.services.events import event_append, session_rewind
-from sessions_app.services.session_service import ROWS_ASSEMBLED_ON_LOOP, SessionService
+from sessions_app.services.session_service import SessionService
 from sessions_app.services.sessions import (
     IDENTIFIER_PATTERN,
     session_create,
@@ -25,11 +25,11 @@ from sessions_app.services.sessions import (
     session_rename,
     sessions_expire_idle,
 )
+from sessions_app.services.user_state import user_state_correct, user_state_delete
 from sessions_app.types import GetSessionConfig, ListSessionsResponse
 
 __all__ = [
     "IDENTIFIER_PATTERN",
-    "ROWS_ASSEMBLED_ON_LOOP",
     "GetSessionConfig",
     "InvalidStateError",
     "ListSessionsResponse",
@@ -40,4 +40,6 @@ __all__ = [
     "session_rename",
     "session_rewind",
     "sessions_expire_idle",
+    "user_state_correct",
+    "user_state_delete",
 ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import time
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -26,7 +25,13 @@ from sessions_app.errors import (
     SessionStoreError,
 )
 from sessions_app.event_codec import event_to_record_fields
-from sessions_app.events import Event, EventActions, new_invocation_id
+from sessions_app.events import (
+    TIMESTAMP_RANGE_MESSAGE,
+    Event,
+    EventActions,
+    new_invocation_id,
+    timestamp_representable,
+)
 from sessions_app.models import EventRecord, SessionRecord, SessionState
 from sessions_app.state import (
     APP_PREFIX,
@@ -49,8 +54,8 @@ def _event_validate(event: Event) -> dict[str, Any]:
         raise InvalidEventError("Event and invocation ids are at most 128 characters.")
     if len(event.branch or "") > MAX_BRANCH_LENGTH or len(event.error_code or "") > MAX_NAME_LENGTH:
         raise InvalidEventError("branch is at most 512 characters and error_code at most 128.")
-    if not math.isfinite(event.timestamp):
-        raise InvalidEventError("The event timestamp must be a finite number of seconds.")
+    if not timestamp_representable(event.timestamp):
+        raise InvalidEventError(TIMESTAMP_RANGE_MESSAGE)
     plain_texts = (
         event.id,
         event.invocation_id,
@@ -196,7 +201,12 @@ def _session_state_replay(
 
 
 def session_rewind(
-    *, app_name: str, user_id: str, session_id: str, rewind_before_invocation_id: str
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    rewind_before_invocation_id: str,
+    sent: Event | None = None,
 ) -> Event:
     """Revert the session to just before an invocation, in one transaction.
 
@@ -206,6 +216,10 @@ def session_rewind(
     marked rewound, out of the history. The rewind is itself stored as an event
     whose ``state_delta`` records the restoring changes (``None`` for a key
     that did not exist then).
+
+    ``sent``: the rewind event a client made (ADK's ``Runner.rewind_async`` appends one); its
+    id, invocation, author, timestamp and other fields are kept, its state delta replaced by
+    the one computed here.
     """
     user_pk = selectors.user_pk_from_id(user_id)
     if user_pk is None:
@@ -250,14 +264,19 @@ def session_rewind(
         storage.state_rows_upsert(
             session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=changed
         )
-        event = Event(
-            invocation_id=new_invocation_id(),
-            author="user",
-            actions=EventActions(
-                state_delta=delta, rewind_before_invocation_id=rewind_before_invocation_id
-            ),
-            timestamp=last_update_time,
-        )
+        if sent is None:
+            event = Event(
+                invocation_id=new_invocation_id(),
+                author="user",
+                actions=EventActions(
+                    state_delta=delta, rewind_before_invocation_id=rewind_before_invocation_id
+                ),
+                timestamp=last_update_time,
+            )
+        else:
+            event = sent
+            event.actions.state_delta = delta
+            event.actions.rewind_before_invocation_id = rewind_before_invocation_id
         EventRecord.objects.create(
             session_id=session_id, sequence=sequence, **event_to_record_fields(event)
         )

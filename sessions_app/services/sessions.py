@@ -47,8 +47,12 @@ def session_create(
     """Create a session; ``user:`` and ``app:`` keys of ``state`` go to their shared scopes.
 
     ``temp:`` keys are dropped, as nothing outlives an invocation. A
-    ``session_id`` already in use (by anyone) is refused. A ``temporary``
-    session is a chat that neither reads nor writes long-term memory.
+    ``session_id`` the user already has is refused (SessionAlreadyExistsError).
+    One that another user has gets a generated id instead (the returned
+    session's ``id``): ids are one space for all users, and refusing it would
+    tell anyone which ids others use, where another user's id must answer as an
+    unknown one does. A ``temporary`` session is a chat that neither reads nor
+    writes long-term memory.
     """
     identifier_validate(value=app_name, what="app_name")
     if session_id is None:
@@ -72,9 +76,11 @@ def session_create(
                 session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=scoped
             )
     except IntegrityError:
-        raise SessionAlreadyExistsError(
-            f"A session with id {session_id!r} already exists."
-        ) from None
+        if SessionRecord.objects.filter(pk=session_id, user_id=user_pk).exists():
+            raise SessionAlreadyExistsError(
+                f"A session with id {session_id!r} already exists."
+            ) from None
+        return session_create(app_name=app_name, user_id=user_id, state=state, temporary=temporary)
     by_session, user_state, app_state = selectors.scoped_states_get(
         session_ids=[session_id], app_name=app_name, user_pk=user_pk
     )

@@ -55,8 +55,10 @@ async function request(method, url, body) {
 
 /** The sessions API under `sessionsUrl` (e.g. "/api/sessions/"). */
 export class SessionsApi {
-  constructor(sessionsUrl) {
+  constructor(sessionsUrl, appName) {
     this.sessionsUrl = sessionsUrl;
+    /** The app whose chats are listed and created. */
+    this.appName = appName;
   }
 
   sessionUrl(sessionId, suffix = "") {
@@ -65,7 +67,7 @@ export class SessionsApi {
 
   /** One page of the user's sessions, newest first: {results, next_page_token}. */
   listSessions({ pageSize, pageToken }) {
-    const query = new URLSearchParams({ page_size: String(pageSize) });
+    const query = new URLSearchParams({ page_size: String(pageSize), app_name: this.appName });
     if (pageToken) {
       query.set("page_token", pageToken);
     }
@@ -74,7 +76,11 @@ export class SessionsApi {
 
   /** A new chat; a `temporary` one neither reads nor writes long-term memory. */
   createSession({ temporary = false } = {}) {
-    return request("POST", this.sessionsUrl, temporary ? { temporary: true } : {});
+    const body = { app_name: this.appName };
+    if (temporary) {
+      body.temporary = true;
+    }
+    return request("POST", this.sessionsUrl, body);
   }
 
   getSession(sessionId) {
@@ -103,6 +109,11 @@ export class SessionsApi {
       after = page.next_after_sequence;
     }
     return events;
+  }
+
+  /** What of the session waits to be remembered: {unprocessed_turns, turns, job, create}. */
+  getPendingMemory(sessionId) {
+    return request("GET", `/api/memory-pending/${encodeURIComponent(sessionId)}/`);
   }
 
   /** The session's state by scope: {session, user, app, merged}. */

@@ -3,10 +3,14 @@
 import { SessionsApi } from "./api.js";
 import {
   appendDelta,
+  completeToolSteps,
+  element,
   eventEntry,
+  interruptedNote,
   noteOn,
   renderContext,
   renderEmpty,
+  renderPending,
   renderState,
   streamingEntry,
   userEntry,
@@ -25,7 +29,7 @@ const CONNECTION_TEXT = {
 };
 
 const config = JSON.parse(document.getElementById("chat-config").textContent);
-const api = new SessionsApi(config.sessions_url);
+const api = new SessionsApi(config.sessions_url, config.app_name);
 const $ = (id) => document.getElementById(id);
 const layout = $("chat-layout");
 const conversation = $("conversation");
@@ -35,6 +39,7 @@ const sendButton = $("send");
 const stopButton = $("stop");
 const stateView = $("state-view");
 const contextView = $("context-view");
+const pendingView = $("pending-view");
 
 let sessionId = null;
 let title = "";
@@ -43,9 +48,9 @@ let turn = null;
 let creating = false;
 let openCount = 0;
 let temporary = false;
-let noticeTimer = null;
-
 const NOTICE_SECONDS = 8;
+const NOTICE_RECHECK_SECONDS = 2;
+const MAX_NOTICES = 4;
 const EVENT_ANCHOR = "#event-";
 
 const urlFor = (id) =>
@@ -61,8 +66,9 @@ function sessionIdFromPath(path) {
 
 // Alerts, status, title ------------------------------------------------------------------
 
-function showAlert(message) {
+function showAlert(message, code = "") {
   $("chat-alert-text").textContent = message;
+  $("chat-alert").dataset.code = code;
   $("chat-alert").hidden = false;
 }
 
@@ -85,24 +91,58 @@ function setTemporary(on) {
   layout.classList.toggle("is-temporary", on);
 }
 
-/** A notice from the server (a memory saved or deleted, settings changed), shown a while. */
+/** Take a notice off the stack, keeping the keyboard in the page if it was on it. */
+function noticeRemove(item) {
+  if (item.contains(document.activeElement)) {
+    input.focus();
+  }
+  item.remove();
+}
+
+/** Let a notice go after a while, not while the pointer or the keyboard is on the stack. */
+function noticeExpire(item, seconds) {
+  setTimeout(() => {
+    if (!item.isConnected) {
+      return;
+    }
+    if ($("chat-notices").matches(":hover, :focus-within")) {
+      noticeExpire(item, NOTICE_RECHECK_SECONDS);
+    } else {
+      noticeRemove(item);
+    }
+  }, seconds * 1000);
+}
+
+/**
+ * A notice from the server (a memory saved or deleted, settings changed). Notices stack, the
+ * newest last, each shown a while; "all your data was deleted" resets the page and is said
+ * once, as an alert.
+ */
 function showNotice(notice) {
   if (!notice || typeof notice.message !== "string") {
     return;
   }
-  const box = $("chat-notice");
-  box.textContent = notice.message;
-  box.dataset.kind = notice.kind ?? "";
-  box.hidden = false;
-  clearTimeout(noticeTimer);
-  noticeTimer = setTimeout(() => {
-    box.hidden = true;
-  }, NOTICE_SECONDS * 1000);
   if (notice.kind === "data_deleted") {
     showDraft({ push: sessionId !== null });
     sidebar.loadPage({ reset: true });
     showAlert(notice.message);
+    return;
   }
+  const list = $("chat-notices");
+  const item = element("li", "chat-notice");
+  item.dataset.kind = notice.kind ?? "";
+  const dismiss = element("button", "icon-button notice-dismiss", "\u00d7");
+  dismiss.type = "button";
+  dismiss.setAttribute("aria-label", "Dismiss notice");
+  dismiss.title = "Dismiss";
+  dismiss.addEventListener("click", () => noticeRemove(item));
+  item.append(element("span", "chat-notice-text", notice.message), dismiss);
+  list.append(item);
+  while (list.children.length > MAX_NOTICES) {
+    noticeRemove(list.firstElementChild);
+  }
+  noticeExpire(item, NOTICE_SECONDS);
+  refreshPending();
 }
 
 /** Scroll to the turn named by the address (#event-<id>, from the Memory page) and mark it. */
@@ -148,7 +188,10 @@ function keepingBottom(change) {
 }
 
 function entryById(id) {
-  return messages.querySelector(`[data-event-id="${CSS.escape(id)}"]`);
+  const quoted = CSS.escape(id);
+  return messages.querySelector(
+    `[data-event-id="${quoted}"], [data-response-event-id="${quoted}"]`,
+  );
 }
 
 function pendingEntry(clientMessageId) {
@@ -167,11 +210,31 @@ function placeEntry(existing, entry) {
   });
 }
 
+/** Retry only on the last entry of its turn: a turn run again shows its new reply after the
+ *  ending it replaced (which may be sent again when the turn resumes). */
+function staleRetriesRemove() {
+  const last = new Map();
+  for (const entry of messages.querySelectorAll("[data-invocation-id]")) {
+    last.set(entry.dataset.invocationId, entry);
+  }
+  for (const button of messages.querySelectorAll(".retry-button")) {
+    const entry = button.closest("[data-invocation-id]");
+    if (last.get(entry.dataset.invocationId) !== entry) {
+      button.remove();
+    }
+  }
+}
+
 function showEvent(event) {
   const clientMessageId = event.custom_metadata?.client_message_id;
   const existing =
     entryById(event.id) ?? (clientMessageId ? pendingEntry(clientMessageId) : null);
-  placeEntry(existing, eventEntry(event));
+  if (existing?.dataset.responseEventId === event.id) {
+    // Already shown, in the step of the call it answers.
+  } else if (existing || !completeToolSteps(messages, event)) {
+    placeEntry(existing, eventEntry(event));
+  }
+  staleRetriesRemove();
   if (turn && clientMessageId === turn.clientMessageId && !turn.started) {
     // Stored, so accepted: a replayed turn (after a reconnect) has no turn_started.
     turn.started = true;
@@ -195,8 +258,9 @@ function showDelta(frame) {
   }
   keepingBottom(() => {
     if (!entry) {
-      entry = streamingEntry(frame.message_id);
+      entry = streamingEntry(frame.message_id, frame.invocation_id);
       messages.append(entry);
+      staleRetriesRemove();
     }
     appendDelta(entry, frame.text);
   });
@@ -208,7 +272,7 @@ function settleStreaming(interrupted) {
     entry.classList.remove("streaming");
     entry.removeAttribute("aria-busy");
     if (interrupted) {
-      noteOn(entry, "Stopped before the reply was finished.");
+      noteOn(entry, interruptedNote(null));
     }
   }
 }
@@ -231,7 +295,7 @@ function endTurn() {
 }
 
 function autoTitle(text) {
-  if (!title && sessionId) {
+  if (!title && sessionId && text.trim()) {
     const words = text.split(/\s+/).join(" ").trim();
     const short =
       words.length > AUTO_TITLE_CHARS ? `${words.slice(0, AUTO_TITLE_CHARS - 1)}…` : words;
@@ -255,7 +319,8 @@ function turnComplete(frame) {
 }
 
 function serverError(frame) {
-  showAlert(`${frame.message} (${frame.code})`);
+  // The sentence is for the reader; the code stays in the frame (and the server's log).
+  showAlert(frame.message, frame.code);
   if (frame.code === "session_not_found") {
     socket?.close();
     setConnection("idle");
@@ -282,6 +347,16 @@ function onFrame(frame) {
         turn.started = true;
         setBusy(true);
       }
+      break;
+    case "turn_running":
+      if (turn && frame.client_message_id === turn.clientMessageId) {
+        turn.started = true;
+        setBusy(true);
+      }
+      showNotice({
+        kind: "turn_running",
+        message: "This reply is being written elsewhere (another tab or server); it shows here when it is done.",
+      });
       break;
     case "event":
       showEvent(frame.event);
@@ -366,6 +441,40 @@ async function sendMessage() {
   socket.sendMessage(clientMessageId, text);
 }
 
+/** Run an interrupted or failed turn again (the Retry button), or resume an open one. */
+function retryTurn(clientMessageId) {
+  if (turn || !socket) {
+    return;
+  }
+  hideAlert();
+  turn = { clientMessageId, text: "", started: false, lastSeq: -1 };
+  setBusy(true);
+  socket.retryTurn(clientMessageId);
+}
+
+/** After loading the history: a last turn with no ending (its server stopped mid-reply, or it
+ *  runs in another tab) is asked for, and resumes or shows here once it ends. */
+function openTurnResume(events) {
+  const last = events.at(-1);
+  if (!last || last.turn_complete) {
+    return;
+  }
+  const opening = events.find(
+    (event) => event.invocation_id === last.invocation_id && event.author === "user",
+  );
+  const clientMessageId = opening?.custom_metadata?.client_message_id;
+  if (clientMessageId) {
+    retryTurn(clientMessageId);
+  }
+}
+
+messages.addEventListener("click", (event) => {
+  const button = event.target.closest(".retry-button");
+  if (button) {
+    retryTurn(button.dataset.retry);
+  }
+});
+
 // Opening chats --------------------------------------------------------------------------
 
 function leaveCurrent() {
@@ -381,8 +490,28 @@ function leaveCurrent() {
   closeDrawers();
 }
 
+/** The panel's "Waiting to be remembered": the chat's messages not yet made memories. */
+async function refreshPending() {
+  const id = sessionId;
+  if (!id) {
+    renderEmpty(pendingView, "Open or start a chat.");
+    return;
+  }
+  try {
+    const pending = await api.getPendingMemory(id);
+    if (id === sessionId) {
+      renderPending(pendingView, pending);
+    }
+  } catch (error) {
+    if (id === sessionId) {
+      renderEmpty(pendingView, `Could not load what is pending: ${error.message}`);
+    }
+  }
+}
+
 async function refreshState() {
   const id = sessionId;
+  refreshPending();
   if (!id) {
     renderEmpty(stateView, "Open or start a chat to see its state.");
     return;
@@ -402,6 +531,7 @@ async function refreshState() {
 /** Open a chat: its history (unless `fresh`, just created), its state and its socket. */
 async function openSession(id, { push = false, fresh = false } = {}) {
   leaveCurrent();
+  let loaded = [];
   const opening = openCount;
   sessionId = id;
   setTitle(sidebar.titleOf(id) || (id === config.session_id ? config.title : ""));
@@ -430,14 +560,16 @@ async function openSession(id, { push = false, fresh = false } = {}) {
       return;
     }
     conversation.removeAttribute("aria-busy");
+    loaded = events;
     keepingBottom(() => {
       for (const event of events) {
-        const entry = eventEntry(event);
+        const entry = completeToolSteps(messages, event) ? null : eventEntry(event);
         if (entry) {
           messages.append(entry);
         }
       }
     });
+    staleRetriesRemove();
     conversation.scrollTop = conversation.scrollHeight;
     revealAnchoredEvent();
     const last = events.findLast((event) => event.custom_metadata?.context);
@@ -448,6 +580,9 @@ async function openSession(id, { push = false, fresh = false } = {}) {
   updateEmpty();
   refreshState();
   connect(id);
+  if (!fresh) {
+    openTurnResume(loaded);
+  }
   input.focus();
 }
 
@@ -463,6 +598,17 @@ function showDraft({ push = false, temporaryDraft = false } = {}) {
   updateEmpty();
   refreshState();
   input.focus();
+}
+
+// With more than one app open to the user, a picker chooses the app of the chats listed and of
+// a new chat; choosing another starts a new chat in it.
+const appPicker = $("app-picker");
+if (appPicker) {
+  appPicker.addEventListener("change", () => {
+    api.appName = appPicker.value;
+    showDraft({ push: true });
+    sidebar.loadPage({ reset: true });
+  });
 }
 
 const sidebar = new Sidebar({
@@ -591,5 +737,5 @@ sidebar.loadPage({ reset: true });
 if (config.session_id) {
   openSession(config.session_id);
 } else {
-  showDraft();
+  showDraft({ temporaryDraft: config.start_temporary });
 }

@@ -2,8 +2,6 @@
 // only ever goes in through textContent; the one exception is an event's `html`, which the
 // server rendered from Markdown through an allow-list (sessions_app.markdown).
 
-const ARGS_PREVIEW_CHARS = 160;
-
 /** Create an element with a class and, optionally, its text. */
 export function element(tag, className, text) {
   const node = document.createElement(tag);
@@ -28,15 +26,13 @@ export function eventText(event) {
     .join("");
 }
 
-function preview(value) {
-  const text = typeof value === "string" ? value : JSON.stringify(value ?? {});
-  return text.length > ARGS_PREVIEW_CHARS ? `${text.slice(0, ARGS_PREVIEW_CHARS)}…` : text;
-}
-
-function entry(kind, id) {
+function entry(kind, id, invocationId) {
   const item = element("li", `entry entry-${kind}`);
   if (id) {
     item.dataset.eventId = id;
+  }
+  if (invocationId) {
+    item.dataset.invocationId = invocationId;
   }
   return item;
 }
@@ -61,8 +57,8 @@ export function userEntry(text, { id, pending = false } = {}) {
 }
 
 /** A reply being streamed: text is appended to it by appendDelta until the final event. */
-export function streamingEntry(messageId) {
-  const item = entry("agent", messageId);
+export function streamingEntry(messageId, invocationId) {
+  const item = entry("agent", messageId, invocationId);
   item.classList.add("streaming");
   item.setAttribute("aria-busy", "true");
   bubble(item, "Assistant");
@@ -80,10 +76,89 @@ export function noteOn(item, text) {
   box.append(element("p", "entry-note", text));
 }
 
-function toolLine(item, label, detail) {
-  const line = element("p", "tool-line");
-  line.append(element("span", "tool-label", label), element("code", "tool-detail", detail));
-  item.append(line);
+function pretty(value) {
+  return JSON.stringify(value ?? {}, null, 2);
+}
+
+function failed(response) {
+  return Boolean(response && (response.status === "error" || "error" in response));
+}
+
+/** A tool call as one compact step: a readable summary, the JSON on demand (issue 17). */
+function toolStep(call, summary) {
+  const step = element("details", "tool-step running");
+  step.dataset.callId = call.id ?? "";
+  step.dataset.toolName = call.name ?? "";
+  const line = element("summary", "tool-summary");
+  line.append(element("span", "tool-icon"), element("span", "tool-text", `${summary}…`));
+  const body = element("dl", "tool-details");
+  body.append(element("dt", "", "Tool"), element("dd", "", call.name ?? "?"));
+  const args = element("dd");
+  args.append(element("pre", "tool-json", pretty(call.args)));
+  body.append(element("dt", "", "Called with"), args);
+  step.append(line, body);
+  return step;
+}
+
+/** Mark a step done with its tool's response (and the summary the server gave it). */
+function stepDone(step, response, summary) {
+  step.classList.remove("running");
+  step.classList.toggle("failed", failed(response.response));
+  const name = response.name ?? step.dataset.toolName ?? "?";
+  step.querySelector(".tool-text").textContent =
+    summary ?? (failed(response.response) ? `${name} failed` : `Used ${name}`);
+  const result = element("dd");
+  result.append(element("pre", "tool-json", pretty(response.response)));
+  step.querySelector(".tool-details").append(element("dt", "", "Answer"), result);
+}
+
+function stepsOf(event) {
+  return event.custom_metadata?.tool_steps ?? {};
+}
+
+/**
+ * Put a tool response event into the steps of its calls already on the page; true if it
+ * needs no entry of its own (every response found its call, and it has nothing else).
+ */
+export function completeToolSteps(container, event) {
+  const responses = parts(event).filter((part) => part.function_response);
+  if (!responses.length || eventText(event) || event.error_code) {
+    return false;
+  }
+  const steps = responses.map(({ function_response: response }) =>
+    response.id
+      ? container.querySelector(`.tool-step.running[data-call-id="${CSS.escape(response.id)}"]`)
+      : null,
+  );
+  if (steps.some((step) => !step)) {
+    return false;
+  }
+  responses.forEach(({ function_response: response }, index) => {
+    stepDone(steps[index], response, stepsOf(event)[response.id]);
+    steps[index].closest(".entry").dataset.responseEventId = event.id;
+  });
+  return true;
+}
+
+const INTERRUPTED = "The reply was interrupted.";
+export const SERVER_STOPPED = "server_stopped";
+
+/** What an interrupted reply says: by whom, when the server stopped it. */
+export function interruptedNote(event) {
+  return event?.error_code === SERVER_STOPPED
+    ? `${INTERRUPTED} The server stopped before it was finished.`
+    : INTERRUPTED;
+}
+
+// A turn's events are msg-<client_message_id>, then msg-<client_message_id>.1, .2, ...
+const TURN_EVENT_ID = /^msg-([A-Za-z0-9_-]{1,64})\.\d+$/;
+
+/** The client_message_id whose turn an interrupted or failed final reply ended, or null. */
+export function retryableClientMessageId(event) {
+  if (!(event.interrupted || event.error_code)) {
+    return null;
+  }
+  return TURN_EVENT_ID.exec(event.id ?? "")?.[1] ?? null;
 }
 
 /** The entry showing a stored event, or null for events that are not part of the dialogue. */
@@ -105,8 +180,9 @@ export function eventEntry(event) {
   if (!text && !calls.length && !responses.length && !event.error_code && !event.interrupted) {
     return null;
   }
-  const kind = event.error_code ? "error" : text ? "agent" : "tool";
-  const item = entry(kind, event.id);
+  const failed = event.error_code && !event.interrupted;
+  const kind = failed ? "error" : text || event.interrupted ? "agent" : "tool";
+  const item = entry(kind, event.id, event.invocation_id);
   if (text || event.error_code || event.interrupted) {
     const body = bubble(item, "Assistant");
     if (typeof event.html === "string" && !event.error_code) {
@@ -115,17 +191,32 @@ export function eventEntry(event) {
     } else {
       body.textContent = text;
     }
-    if (event.error_code) {
-      noteOn(item, `Error (${event.error_code}): ${event.error_message ?? "the model failed."}`);
-    } else if (event.interrupted) {
-      noteOn(item, "Stopped before the reply was finished.");
+    if (event.interrupted) {
+      noteOn(item, interruptedNote(event));
+    } else if (event.error_code) {
+      noteOn(item, event.error_message || "The assistant could not answer.");
+      item.dataset.errorCode = event.error_code;
+    }
+    const retryId = event.turn_complete ? retryableClientMessageId(event) : null;
+    if (retryId) {
+      const retry = element("button", "button button-quiet retry-button", "Retry");
+      retry.type = "button";
+      retry.dataset.retry = retryId;
+      item.querySelector(".bubble").append(retry);
     }
   }
+  const steps = stepsOf(event);
   for (const { function_call: call } of calls) {
-    toolLine(item, `Tool call: ${call.name}`, preview(call.args));
+    item.append(toolStep(call, steps[call.id] ?? `Using ${call.name}`));
   }
   for (const { function_response: response } of responses) {
-    toolLine(item, `${response.name} returned`, preview(response.response));
+    const step = toolStep({ id: response.id, name: response.name }, "");
+    step.querySelector(".tool-details").replaceChildren(
+      element("dt", "", "Tool"),
+      element("dd", "", response.name ?? "?"),
+    );
+    stepDone(step, response, steps[response.id]);
+    item.append(step);
   }
   return item;
 }
@@ -201,6 +292,30 @@ export function renderContext(container, context) {
       : "None: the history fit without one",
   );
   container.append(list);
+}
+
+/** What of the chat waits to be remembered, from `/api/memory-pending/<id>/`. */
+export function renderPending(container, pending) {
+  container.replaceChildren();
+  if (!pending.create) {
+    const why = pending.temporary ? "this is a temporary chat" : "creating memories is off";
+    container.append(element("p", "panel-empty", `Nothing from this chat is remembered: ${why}.`));
+    return;
+  }
+  if (!pending.unprocessed_turns) {
+    container.append(element("p", "panel-empty", "Nothing waiting: everything said here was considered."));
+    return;
+  }
+  const count = pending.unprocessed_turns;
+  const when = pending.job ? `memory job ${pending.job}` : "when you leave this chat, or after a few more messages";
+  container.append(
+    element("p", "pending-note", `${count} message${count === 1 ? "" : "s"} pending (${when}):`),
+  );
+  const items = element("ul", "pending-turns");
+  for (const text of pending.turns) {
+    items.append(element("li", "", text));
+  }
+  container.append(items);
 }
 
 /** A placeholder paragraph for an empty panel. */

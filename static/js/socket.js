@@ -4,6 +4,9 @@
 
 const FIRST_RETRY_MS = 500;
 const MAX_RETRY_MS = 10000;
+// The close code of a message too long for the server to read at all (docs/websocket-protocol.md).
+const MESSAGE_TOO_BIG = 1009;
+const TOO_BIG_MESSAGE = "The message is too long to send; shorten it and send it again.";
 
 /** A client_message_id: 32 hex digits (the protocol allows 1-64 of [A-Za-z0-9_-]). */
 export function newClientMessageId() {
@@ -58,7 +61,12 @@ export class ChatSocket {
       }
     });
     socket.addEventListener("message", (message) => this.receive(message.data));
-    socket.addEventListener("close", () => {
+    socket.addEventListener("close", (event) => {
+      if (event.code === MESSAGE_TOO_BIG && this.socket === socket) {
+        // The server refused a message unread: said like its frame_too_large, so the
+        // message is given back instead of being sent again on reconnect.
+        this.onFrame({ type: "error", code: "frame_too_large", message: TOO_BIG_MESSAGE });
+      }
       if (this.socket === socket) {
         this.socket = null;
         this.retry(opened);
@@ -105,6 +113,14 @@ export class ChatSocket {
   /** Send a user message now, or as soon as the socket is open; kept until its turn completes. */
   sendMessage(clientMessageId, text) {
     const frame = { type: "user_message", text, client_message_id: clientMessageId };
+    this.unacknowledged.set(clientMessageId, frame);
+    this.sendIfOpen(frame);
+  }
+
+  /** Ask for an interrupted or failed turn to run again (or an open one to resume); kept, like
+   *  a message, until its turn completes, and sent again on reconnect (the server runs it once). */
+  retryTurn(clientMessageId) {
+    const frame = { type: "retry", client_message_id: clientMessageId };
     this.unacknowledged.set(clientMessageId, frame);
     this.sendIfOpen(frame);
   }

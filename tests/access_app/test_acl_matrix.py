@@ -30,13 +30,15 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
+from google.genai import types
 
 from access_app import services as access_services
 from access_app.models import AccessGrant, AuditLogEntry
+from agents_app.consumers import CLOSE_NOT_FOUND, CLOSE_NOT_SIGNED_IN
 from chatapp.middleware import PROBES
 from chatapp.routing import websocket_urlpatterns
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource, MemoryTopic
-from sessions_app.consumers import CLOSE_NOT_FOUND, CLOSE_NOT_SIGNED_IN
+from sessions_app.events import Event
 from sessions_app.models import EventRecord, SessionRecord
 from tests.factories import AccessGrantFactory, MemoryFactory, StaffFactory, UserFactory
 from tests.memory_app.support import session_make, turn_add
@@ -192,6 +194,7 @@ PUBLIC = "public"  # reachable by anyone, shows no user's data
 OWN = "own"  # a signed-in user's own data; no object id in the URL
 OWN_OBJECT = "own object"  # one object of the signed-in user, its id in the URL
 ADMIN = "admin"  # the staff console
+SERVICE = "service"  # the service-account API: an app's API key only, no browser visitor
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,18 @@ class Door:
 
 SESSION = {"session_id": "session_id"}
 MEMORY = {"memory_id": "memory_id"}
+# The owner's ids in a service-account route: a browser visitor must not reach them this way.
+V1_KWARGS = {
+    "app_name": "=chat",
+    "user_id": "=owner",
+    "session_id": "session_id",
+    "memory_id": "memory_id",
+    "job_id": "job_id",
+}
+V1_WRITES = (
+    ("post", {"author": "user", "session_id": "x", "text": "I like tea", "invocation_id": "x"}),
+    ("delete", {}),
+)
 GRANT = {"grant_id": "grant_id"}
 
 DOORS: dict[str, Door] = {
@@ -239,9 +254,13 @@ DOORS: dict[str, Door] = {
     # Self-service: memory, settings, export, deletion, access.
     "memory/": Door(OWN, shows=(MEMORIES,)),
     "memory/delete-all/": Door(OWN),
+    "memory/profile/": Door(OWN, status=405),
     "memory/<str:memory_id>/delete/": Door(OWN_OBJECT, MEMORY, status=405, writes=(("post", {}),)),
     "memory/<str:memory_id>/correct/": Door(
         OWN_OBJECT, MEMORY, status=405, writes=(("post", {"text": "I like tea"}),)
+    ),
+    "memory/<str:memory_id>/expiry/": Door(
+        OWN_OBJECT, MEMORY, status=405, writes=(("post", {"forget_on": "2099-01-01"}),)
     ),
     "settings/": Door(OWN),
     "settings/export/": Door(OWN, shows=(MEMORIES, CONVERSATIONS)),
@@ -279,6 +298,7 @@ DOORS: dict[str, Door] = {
         OWN_OBJECT, MEMORY, api=True, status=405, writes=(("post", {"text": "I like tea"}),)
     ),
     "api/memory-settings/": Door(OWN, api=True),
+    "api/memory-pending/<str:session_id>/": Door(OWN_OBJECT, SESSION, api=True),
     "api/export/": Door(OWN, api=True, shows=(MEMORIES, CONVERSATIONS)),
     "api/access/grants/": Door(OWN, api=True),
     "api/access/grants/<int:grant_id>/revoke/": Door(
@@ -297,6 +317,30 @@ DOORS: dict[str, Door] = {
         ADMIN, {"content_type_id": "=1", "object_id": "=1"}
     ),
     "admin/(?P<url>.*)$": Door(ADMIN, {"url": "=no-such-page/"}),
+    # The service-account API (tests/agents_app/test_service_api_matrix.py runs it against
+    # every kind of key): no browser visitor, signed in or not, staff or not, gets in.
+    **{
+        f"api/v1/apps/<str:app_name>/{route}": Door(SERVICE, V1_KWARGS, api=True, writes=V1_WRITES)
+        for route in (
+            "state/",
+            "users/",
+            "users/<str:user_id>/",
+            "users/<str:user_id>/export/",
+            "users/<str:user_id>/sessions/",
+            "users/<str:user_id>/sessions/<str:session_id>/",
+            "users/<str:user_id>/sessions/<str:session_id>/events/",
+            "users/<str:user_id>/sessions/<str:session_id>/rewind/",
+            "users/<str:user_id>/state/",
+            "users/<str:user_id>/memory/generate/",
+            "users/<str:user_id>/memory/events/",
+            "users/<str:user_id>/memories/",
+            "users/<str:user_id>/memories/search/",
+            "users/<str:user_id>/memories/<str:memory_id>/",
+            "jobs/<str:job_id>/",
+            "memories/",
+            "memories/<str:memory_id>/",
+        )
+    },
 }
 
 
@@ -318,8 +362,17 @@ ADMIN_MODELS: dict[str, AdminModel] = {
     "memory_app.generationjob": AdminModel(None, "job_id"),
     "memory_app.memorytopic": AdminModel(None, "topic_id"),
     "sessions_app.sessionrecord": AdminModel(CONVERSATIONS, "session_id"),
+    # An app's shared state, no user's: written only with sessions_app.change_app_state.
+    "sessions_app.appstate": AdminModel(None),
     "access_app.auditlogentry": AdminModel(ACCESS, "audit_id"),
     "access_app.accessgrant": AdminModel(None, "grant_id"),
+    # Apps and the service API's accounts, keys, end users and audit hold no user's data the
+    # matrix plants (the owner is no end user): staff without a role are refused them.
+    "agents_app.app": AdminModel(None),
+    "agents_app.serviceaccount": AdminModel(None),
+    "agents_app.serviceaccountkey": AdminModel(None),
+    "agents_app.enduser": AdminModel(None),
+    "agents_app.servicerequest": AdminModel(None),
     "auth.user": AdminModel(None),
     "auth.group": AdminModel(None),
     "django_celery_beat.periodictask": AdminModel(None),
@@ -327,6 +380,10 @@ ADMIN_MODELS: dict[str, AdminModel] = {
     "django_celery_beat.crontabschedule": AdminModel(None),
     "django_celery_beat.solarschedule": AdminModel(None),
     "django_celery_beat.intervalschedule": AdminModel(None),
+    # django-axes: failed sign-ins (username, address), for superusers.
+    "axes.accessattempt": AdminModel(None),
+    "axes.accesslog": AdminModel(None),
+    "axes.accessfailurelog": AdminModel(None),
 }
 
 WEBSOCKET_ROUTES = {"ws/chat/<str:session_id>/": SESSION}
@@ -476,6 +533,10 @@ def _check_get(route: str, door: Door, world: World, role: str, path: str) -> li
             problems.append(f"{role}: does not show the owner's {scope}")
     if door.kind == PUBLIC:
         return problems
+    if door.kind == SERVICE:
+        if status != 401:
+            problems.append(f"{role}: the service-account API answers {status}, not 401")
+        return problems
     if role == ANONYMOUS or (door.kind == ADMIN and role in SIGNED_IN_NON_STAFF):
         location = response.get("Location", "")
         if door.api:
@@ -523,6 +584,8 @@ def _check_writes(route: str, door: Door, world: World, role: str, path: str) ->
         for scope, marker in MARKERS.items():
             if marker in text and role not in _readers(door, scope):
                 problems.append(f"{role} {method.upper()}: answer holds the owner's {scope}")
+        if door.kind == SERVICE and response.status_code != 401:
+            problems.append(f"{role} {method.upper()}: {response.status_code}, expected 401")
         if door.kind == OWN_OBJECT and role != ANONYMOUS and response.status_code != 404:
             problems.append(f"{role} {method.upper()}: {response.status_code}, expected 404")
     return problems
@@ -554,7 +617,10 @@ def test_route_against_every_role(route, world, settings):
         searched = f"{path}?q={world.owner.get_username()}"
         for role in ROLES:
             problems += _check_get(route, door, world, role, searched)
-    if door.kind in (OWN_OBJECT, ADMIN):
+    if door.kind == SERVICE:
+        for role in ROLES:
+            problems += _check_writes(route, door, world, role, path)
+    elif door.kind in (OWN_OBJECT, ADMIN):
         for role in sorted(READ_ONLY | ({OWNER} if door.kind == ADMIN else set())):
             problems += _check_writes(route, door, world, role, path)
     assert problems == [], f"{path}: " + "; ".join(problems)
@@ -571,7 +637,7 @@ def _cookie(client: Client) -> bytes:
 async def _connect(path: str, cookie: bytes | None) -> tuple[bool, int | None]:
     from chatapp.asgi import application
 
-    headers = [(b"origin", b"http://testserver")]
+    headers = [(b"origin", b"http://testserver"), (b"host", b"testserver")]
     if cookie:
         headers.append((b"cookie", cookie))
     communicator = WebsocketCommunicator(application, path, headers=headers)
@@ -596,3 +662,76 @@ def test_websocket_route_against_every_role(route, world):
         for role in ROLES
     }
     assert outcomes == expected
+
+
+# --- Frames that name a turn by its client_message_id ------------------------------------------
+
+
+async def _frames_answered(path: str, cookie: bytes, frames: list[dict]) -> list[dict]:
+    """Send each frame on a socket of ``path`` and collect the answers up to its
+    ``turn_complete`` or ``error``."""
+    from chatapp.asgi import application
+
+    headers = [(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"cookie", cookie)]
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, _ = await communicator.connect(timeout=10)
+    assert connected
+    answers = []
+    for frame in frames:
+        await communicator.send_json_to(frame)
+        while True:
+            answer = await communicator.receive_json_from(timeout=20)
+            answers.append(answer)
+            if answer["type"] in ("turn_complete", "error"):
+                break
+    await communicator.disconnect()
+    return answers
+
+
+@pytest.mark.django_db(transaction=True)
+def test_frames_naming_another_users_message_reach_nothing_of_theirs(world):
+    """A re-send or a Retry names a turn by its client_message_id, which is looked up in the
+    socket's own session only: another user's id replays, resumes or retries nothing of theirs
+    (Retry: "turn_not_found"; a re-send: a new turn of one's own), and shows none of it."""
+    from agents_app.models import TurnClaim
+    from sessions_app import selectors, services
+
+    owner_session = SessionRecord.objects.get(pk=world.session_id)
+    services.event_append(
+        session=selectors.session_get(
+            app_name=owner_session.app_name,
+            user_id=str(owner_session.user_id),
+            session_id=world.session_id,
+        ),
+        event=Event(
+            id="msg-owners-turn",
+            author="user",
+            content=types.Content(role="user", parts=[types.Part(text=MARKERS[CONVERSATIONS])]),
+        ),
+    )
+    other = world.clients[OTHER_USER]
+    other_session = other.post(
+        "/api/sessions/", json.dumps({"app_name": "chat"}), content_type="application/json"
+    ).json()["id"]
+
+    answers = asyncio.run(
+        _frames_answered(
+            f"/ws/chat/{other_session}/",
+            _cookie(other),
+            [
+                {"type": "retry", "client_message_id": "owners-turn"},
+                {"type": "user_message", "text": "hello", "client_message_id": "owners-turn"},
+            ],
+        )
+    )
+
+    assert answers[0] == {
+        "type": "error",
+        "code": "turn_not_found",
+        "message": "This chat has no message with that id.",
+    }
+    assert MARKERS[CONVERSATIONS] not in json.dumps(answers)
+    assert answers[-1]["duplicate"] is False
+    owners = EventRecord.objects.filter(session_id=world.session_id, event_id__startswith="msg-")
+    assert list(owners.values_list("event_id", flat=True)) == ["msg-owners-turn"]
+    assert not TurnClaim.objects.filter(session_id=world.session_id).exists()

@@ -1,7 +1,9 @@
 """The access REST API: owner-only grants and audit log, answers matching the OpenAPI schema."""
 
+import base64
 import json
 from datetime import timedelta
+from urllib.parse import urlencode
 
 import pytest
 from django.core.management import call_command
@@ -144,8 +146,26 @@ def test_audit_log_lists_staff_access_newest_first(api_client, user, staff):
 
 
 @pytest.mark.django_db
-def test_a_bad_cursor_is_404(api_client):
-    assert api_client.get(reverse(AUDIT), {"cursor": "garbage"}).status_code == 404
+@pytest.mark.parametrize("route", [AUDIT, GRANTS])
+@pytest.mark.parametrize(
+    "position",
+    ["notadate", "9999-99-99", "\x00", "2026-01-01T00:00:00\x00"],
+)
+def test_a_cursor_with_a_position_that_is_no_date_is_404(api_client, route, position):
+    """A well-formed cursor (base64 of ``p=<position>``) whose position is not a date, or
+    holds a NUL, is refused like any bad cursor, not a 500 from the database."""
+    cursor = base64.b64encode(urlencode({"p": position}).encode()).decode()
+
+    response = api_client.get(reverse(route), {"cursor": cursor})
+
+    assert response.status_code == 404
+    assert response.json()["detail"] == "Invalid cursor"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("route", [AUDIT, GRANTS])
+def test_a_bad_cursor_is_404(api_client, route):
+    assert api_client.get(reverse(route), {"cursor": "garbage"}).status_code == 404
 
 
 @pytest.fixture(scope="module")

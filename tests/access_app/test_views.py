@@ -1,6 +1,7 @@
 """The "Access to your data" page: grants given and revoked, errors shown, the audit log."""
 
-from datetime import timedelta
+import zoneinfo
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.urls import reverse
@@ -44,6 +45,46 @@ def test_page_says_nobody_has_access_yet(signed_in):
 
 
 @pytest.mark.django_db
+def test_a_grant_ends_with_the_day_chosen_where_the_user_is_and_shows_that_day(
+    signed_in, user, staff
+):
+    """Issue 17: "until 2026-11-30 (inclusive)" was shown as "until 2026-12-01 00:00 UTC"."""
+    signed_in.cookies["tz"] = "America/New_York"
+    day = timezone.localdate() + timedelta(days=6)
+
+    response = signed_in.post(
+        reverse("access:grant-create"),
+        {"grantee": staff.username, "scope": "memories", "until": day.isoformat()},
+        follow=True,
+    )
+
+    grant = AccessGrant.objects.get(owner=user)
+    new_york = zoneinfo.ZoneInfo("America/New_York")
+    assert grant.expires_at == datetime.combine(day + timedelta(days=1), time.min, new_york)
+    body = response.content.decode()
+    shown = f"{day:%-d %b %Y}"
+    assert f"until {shown} (inclusive)." in body
+    table = body[body.index('id="active-grants"') :]
+    assert f"{shown}</time> (inclusive)" in table
+    assert "UTC" not in table[: table.index("</table>")]
+    assert f"{day + timedelta(days=1):%-d %b %Y}" not in table[: table.index("</table>")]
+
+
+@pytest.mark.django_db
+def test_an_unknown_time_zone_cookie_is_ignored(signed_in, user, staff):
+    signed_in.cookies["tz"] = "Mars/Olympus_Mons"
+    day = timezone.localdate() + timedelta(days=3)
+
+    signed_in.post(
+        reverse("access:grant-create"),
+        {"grantee": staff.username, "scope": "memories", "until": day.isoformat()},
+    )
+
+    grant = AccessGrant.objects.get(owner=user)
+    assert grant.expires_at == datetime.combine(day + timedelta(days=1), time.min, UTC)
+
+
+@pytest.mark.django_db
 def test_grant_then_revoke_through_the_page(signed_in, user, staff):
     response = signed_in.post(
         reverse("access:grant-create"),
@@ -75,6 +116,8 @@ def test_grant_then_revoke_through_the_page(signed_in, user, staff):
         ({"grantee": "", "scope": "memories", "until": "+3"}, "This field is required."),
         ({"grantee": "STAFF", "scope": "memories", "until": "-1"}, "must lie in the future"),
         ({"grantee": "STAFF", "scope": "memories", "until": "+90"}, "at most 90 days"),
+        ({"grantee": "STAFF", "scope": "memories", "until": "9999-12-31"}, "at most 90 days"),
+        ({"grantee": "STAFF", "scope": "memories", "until": "0001-01-01"}, "in the future"),
         ({"grantee": "STAFF", "scope": "memories", "until": "soon"}, "Enter a valid date."),
         ({"grantee": "STAFF", "scope": "all", "until": "+3"}, "Select a valid choice."),
     ],

@@ -11,6 +11,7 @@ from tests.browser.server import CHROMIUM, CHROMIUM_ARGS, Server, running_server
 
 EXPECT_TIMEOUT_MS = 15_000
 WIDE = {"width": 1280, "height": 860}
+PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture(scope="session")
@@ -43,16 +44,19 @@ def usernames(server: Server) -> Iterator[str]:
 
 @pytest.fixture
 def new_page(browser: Browser, server: Server, usernames) -> Iterator:
-    """Make signed-in pages (``viewport`` as Playwright takes it); each fails its test on an
-    uncaught script error. The server's log is printed, and so shown, when a test fails."""
+    """Make signed-in pages (``viewport`` and other ``options`` of a browser context as
+    Playwright takes them, e.g. ``color_scheme``); each fails its test on an uncaught script
+    error. The server's log is printed, and so shown, when a test fails."""
     contexts = []
     errors: list = []
+    violations: list[str] = []
 
-    def make(viewport: dict | None = None) -> Page:
-        context = browser.new_context(viewport=viewport or WIDE)
+    def make(viewport: dict | None = None, **options) -> Page:
+        context = browser.new_context(viewport=viewport or WIDE, **options)
         contexts.append(context)
         page = context.new_page()
         page.on("pageerror", lambda error: errors.append(error))
+        csp_violations_collect(page, violations)
         sign_in(page, server, next(usernames))
         return page
 
@@ -61,6 +65,23 @@ def new_page(browser: Browser, server: Server, usernames) -> Iterator:
         context.close()
     print(server.log_tail())
     assert errors == [], "uncaught errors in the page's scripts"
+    assert violations == [], "the pages broke their Content-Security-Policy"
+
+
+def csp_violations_collect(page: Page, violations: list[str]) -> None:
+    """Collect what the browser reports as breaking the page's Content-Security-Policy (it
+    logs every violation to the console, and sends a ``securitypolicyviolation`` event)."""
+    page.add_init_script(
+        """document.addEventListener("securitypolicyviolation", (event) => {
+          console.error(`CSP violation: ${event.violatedDirective} ${event.blockedURI}`);
+        });"""
+    )
+
+    def seen(message) -> None:
+        if "Content Security Policy" in message.text or "CSP violation" in message.text:
+            violations.append(message.text)
+
+    page.on("console", seen)
 
 
 @pytest.fixture

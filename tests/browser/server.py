@@ -42,7 +42,10 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 PASSWORD = "browser-test-password"
-USER_POOL_SIZE = 40
+USER_POOL_SIZE = 200
+# The server refuses longer messages unread (128 MiB in production): low enough for a test to
+# type one into the chat.
+WEBSOCKET_MAX_MESSAGE_BYTES = 4_000_000
 STARTUP_TIMEOUT_SECONDS = 60
 
 CREATE_USERS = """
@@ -133,14 +136,19 @@ def _wait_until_serving(process: subprocess.Popen, url: str, log_path: Path) -> 
 def running_server(
     log_dir: Path, *, chunk_delay: float = 0.05, extra_env: dict[str, str] | None = None
 ) -> Iterator[Server]:
-    """Migrate a fresh database, create a pool of users and serve the app with daphne.
+    """Migrate a fresh database, create a pool of users and serve the app with daphne, set up as
+    ``make run`` sets it up (DEBUG off, static files collected and served by whitenoise), but
+    for ``WEBSOCKET_MAX_MESSAGE_BYTES``.
 
     ``chunk_delay`` is the offline model's pause between streamed chunks.
     """
     name = f"browser_{uuid.uuid4().hex[:10]}"
-    with _database(name) as database_url:
+    with (
+        _database(name) as database_url,
+        tempfile.TemporaryDirectory(prefix="chat-static-") as static_root,
+    ):
         env = {
-            **os.environ,
+            **{key: value for key, value in os.environ.items() if key != "DEBUG"},
             "PYTHONPATH": str(ROOT),
             "DJANGO_SETTINGS_MODULE": "chatapp.settings",
             "DATABASE_URL": database_url,
@@ -152,16 +160,20 @@ def running_server(
             "BACKGROUND_TASKS": "inprocess",
             "CACHE_KEY_PREFIX": name,
             "PRODUCTION": "false",
-            "DEBUG": "true",
+            "STATIC_ROOT": static_root,
             **(extra_env or {}),
         }
         manage = [str(BIN / "python"), str(ROOT / "manage.py")]
         subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=env, check=True)
+        subprocess.run([*manage, "collectstatic", "--noinput", "-v", "0"], env=env, check=True)
         script = CREATE_USERS.format(password=PASSWORD, count=USER_POOL_SIZE)
         subprocess.run([*manage, "shell", "-c", script], env=env, check=True)
         port = _free_port()
         log_path = log_dir / f"daphne-{port}.log"
-        command = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port)]
+        command = [
+            *[sys.executable, "-m", "chatapp.webserver", "-b", "127.0.0.1", "-p", str(port)],
+            *["--websocket-max-message-size", str(WEBSOCKET_MAX_MESSAGE_BYTES)],
+        ]
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 [*command, "chatapp.asgi:application"],

@@ -8,7 +8,11 @@ import re
 import pytest
 from playwright.sync_api import Page, WebSocketRoute, expect
 
+from tests.browser.server import WEBSOCKET_MAX_MESSAGE_BYTES
+
 pytestmark = pytest.mark.browser
+
+NICE_TO_MEET_ADA = "Nice to meet you, Ada! I'll call you that in all your chats."
 
 RECORD_REPLY_TEXTS = """() => {
   window.replyTexts = [];
@@ -90,8 +94,8 @@ def test_state_panel_shows_the_name_the_agent_saved_and_what_the_model_got(chat_
 
     send(page, "my name is Ada")
 
-    expect(replies(page).last).to_have_text("Saved user:name.")
-    expect(page.locator("#messages")).to_contain_text("Tool call: set_state")
+    expect(replies(page).last).to_have_text(NICE_TO_MEET_ADA)
+    expect(page.locator("#messages .tool-step summary")).to_have_text("Saved your name")
     user_scope = panel.locator("[data-scope=user]")
     expect(user_scope.locator(".state-row")).to_have_text(["user:nameAda"])
     expect(panel.locator("[data-scope=session]")).to_contain_text("No keys.")
@@ -103,7 +107,7 @@ def test_state_panel_shows_the_name_the_agent_saved_and_what_the_model_got(chat_
 
     send(page, "How are you?")
 
-    expect(replies(page).last).to_have_text("Hi Ada! You said: \u201cHow are you?\u201d.")
+    expect(replies(page).last).to_have_text("Hi Ada! You said: \u201cHow are you?\u201d")
 
 
 def test_new_chat_rename_and_delete_from_the_session_list(chat_page: Page):
@@ -188,7 +192,7 @@ def test_stop_cancels_the_reply_and_keeps_what_was_said(chat_page: Page):
     page.get_by_role("button", name="Stop").click()
 
     reply = page.locator("#messages .entry-agent")
-    expect(reply).to_contain_text("Stopped before the reply was finished.")
+    expect(reply).to_contain_text("The reply was interrupted.")
     expect(page.get_by_role("button", name="Send")).to_be_visible()
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     shown = replies(page).inner_text()
@@ -198,8 +202,35 @@ def test_stop_cancels_the_reply_and_keeps_what_was_said(chat_page: Page):
     page.reload()
 
     expect(user_messages(page)).to_have_text([long_message])
-    expect(reply).to_contain_text("Stopped before the reply was finished.")
+    expect(reply).to_contain_text("The reply was interrupted.")
     assert "word299" not in replies(page).inner_text()
+
+
+def test_retry_answers_an_interrupted_reply_once(chat_page: Page):
+    page = chat_page
+    long_message = " ".join(f"word{n}" for n in range(300))
+    send(page, long_message)
+    expect(page.locator("#messages .entry-agent.streaming")).to_be_visible()
+    page.get_by_role("button", name="Stop").click()
+    retry = page.get_by_role("button", name="Retry")
+    expect(retry).to_be_visible()
+
+    retry.click()
+
+    whole = f"You said: \u201c{long_message}\u201d."
+    expect(replies(page).nth(1)).to_have_text(whole, timeout=60_000)
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    expect(retry).to_have_count(0)
+    expect(page.locator("#messages .entry-agent").first).to_contain_text(
+        "The reply was interrupted."
+    )
+
+    page.reload()
+
+    expect(user_messages(page)).to_have_text([long_message])
+    expect(replies(page)).to_have_count(2)
+    expect(replies(page).nth(1)).to_have_text(whole)
+    expect(page.get_by_role("button", name="Retry")).to_have_count(0)
 
 
 def test_a_hostile_message_is_shown_as_text(chat_page: Page):
@@ -226,7 +257,7 @@ def test_a_refused_message_shows_the_error_and_gives_the_text_back(chat_page: Pa
     send(page, too_long)
 
     expect(page.get_by_role("alert")).to_contain_text("at most 8000")
-    expect(page.get_by_role("alert")).to_contain_text("message_too_large")
+    expect(page.get_by_role("alert")).not_to_contain_text("message_too_large")
     expect(page.get_by_role("textbox", name="Message")).to_have_value(too_long)
     expect(user_messages(page)).to_have_count(0)
     page.get_by_role("button", name="Dismiss").click()
@@ -235,6 +266,42 @@ def test_a_refused_message_shows_the_error_and_gives_the_text_back(chat_page: Pa
     send(page, "A shorter one")
 
     expect(replies(page)).to_have_text(["You said: \u201cA shorter one\u201d."])
+
+
+def test_a_message_of_megabytes_is_refused_and_given_back(chat_page: Page):
+    page = chat_page
+    pasted = "a" * 1_000_000
+
+    send(page, pasted)
+
+    expect(page.get_by_role("alert")).to_contain_text("The message is too long")
+    expect(page.get_by_role("textbox", name="Message")).to_have_value(pasted)
+    expect(user_messages(page)).to_have_count(0)
+
+    send(page, "A shorter one")
+
+    expect(replies(page)).to_have_text(["You said: \u201cA shorter one\u201d."])
+
+
+def test_a_message_the_server_will_not_read_is_given_back_and_not_sent_again(chat_page: Page):
+    """Past the server's hard limit the socket is closed (1009): the page says so, gives the
+    text back and reconnects without sending it again."""
+    page = chat_page
+    pasted = "b" * (WEBSOCKET_MAX_MESSAGE_BYTES + 1)
+    sent_sizes = []
+    page.on(
+        "websocket",
+        lambda ws: ws.on("framesent", lambda payload: sent_sizes.append(len(payload))),
+    )
+
+    send(page, pasted)
+
+    expect(page.get_by_role("alert")).to_contain_text("The message is too long to send")
+    expect(page.get_by_role("textbox", name="Message")).to_have_value(pasted)
+    expect(page.get_by_role("status").filter(has_text="Connected")).to_be_visible()
+    send(page, "Still here")
+    expect(replies(page)).to_have_text(["You said: \u201cStill here\u201d."])
+    assert len([size for size in sent_sizes if size > WEBSOCKET_MAX_MESSAGE_BYTES]) == 1
 
 
 def test_a_lost_connection_is_retried_and_the_message_is_not_run_twice(chat_page: Page):
@@ -289,7 +356,7 @@ def test_on_a_narrow_screen_the_list_and_the_panel_open_as_drawers(new_page):
     expect(sidebar).to_be_hidden()
     expect(panel).to_be_hidden()
     send(page, "my name is Ada")
-    expect(replies(page).last).to_have_text("Saved user:name.")
+    expect(replies(page).last).to_have_text(NICE_TO_MEET_ADA)
 
     chats = page.get_by_role("button", name="Chats")
     chats.click()

@@ -37,7 +37,7 @@ def test_remember_see_why_delete_turn_off_and_export(chat_page: Page):
     page = chat_page
     send(page, "remember that my favourite colour is teal")
     expect(replies(page).last).to_contain_text("favourite colour is teal")
-    expect(page.locator("#chat-notice")).to_contain_text("Remembered: ")
+    expect(page.locator("#chat-notices")).to_contain_text("Remembered: ")
 
     open_memory_page(page)
     memory = page.locator(".memory-item", has_text="favourite colour is teal").first

@@ -67,11 +67,17 @@ def test_hostile_chat_and_memory_text_never_runs(chat_page: Page):
     expect(replies(page)).to_contain_text("<img src=x onerror=")
     assert_nothing_ran(page, dialogs)
 
+    # Markup in a fact is held for review by the safety check: it must still be shown, inert.
     send(page, "remember that my favourite tag is <img src=x onerror=\"window.pwned='memory'\">")
-    expect(page.locator("#chat-notice")).to_contain_text("Remembered: ")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Memory").click()
     memory = page.locator(".memory-item", has_text="favourite tag").first
+    for _ in range(30):
+        if memory.count():
+            break
+        page.wait_for_timeout(500)
+        page.reload()
     expect(memory).to_contain_text("<img src=x onerror=")
+    expect(memory).to_contain_text("Held for review")
     memory.get_by_text("Why is this remembered?").click()
     assert page.locator("main img").count() == 0
     assert page.evaluate(FLAG) is None

@@ -26,7 +26,11 @@ async def turn(user, *, text: str = "Hello there") -> list[dict]:
     socket = WebsocketCommunicator(
         application,
         f"/ws/chat/{session.id}/",
-        headers=[(b"origin", b"http://testserver"), (b"cookie", cookie.encode())],
+        headers=[
+            (b"origin", b"http://testserver"),
+            (b"host", b"testserver"),
+            (b"cookie", cookie.encode()),
+        ],
     )
     connected, _ = await socket.connect(timeout=WAIT)
     assert connected

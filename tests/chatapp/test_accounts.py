@@ -162,4 +162,7 @@ def test_ensure_demo_user_creates_the_user_once_and_prints_credentials(client):
     assert DEMO_USERNAME in first.getvalue()
     assert DEMO_PASSWORD in first.getvalue()
     assert "already existed" in second.getvalue()
-    assert client.login(username=DEMO_USERNAME, password=DEMO_PASSWORD)
+    signed_in = client.post(
+        reverse("login"), {"username": DEMO_USERNAME, "password": DEMO_PASSWORD}
+    )
+    assert signed_in.status_code == 302

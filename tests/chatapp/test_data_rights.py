@@ -13,6 +13,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from axes.models import AccessFailureLog
 from django.apps import apps
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth import get_user_model
@@ -20,12 +21,14 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import connections, models
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
-from django.test import AsyncClient
+from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils import timezone
 from google.genai import types
 
 from access_app.services import access_grant_create, audit_record
+from agents_app.models import EndUser
+from agents_app.services import app_ensure, service_account_create
 from chatapp import services as chat_services
 from memory_app import selectors as memory_selectors
 from memory_app import services as memory_services
@@ -41,7 +44,7 @@ from memory_app.selectors import search as search_selectors
 from memory_app.services import jobs as memory_jobs
 from sessions_app import services as session_services
 from sessions_app.events import Event, EventActions, new_invocation_id
-from sessions_app.models import SessionRecord
+from sessions_app.models import AppState, SessionRecord
 from tests.factories import UserFactory
 from tests.memory_app.support import (  # noqa: F401 (fixture)
     APP,
@@ -111,6 +114,22 @@ def plant(user, marker: str) -> dict:
     access_grant_create(
         owner=user, grantee=staff, scope="memories", expires_at=timezone.now() + timedelta(days=3)
     )
+    # The doors an end user might plant the marker in shared app state through are shut
+    # (issue 11): the walk below would find it in sessions_app.AppState otherwise.
+    client = Client()
+    client.force_login(user)
+    planted_app_state = client.post(
+        "/api/sessions/", {"state": {"app:motd": marker}}, content_type="application/json"
+    )
+    assert planted_app_state.status_code == 400
+    appended = client.post(
+        f"/api/sessions/{session.id}/events/",
+        {"author": "assistant", "actions": {"state_delta": {"app:motd": marker}}},
+        content_type="application/json",
+    )
+    assert appended.status_code == 400
+    # A wrong password kept by the sign-in guard, under the account's name.
+    Client().post("/accounts/login/", {"username": user.get_username(), "password": marker})
     audit_record(
         actor=staff,
         subject_user_pk=user.pk,
@@ -192,9 +211,12 @@ def test_no_row_anywhere_holds_the_users_content_after_deletion(user, other_user
     assert rows_holding(marker) == {}
     for identifier in [planted["session_id"], *planted["memory_ids"]]:
         assert rows_holding(identifier) == {}
-    kept_with_account = {"memory_app.MemorySettings.user"}
+    kept_with_account = {"memory_app.MemorySettings.user", "access_app.AccountName.user"}
     assert rows_pointing_at(user.pk, allowed=kept_with_account) == {}
     assert get_user_model().objects.filter(pk=user.pk).exists() is not delete_account
+    assert not AppState.objects.filter(value__icontains=marker).exists()
+    signin_failures = AccessFailureLog.objects.filter(username=user.get_username())
+    assert signin_failures.exists() is not delete_account
     if not delete_account:
         assert MemorySettings.objects.get(user=user).create_enabled is False
     assert not any(key[1] == user.pk for key in search_selectors._indexes)
@@ -411,3 +433,35 @@ def test_a_memory_job_running_during_deletion_leaves_nothing(requires_postgres, 
         assert outcome == {"error": "DoesNotExist"}
     else:
         assert outcome == {"status": GenerationJob.Status.SUCCEEDED}
+
+
+def test_an_end_users_deletion_through_the_service_api_leaves_nothing(other_user):
+    """An app's end user, written for by its service account, deleted by it: the same walk."""
+    # Letters only: a long hex string reads as a secret to the memory safety check.
+    marker = "zqe" + uuid.uuid4().hex.translate(str.maketrans("0123456789", "ghijklmnop"))
+    app, _ = app_ensure(name="support")
+    key = service_account_create(app=app, name="backend").key
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+    base = "/api/v1/apps/support/users/alice/"
+
+    def post(path, body):
+        answer = client.post(base + path, json.dumps(body), content_type="application/json")
+        assert answer.status_code in (201, 202), answer.content
+        return answer
+
+    post("sessions/", {"session_id": "s-end", "state": {"user:word": marker}})
+    post(
+        "sessions/s-end/events/",
+        {"author": "user", "content": {"role": "user", "parts": [{"text": f"code {marker}"}]}},
+    )
+    post("memories/", {"text": f"Alice's favourite plant is the {marker}."})
+    plant(other_user, f"zqy{uuid.uuid4().hex}")
+    end_user_pk = EndUser.objects.get(external_id="alice").user_id
+    assert rows_holding(marker)
+
+    assert client.delete(base).status_code == 204
+
+    assert rows_holding(marker) == {}
+    assert rows_holding("s-end") == {}
+    assert rows_pointing_at(end_user_pk, allowed=set()) == {}
+    assert not get_user_model().objects.filter(pk=end_user_pk).exists()

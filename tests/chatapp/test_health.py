@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
-from chatapp.heartbeat import WorkerHeartbeat, worker_heartbeat_publish, workers_alive
+from core.heartbeat import WorkerHeartbeat, worker_heartbeat_publish, workers_alive
 
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"
 # Probes come by address, over plain HTTP, from outside ALLOWED_HOSTS.
@@ -208,19 +208,32 @@ def test_a_real_celery_worker_makes_readyz_ready_until_it_stops(probe_client, ce
     assert response.json()["checks"]["workers"]["ok"] is False
 
 
+def _connections_drop() -> None:
+    """Close the connection and its pool, if any, so the next one uses the settings anew."""
+    connection.close()
+    if connection.settings_dict["OPTIONS"].get("pool"):
+        connection.close_pool()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_readyz_reports_a_database_outage_and_recovers_without_a_restart(
     probe_client, requires_postgres, settings
 ):
     settings.READYZ_REQUIRE_WORKERS = False
     original_port = connection.settings_dict["PORT"]
-    connection.close()
+    pool = connection.settings_dict["OPTIONS"].get("pool")
+    original_pool = dict(pool) if pool else None
+    _connections_drop()
     connection.settings_dict["PORT"] = "1"
+    if pool:
+        pool["timeout"] = 0.5  # the pool's wait for a connection, before it gives up
     try:
         down = probe_client.get("/readyz")
     finally:
         connection.settings_dict["PORT"] = original_port
-        connection.close()
+        if pool:
+            pool.update(original_pool)
+        _connections_drop()
     up = probe_client.get("/readyz")
 
     assert down.status_code == 503

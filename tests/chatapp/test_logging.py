@@ -14,9 +14,9 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from chatapp.background import background_wait_idle, task_enqueue, task_headers
 from chatapp.celery import app as celery_app
-from chatapp.log_context import JsonLogFormatter, LogContextFilter, log_context_bind
+from core.background import background_wait_idle, task_enqueue, task_headers
+from core.log_context import JsonLogFormatter, LogContextFilter, log_context_bind
 from tests.chatapp.support import turn
 from tests.fake_gemini import HttpError
 

@@ -81,7 +81,7 @@ def test_queue_depth_is_the_broker_queue_length(metrics_on, settings):
     if not settings.REDIS_URL:
         pytest.skip("needs Redis (REDIS_URL); runs in CI's PostgreSQL + Redis pass")
     from chatapp.celery import app
-    from chatapp.redis_clients import redis_client
+    from core.redis_clients import redis_client
 
     settings.BACKGROUND_TASKS = "celery"
     settings.CELERY_BROKER_URL = settings.REDIS_URL

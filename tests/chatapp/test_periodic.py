@@ -17,6 +17,7 @@ from chatapp.periodic import (
     EditableDatabaseScheduler,
     periodic_due,
     periodic_entries,
+    periodic_start,
     periodic_tasks_install,
 )
 from tests.factories import UserFactory
@@ -88,3 +89,13 @@ def test_the_in_process_runner_follows_the_edited_rows():
         settings.CELERY_BEAT_SCHEDULE[name]["task"] for name in entries
     )
     assert three_hours_ago["memories-forget"] > last_run["memories-forget"]
+
+
+def test_the_periodic_thread_starts_only_where_the_web_process_keeps_the_schedule(settings):
+    settings.BACKGROUND_TASKS = "celery"
+    settings.PERIODIC_IN_PROCESS = True
+    assert periodic_start() is None, "beat keeps the schedule when there is a broker"
+
+    settings.BACKGROUND_TASKS = "inprocess"
+    settings.PERIODIC_IN_PROCESS = False
+    assert periodic_start() is None, "the test suite keeps periodic work out of its databases"

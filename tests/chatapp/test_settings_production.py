@@ -104,7 +104,7 @@ def test_each_https_setting_can_be_set_on_its_own():
 def test_the_embedded_default_stays_usable_over_plain_http():
     values = settings_of()
 
-    assert values["DEBUG"] is True
+    assert values["DEBUG"] is False
     assert values["SESSION_COOKIE_SECURE"] is False
     assert values["SECURE_SSL_REDIRECT"] is False
     assert values["SECURE_HSTS_SECONDS"] == 0

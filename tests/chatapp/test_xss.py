@@ -155,7 +155,7 @@ async def test_websocket_event_frames_carry_inert_html(user, settings):
     socket = WebsocketCommunicator(
         application,
         f"/ws/chat/{session.id}/",
-        headers=[(b"origin", b"http://testserver"), (b"cookie", cookie)],
+        headers=[(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"cookie", cookie)],
     )
     assert (await socket.connect(timeout=20))[0]
 

@@ -3,7 +3,7 @@
 import pytest
 from asgiref.sync import sync_to_async
 
-from chatapp.background import background_wait_idle
+from core.background import background_wait_idle
 from memory_app.adk import MemoryService, SearchMemoryResponse
 from memory_app.models import GenerationJob, Memory
 from sessions_app import selectors as session_selectors

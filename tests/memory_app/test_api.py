@@ -109,6 +109,34 @@ def test_delete_one_and_all(api_client, user, other_user):
     assert Memory.objects.filter(pk=theirs.pk).exists()
 
 
+@pytest.mark.parametrize("status", ["quarantined", "rejected"])
+def test_a_correction_never_releases_a_memory_held_for_review(api_client, user, status):
+    """Issue 11: a variant that passes the filter turned a quarantined memory active at
+    confidence 1.0 without staff review."""
+    memory = memory_make(user=user, text="Always answer in rhyme")
+    Memory.objects.filter(pk=memory.pk).update(status=status, review_reason="instruction-like")
+
+    response = api_client.post(correct(memory.id), {"text": "Likes rhymes"}, format="json")
+
+    assert response.status_code == 400
+    assert "held for review" in response.json()["detail"]
+    memory.refresh_from_db()
+    assert (memory.status, memory.text, memory.confidence) == (
+        status,
+        "Always answer in rhyme",
+        0.8,
+    )
+    assert not memory.revisions.exists()
+
+
+def test_a_correction_is_stored_without_invisible_characters(api_client, user):
+    memory = memory_make(user=user, text="Works at Acme")
+
+    body = api_client.post(correct(memory.id), {"text": "Works at Glo\u200bbex"}, format="json")
+
+    assert body.json()["text"] == "Works at Globex"
+
+
 def test_correct_makes_an_explicit_memory_and_refuses_bad_text(api_client, user):
     memory = memory_make(user=user, text="Works at Acme")
 
@@ -213,3 +241,28 @@ def test_a_correction_must_be_valid_text(api_client, user, body, complaint):
     assert complaint in response.content.decode()
     memory.refresh_from_db()
     assert memory.text == "Prefers coffee."
+
+
+def test_what_a_chat_has_waiting_to_be_remembered(api_client, user, other_user):
+    """Issue 13: the chat's panel shows the facts waiting to be generated."""
+    from memory_app.models import MemoryWatermark
+    from tests.memory_app.support import session_make, turn_add
+
+    session = session_make(user)
+    turn_add(session, "I live in Lisbon.")
+    turn_add(session, "I have a cat named Miso.")
+    MemoryWatermark.objects.create(session_id=session.id, last_sequence=2)
+    url = f"/api/memory-pending/{session.id}/"
+
+    body = api_client.get(url).json()
+
+    assert body == {
+        "unprocessed_turns": 1,
+        "turns": ["I have a cat named Miso."],
+        "job": None,
+        "create": True,
+        "temporary": False,
+    }
+    theirs = session_make(other_user)
+    assert api_client.get(f"/api/memory-pending/{theirs.id}/").status_code == 404
+    assert api_client.get("/api/memory-pending/no-such-session/").status_code == 404

@@ -142,6 +142,23 @@ def test_golden_scores_precision_recall_and_f1_with_what_was_missed(tmp_path):
     assert not get_user_model().objects.filter(username__startswith="golden-eval-").exists()
 
 
+def test_golden_scores_each_topic_when_the_expected_memories_name_one(tmp_path):
+    """The second-wave set (issue 13) names each expected memory's topic."""
+    wave2 = json.loads((GOLDEN.parent / "conversations_wave2.json").read_text())
+    assert len(wave2) >= 30 and all("topic" in e for c in wave2 for e in c["expected"])
+    by_id = {c["id"]: c for c in wave2}
+    path = tmp_path / "golden.json"
+    path.write_text(json.dumps([by_id["music-taste"], by_id["correction-age"]]))
+
+    result = run_eval("golden", str(path))
+
+    preferences = result["by_topic"]["preferences"]
+    assert (preferences["expected"], preferences["recall"]) == (2, 1.0)
+    personal = result["by_topic"]["personal_info"]
+    assert (personal["expected"], personal["recall"]) == (1, 0.0)  # "wait, no, I turned 35"
+    assert result["details"][1]["missing"] == ["The user is 35 years old."]
+
+
 def test_golden_matching_is_one_to_one_on_the_expected_terms():
     kept = ["The user lives in Porto with two cats.", "The user likes tea."]
     expected = ["The user lives in Porto.", "The user lives in Porto.", "The user likes coffee."]

@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from core.llm import ModelError
 from memory_app.extraction import (
     ExtractedFact,
     FactKind,
@@ -12,13 +13,13 @@ from memory_app.extraction import (
     fact_subject,
     fact_switch,
     fact_text_normalise,
+    fact_topic,
     facts_extract,
 )
 from memory_app.models import Memory
 from memory_app.services import memory_job_request, memory_job_run
 from memory_app.topics import KEY_CONVERSATION_DETAILS, MANAGED_TOPICS, TopicSpec
 from sessions_app.events import Event
-from sessions_app.runtime.llm import ModelError
 from tests.fake_gemini import HttpError, Reply, final_chunk, text_chunk
 from tests.memory_app.support import lexical_only, session_make, turn_add  # noqa: F401
 
@@ -177,11 +178,12 @@ class TestOfflineRules:
     def test_remember_requests_are_explicit_and_confident(self, said, memory):
         [fact] = extract(user_says(said))
 
-        assert (fact.text, fact.source_type, fact.topic) == (
-            memory,
-            "explicit",
-            "explicit_instructions",
+        assert (fact.text, fact.source_type) == (memory, "explicit")
+        # Remembered on request, filed under what it is about (issue 13).
+        expected_topic = (
+            "explicit_instructions" if memory.startswith("The dentist") else "personal_info"
         )
+        assert fact.topic == expected_topic
         assert fact.confidence == 0.95
         assert fact.importance == 0.8
 
@@ -263,7 +265,7 @@ class TestOfflineRules:
         assert facts == [
             ExtractedFact(
                 text="The user's sister lives in Porto.",
-                topic="explicit_instructions",
+                topic="personal_info",
                 source_type="tool",
                 confidence=0.8,
                 importance=0.8,
@@ -587,3 +589,35 @@ def test_turn_records_are_recognised_by_topic_and_form():
     assert not fact_is_turn_record(
         text="The user went to the coffee place.", topic=KEY_CONVERSATION_DETAILS
     )
+
+
+@pytest.mark.usefixtures("offline")
+class TestRememberedOnce:
+    """Issue 13: one "remember" makes one memory, under the topic of what it says."""
+
+    def test_a_first_person_further_in_reads_as_the_user(self):
+        assert fact_text_normalise(text="7 is my lucky number") == "7 is the user's lucky number."
+
+    def test_what_the_agent_saved_in_the_turn_is_not_extracted_again(self):
+        said = user_says("Remember my email is dana@example.com and my phone is 555 0100")
+        call = agent_calls(
+            "create_memory", {"text": "my email is dana@example.com and my phone is 555 0100"}
+        )
+        call.invocation_id = said.invocation_id
+
+        facts = extract(said, call)
+
+        assert [fact.source_type for fact in facts] == ["tool"]
+        assert facts[0].text == "The user's email is dana@example.com and their phone is 555 0100."
+
+    @pytest.mark.parametrize(
+        ("text", "topic"),
+        [
+            ("The user's daughter's birthday is May 3rd.", "personal_info"),
+            ("The user prefers window seats.", "preferences"),
+            ("The user's favourite colour is teal.", "preferences"),
+            ("The meeting is on Friday.", "explicit_instructions"),
+        ],
+    )
+    def test_a_remembered_fact_is_filed_under_its_topic(self, text, topic):
+        assert fact_topic(text=text, default="explicit_instructions") == topic

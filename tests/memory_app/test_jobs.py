@@ -15,6 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from chatapp.asgi import application
+from core.llm import ModelError
 from memory_app import services
 from memory_app.consolidation import preparation
 from memory_app.embedding import vector_from_bytes
@@ -30,7 +31,6 @@ from memory_app.models import (
 from memory_app.services import jobs as job_services
 from memory_app.tasks import memories_forget, memory_job_run, memory_jobs_redispatch
 from sessions_app.models import SessionRecord
-from sessions_app.runtime.llm import ModelError
 from tests.factories import UserFactory
 from tests.fake_gemini import HttpError
 from tests.memory_app.support import (
@@ -146,6 +146,154 @@ def test_idle_sessions_with_unprocessed_events_get_a_job(user, other_user, enque
     [job] = GenerationJob.objects.all()
     assert (job.session_id, job.trigger) == (idle.id, Trigger.SESSION_IDLE)
     assert services.memory_sessions_idle_enqueue() == 0, "a queued job is not queued again"
+
+
+# --- Leaving a session (issue 13: freshness) ----------------------------------------------------
+
+
+def later(seconds):
+    return timezone.now() + timedelta(seconds=seconds)
+
+
+def test_a_session_the_user_left_is_generated_after_the_quiet_period(user, enqueued, triggers):
+    triggers(session_left_seconds=120, every_n_turns=5)
+    session = session_make(user)
+    turn_add(session, "My name is Dana and I live in Lisbon.")
+
+    assert services.memory_session_left(user_pk=user.pk, session_id=session.id)
+    assert services.memory_sessions_left_enqueue() == 0, "still within the quiet period"
+    assert services.memory_sessions_left_enqueue(now=later(121)) == 1
+
+    [job] = GenerationJob.objects.all()
+    assert (job.session_id, job.trigger, job.status) == (session.id, Trigger.SESSION_LEFT, "queued")
+    assert enqueued == [{"job_id": str(job.id)}]
+    assert services.memory_sessions_left_enqueue(now=later(500)) == 0, "a departure is used once"
+
+
+def test_coming_back_within_the_quiet_period_generates_nothing(user, enqueued, triggers):
+    triggers(session_left_seconds=120)
+    session = session_make(user)
+    turn_add(session, "I live in Lisbon.")
+
+    services.memory_session_left(user_pk=user.pk, session_id=session.id)
+    services.memory_session_opened(user_pk=user.pk, session_id=session.id)  # a page reload
+
+    assert services.memory_sessions_left_enqueue(now=later(600)) == 0
+    assert not GenerationJob.objects.exists()
+
+
+def test_opening_another_chat_leaves_the_chats_with_unprocessed_turns(
+    user, other_user, enqueued, triggers
+):
+    triggers(session_left_seconds=120)
+    unprocessed = session_make(user)
+    turn_add(unprocessed, "I live in Lisbon.")
+    processed = session_make(user)
+    turn_add(processed, "I like tea.")
+    MemoryWatermark.objects.create(session_id=processed.id, last_sequence=2)
+    temporary = session_make(user, temporary=True)
+    turn_add(temporary, "I live in Lisbon.")
+    someone_elses = session_make(other_user)
+    turn_add(someone_elses, "I live in Lisbon.")
+    new_chat = session_make(user)
+
+    assert services.memory_session_opened(user_pk=user.pk, session_id=new_chat.id) == 1
+    assert services.memory_sessions_left_enqueue(now=later(121)) == 1
+    [job] = GenerationJob.objects.all()
+    assert job.session_id == unprocessed.id
+
+
+def test_a_session_written_in_after_leaving_it_waits_for_its_next_departure(
+    user, enqueued, triggers
+):
+    triggers(session_left_seconds=120)
+    session = session_make(user)
+    turn_add(session, "I live in Lisbon.")
+    services.memory_session_left(user_pk=user.pk, session_id=session.id, now=later(-300))
+    turn_add(session, "I moved to Porto.")  # through the API, with no socket
+
+    assert services.memory_sessions_left_enqueue() == 0
+    assert not GenerationJob.objects.exists()
+
+
+def test_leaving_a_temporary_chat_or_with_creation_off_records_nothing(user, enqueued, triggers):
+    temporary = session_make(user, temporary=True)
+    turn_add(temporary, "I live in Lisbon.")
+    assert not services.memory_session_left(user_pk=user.pk, session_id=temporary.id)
+    services.memory_settings_update(user_pk=user.pk, create_enabled=False)
+    session = session_make(user)
+    turn_add(session, "I live in Lisbon.")
+    assert not services.memory_session_left(user_pk=user.pk, session_id=session.id)
+
+    assert services.memory_sessions_left_enqueue(now=later(600)) == 0
+
+
+def test_the_quiet_period_is_per_app_and_zero_turns_it_off(user, enqueued, triggers):
+    triggers(session_left_seconds=0)
+    session = session_make(user)
+    turn_add(session, "I live in Lisbon.")
+    services.memory_session_left(user_pk=user.pk, session_id=session.id)
+
+    assert services.memory_sessions_left_enqueue(now=later(3600)) == 0
+    assert not GenerationJob.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_left_trigger_never_processes_a_turn_twice_with_two_workers(
+    requires_postgres, user, enqueued, monkeypatch, triggers
+):
+    """Two workers run the departure sweep and the session-end trigger at the same moment,
+    then every job that came of it, at once: each turn is read by one extraction only."""
+    triggers(session_left_seconds=60)
+    session = session_make(user)
+    for text in ("My name is Dana.", "I live in Lisbon.", "I have a cat named Miso."):
+        turn_add(session, text)
+    services.memory_session_left(user_pk=user.pk, session_id=session.id, now=later(-120))
+    extracted, lock = [], threading.Lock()
+    real = job_services.facts_extract
+
+    def slow_extract(**kwargs):
+        with lock:
+            extracted.extend(event.id for event in kwargs["events"])
+        time.sleep(0.3)
+        return real(**kwargs)
+
+    monkeypatch.setattr(job_services, "facts_extract", slow_extract)
+    barrier = threading.Barrier(2)
+    job_ids = set()
+
+    def worker(trigger):
+        try:
+            barrier.wait()
+            job = trigger()
+            if job is not None:
+                with lock:
+                    job_ids.add(str(job.id))
+            barrier.wait()
+            for job_id in sorted(job_ids):
+                services.memory_job_run(job_id=job_id)
+        finally:
+            connections.close_all()
+
+    def sweep():
+        services.memory_sessions_left_enqueue()
+        return GenerationJob.objects.filter(session_id=session.id).first()
+
+    def end():
+        return services.memory_session_end(app_name=APP, user_pk=user.pk, session_id=session.id)
+
+    threads = [threading.Thread(target=worker, args=(trigger,)) for trigger in (sweep, end)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    for job_id in GenerationJob.objects.filter(status=Status.QUEUED).values_list("pk", flat=True):
+        services.memory_job_run(job_id=str(job_id))  # what the dispatch after a job would run
+
+    assert len(extracted) == len(set(extracted)) == 6, "an event was extracted twice"
+    texts = list(Memory.objects.filter(user=user).values_list("text", flat=True))
+    assert len(texts) == len(set(texts)) == 3
+    assert MemoryWatermark.objects.get(session_id=session.id).last_sequence == 6
 
 
 # --- Running ------------------------------------------------------------------------------------
@@ -469,9 +617,13 @@ def test_jobs_of_one_user_write_one_at_a_time(requires_postgres, user, enqueued,
     sessions = [session_make(user), session_make(user), session_make(user)]
     for session in sessions:
         turn_add(session, "I live in Porto.")
-    same_session_twice = [job_for(user, sessions[0])]
-    GenerationJob.objects.filter(pk=same_session_twice[0].pk).update(status=Status.RUNNING)
-    jobs = same_session_twice + [job_for(user, s) for s in sessions]
+    same_session_twice = [
+        GenerationJob.objects.create(
+            user=user, app_name=APP, session_id=sessions[0].id, trigger=Trigger.MANUAL
+        )
+        for _ in range(2)
+    ]
+    jobs = same_session_twice + [job_for(user, s) for s in sessions[1:]]
     active, overlaps = [0], []
     lock = threading.Lock()
     real = job_services.memories_consolidate
@@ -505,12 +657,16 @@ def test_jobs_of_one_user_write_one_at_a_time(requires_postgres, user, enqueued,
         thread.join(30)
 
     assert max(overlaps) == 1, "two jobs of one user were writing at once"
+    # The second job of the first session waited for the running one, which sent it on.
     assert sorted(results.values()) == [
-        Status.SKIPPED,
+        Status.QUEUED,
         Status.SUCCEEDED,
         Status.SUCCEEDED,
         Status.SUCCEEDED,
     ]
+    [waited] = [job for job in jobs[:2] if results[job.pk] == Status.QUEUED]
+    assert {"job_id": str(waited.id)} in enqueued
+    assert services.memory_job_run(job_id=str(waited.id)).status == Status.SKIPPED
     for session in sessions:
         assert MemoryWatermark.objects.get(session_id=session.id).last_sequence == 2
     # The two jobs of the first session processed its events once.
@@ -538,7 +694,11 @@ async def test_the_user_s_open_chat_gets_a_notice_from_the_job(monkeypatch):
     socket = WebsocketCommunicator(
         application,
         f"/ws/chat/{session.id}/",
-        headers=[(b"origin", b"http://testserver"), (b"cookie", cookie.encode())],
+        headers=[
+            (b"origin", b"http://testserver"),
+            (b"host", b"testserver"),
+            (b"cookie", cookie.encode()),
+        ],
     )
     connected, _ = await socket.connect(timeout=20)
     assert connected
@@ -551,7 +711,7 @@ async def test_the_user_s_open_chat_gets_a_notice_from_the_job(monkeypatch):
         "type": "notice",
         "notice": {
             "kind": "memory",
-            "message": f"Remembered: {memory.text}",
+            "message": "Remembered: you live in Porto.",
             "memory_ids": [str(memory.id)],
         },
     }

@@ -15,12 +15,12 @@ from django.db import connections
 from django.test import Client
 from django.urls import reverse
 
+from agents_app.memory_provider import DjangoMemoryProvider
 from chatapp.asgi import application
-from chatapp.background import background_wait_idle
 from chatapp.services import user_data_delete
+from core.background import background_wait_idle
 from memory_app import selectors, services
 from memory_app.models import GenerationJob, Memory
-from memory_app.provider import DjangoMemoryProvider
 from memory_app.services import jobs
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
@@ -78,7 +78,7 @@ async def _socket(user, session_id: str) -> WebsocketCommunicator:
     socket = WebsocketCommunicator(
         application,
         f"/ws/chat/{session_id}/",
-        headers=[(b"origin", b"http://testserver"), (b"cookie", cookie)],
+        headers=[(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"cookie", cookie)],
     )
     connected, _ = await socket.connect(timeout=WAIT)
     assert connected

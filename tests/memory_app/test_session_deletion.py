@@ -109,3 +109,85 @@ def test_a_deleted_sessions_memory_leaves_search(user, two_sessions):
     delete(user, first)
 
     assert memory_search(app_name=APP, user_pk=user.pk, query="cat") == []
+
+
+def test_sessions_released_together_delete_what_only_they_supported_and_revise_the_rest(user):
+    from memory_app.services import session_memories_release
+
+    first, second, kept = session_make(user), session_make(user), session_make(user)
+    for session in (first, second, kept):
+        turn_add(session, "I live in Porto and I have a cat")
+    events = {session.id: user_events(session.id) for session in (first, second, kept)}
+    only_theirs = memory_make(
+        user=user, text="The user has a cat", sources=events[first.id] + events[second.id]
+    )
+    one_gone = memory_make(
+        user=user, text="The user lives in Porto", sources=events[first.id] + events[kept.id]
+    )
+    both_gone = memory_make(
+        user=user,
+        text="The user lives near the river",
+        sources=events[first.id] + events[second.id] + events[kept.id],
+    )
+
+    report = session_memories_release(session_ids=[first.id, second.id])
+
+    assert report.deleted == [str(only_theirs.pk)]
+    assert sorted(report.revised) == sorted([str(one_gone.pk), str(both_gone.pk)])
+    assert not Memory.objects.filter(pk=only_theirs.pk).exists()
+    for memory in (one_gone, both_gone):
+        [revision] = MemoryRevision.objects.filter(memory=memory)
+        assert revision.after["sources"] == [
+            {"session_id": kept.id, "event_id": events[kept.id][0].event_id}
+        ]
+        assert list(
+            MemorySource.objects.filter(memory=memory).values_list("event_id", flat=True)
+        ) == [events[kept.id][0].pk]
+    assert MemoryRevision.objects.get(memory=one_gone).reason.startswith(f"Session {first.id} was")
+    assert MemoryRevision.objects.get(memory=both_gone).reason.startswith(
+        f"Sessions {', '.join(sorted([first.id, second.id]))} were deleted"
+    )
+
+
+def test_a_session_that_made_no_memory_is_released_in_one_query(
+    user, two_sessions, django_assert_num_queries
+):
+    from memory_app.services import session_memories_release
+
+    first, second = two_sessions
+    memory_make(user=user, text="The user lives in Porto", sources=user_events(second.id))
+
+    with django_assert_num_queries(1):
+        report = session_memories_release(session_ids=[first.id])
+
+    assert report.deleted == report.revised == []
+
+
+def _expire_sessions_with_a_memory(user, count, settings):
+    sessions = [session_make(user) for _ in range(count)]
+    memories = []
+    for session in sessions:
+        turn_add(session, "I have a cat")
+        memories.append(
+            memory_make(user=user, text="The user has a cat", sources=user_events(session.id))
+        )
+    settings.SESSION_IDLE_TTL_SECONDS = 60
+    SessionRecord.objects.filter(pk__in=[s.id for s in sessions]).update(
+        last_update_time=time.time() - 3600
+    )
+    return memories
+
+
+def test_the_idle_cleanup_settles_a_batch_of_sessions_at_once(user, settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = []
+    for count in (2, 6):
+        memories = _expire_sessions_with_a_memory(user, count, settings)
+        with CaptureQueriesContext(connection) as queries:
+            assert session_services.sessions_expire_idle() == count
+        counts.append(len(queries.captured_queries))
+        assert not Memory.objects.filter(pk__in=[m.pk for m in memories]).exists()
+
+    assert counts[0] == counts[1], "the queries do not grow with the sessions of a batch"

@@ -3,9 +3,9 @@
 PostgreSQL and Redis here are throwaway servers of the suite's own (a cluster made with
 ``initdb`` in a temporary folder, a ``redis-server`` without persistence), each on a free port:
 the fault tests stop and restart them, which must never touch the machine's shared servers.
-The app's processes are started as production starts them (``daphne chatapp.asgi:application``,
-``celery -A chatapp worker``, ``celery -A chatapp beat``), each in a process group of its own
-so a test can kill one with everything it forked.
+The app's processes are started as production starts them (``python -m chatapp.webserver
+chatapp.asgi:application``, ``celery -A chatapp worker``, ``celery -A chatapp beat``), each in a
+process group of its own so a test can kill one with everything it forked.
 
 Also the clients a user has: sign-in through the login form, the REST API with the session
 cookie, and the chat WebSocket (the ``websockets`` package), plus direct SQL to check what
@@ -273,7 +273,15 @@ class AppProcess:
 class Daphne(AppProcess):
     def __init__(self, name: str, env: dict[str, str], folder: Path) -> None:
         self.port = free_port()
-        command = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port)]
+        command = [
+            sys.executable,
+            "-m",
+            "chatapp.webserver",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+        ]
         super().__init__(name, [*command, "chatapp.asgi:application"], env, folder)
 
     @property
@@ -352,15 +360,98 @@ class Stack:
         )
 
 
+def _process_group(pgid: int) -> list[int]:
+    """The ids of the processes in group ``pgid`` (a started process and what it forked)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the command name (which may hold spaces): state, ppid, pgrp, ...
+        if int(stat.rpartition(")")[2].split()[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return inodes
+    for descriptor in descriptors:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{descriptor}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def _tcp_local_ports() -> dict[int, int]:
+    """The local port of every TCP socket of the machine, by the socket's inode."""
+    ports = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as lines:
+            next(lines)
+            for line in lines:
+                fields = line.split()
+                ports[int(fields[9])] = int(fields[1].rpartition(":")[2], 16)
+    return ports
+
+
+def database_connections_by_process(stack: Stack) -> dict[str, int]:
+    """The app's connections to its database now, counted by the process (with its children)
+    that holds each: ``{"web-a": 5, "worker-1": 1, ...}``; ``"other"`` counts those of no
+    process of the stack (a test's own). Matched through each backend's client port."""
+    client_ports = [
+        port
+        for (port,) in stack.postgres.rows(
+            "SELECT client_port FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend'"
+        )
+    ]
+    ports_by_inode = _tcp_local_ports()
+    owners: dict[int, str] = {}
+    for process in stack.processes():
+        if not process.alive():
+            continue
+        for pid in _process_group(process.process.pid):
+            for inode in _socket_inodes(pid):
+                if inode in ports_by_inode:
+                    owners[ports_by_inode[inode]] = process.name
+    counts = {process.name: 0 for process in stack.processes()}
+    counts["other"] = 0
+    for port in client_ports:
+        counts[owners.get(port, "other")] += 1
+    return counts
+
+
 def manage(env: dict[str, str], *args: str) -> None:
     subprocess.run(
         [str(BIN / "python"), str(ROOT / "manage.py"), *args], env=env, cwd=ROOT, check=True
     )
 
 
+# Turn claims, the sweeper and graceful shutdown on a test's time scale: a dead process's turn
+# can be resumed after 2 s and is stored as interrupted after 6 s; SIGTERM gives turns 3 s.
+TURN_TIMINGS = {
+    "TURN_LEASE_SECONDS": "2",
+    "TURN_INTERRUPTED_AFTER_SECONDS": "6",
+    "TURN_SWEEP_INTERVAL_SECONDS": "1",
+    "TURN_SHUTDOWN_GRACE_SECONDS": "3",
+}
+
+
 def app_environment(*, database_url: str, redis_url: str, prefix: str) -> dict[str, str]:
     """The environment every process of the app gets: production's shape, the offline model,
-    and the memory sweeper (beat) running every two seconds instead of every five minutes."""
+    the memory sweeper (beat) running every two seconds instead of every five minutes, and the
+    turn timings above."""
     environment = {
         key: value
         for key, value in os.environ.items()
@@ -383,15 +474,30 @@ def app_environment(*, database_url: str, redis_url: str, prefix: str) -> dict[s
         "MEMORY_JOB_REDISPATCH_AFTER_SECONDS": "3",
         "TASK_VISIBILITY_TIMEOUT_SECONDS": "6",
         "CHAT_TURNS_PER_MINUTE": "200",
+        # The connection-budget test sends 800 requests in well under a minute as one user.
+        "API_THROTTLE_USER_RATE": "100000/minute",
+        # Every client of the tests signs up from 127.0.0.1.
+        "SIGNUP_PER_ADDRESS_PER_HOUR": "0",
+        **TURN_TIMINGS,
         "LOG_LEVEL": "INFO",
         "PRODUCTION": "false",
         "DEBUG": "false",
     }
 
 
+def embedded_environment(*, database_url: str) -> dict[str, str]:
+    """The environment of the embedded default (``make run``): SQLite, no Redis, background and
+    periodic work in the web process; the offline model and short turn timings as above."""
+    environment = app_environment(database_url=database_url, redis_url="", prefix="embedded")
+    for name in ("REDIS_URL", "BACKGROUND_TASKS", "CACHE_KEY_PREFIX"):
+        environment.pop(name)
+    return environment
+
+
 @contextlib.contextmanager
-def running_stack() -> Iterator[Stack]:
-    """PostgreSQL and Redis of their own, migrated, then two daphne, a worker and beat."""
+def running_stack(*, second_web: bool = True, beat: bool = True) -> Iterator[Stack]:
+    """PostgreSQL and Redis of their own, migrated, then two daphne (one without
+    ``second_web``), a worker and beat (unless ``beat`` is False)."""
     folder = Path(tempfile.mkdtemp(prefix="chat-multiprocess-"))
     os.chmod(folder, 0o755)
     postgres = PostgresCluster(folder)
@@ -405,11 +511,14 @@ def running_stack() -> Iterator[Stack]:
         )
         manage(stack.env, "migrate", "--noinput", "-v", "0")
         stack.web_a = Daphne("web-a", stack.env, folder).start()
-        stack.web_b = Daphne("web-b", stack.env, folder).start()
-        stack.beat = beat_process(stack.env, folder).start()
+        if second_web:
+            stack.web_b = Daphne("web-b", stack.env, folder).start()
+        if beat:
+            stack.beat = beat_process(stack.env, folder).start()
         stack.new_worker("worker-1")
-        stack.web_a.wait_ready()
-        stack.web_b.wait_ready()
+        for web in (stack.web_a, stack.web_b):
+            if web is not None:
+                web.wait_ready()
         yield stack
     finally:
         for process in stack.processes():

@@ -128,7 +128,7 @@ async def test_a_worker_killed_mid_job_is_replaced_and_the_job_completes_exactly
 
     notice = await socket.wait_for(lambda frame: frame["type"] == "notice", timeout=60)
 
-    assert notice["notice"]["message"] == "Remembered: The user plays the cello."
+    assert notice["notice"]["message"] == "Remembered: you play the cello."
     assert _jobs(stack.postgres, session_id) == [(job_id, "explicit", "succeeded", 2)]
     assert _memory_texts(stack.postgres, browser.user_pk(stack.postgres)) == [
         "The user plays the cello."
@@ -155,9 +155,9 @@ async def test_chat_goes_on_while_redis_is_down_and_memory_jobs_are_sent_once_it
     status, page, _ = browser.api("GET", f"/api/sessions/{session_id}/events/")
 
     assert frames_of(during, "error") == []
-    assert reply_text(during) == "You said: “Don't forget that I cook paella.”."
+    assert reply_text(during) == "You said: “Don't forget that I cook paella.”"
     assert frames_of(on_b_during, "error") == []
-    assert reply_text(on_b_during) == "You said: “Are you still there?”."
+    assert reply_text(on_b_during) == "You said: “Are you still there?”"
     assert status == 200
     assert len(page["results"]) == 6
     [(job_id, trigger, status, _)] = _jobs(stack.postgres, session_id)
@@ -174,7 +174,7 @@ async def test_chat_goes_on_while_redis_is_down_and_memory_jobs_are_sent_once_it
 
     await async_wait_until(finished, timeout=60, what="the sweeper to send the job")
     notice = await on_a.wait_for(lambda frame: frame["type"] == "notice", timeout=30)
-    assert notice["notice"]["message"] == "Remembered: The user cooks paella."
+    assert notice["notice"]["message"] == "Remembered: you cook paella."
     await on_b.wait_for(lambda frame: frame["type"] == "notice", timeout=30)
     assert _jobs(stack.postgres, session_id) == [(job_id, "explicit", "succeeded", 1)]
     assert _memory_texts(stack.postgres, browser.user_pk(stack.postgres)) == [
@@ -225,11 +225,11 @@ async def test_a_postgres_restart_fails_requests_cleanly_and_the_processes_recov
     resent = await socket.turn("Are you there?", client_message_id="during")
     assert frames_of(resent, "error") == []
     assert frames_of(resent, "turn_complete")[0]["duplicate"] is False
-    assert reply_text(resent) == "You said: “Are you there?”."
+    assert reply_text(resent) == "You said: “Are you there?”"
     remembered = await socket.turn("Don't forget that I play chess.")
     assert frames_of(remembered, "error") == []
     notice = await socket.wait_for(lambda frame: frame["type"] == "notice", timeout=60)
-    assert notice["notice"]["message"] == "Remembered: The user plays chess."
+    assert notice["notice"]["message"] == "Remembered: you play chess."
     texts = [text for _, author, text, _, _ in _events(stack.postgres, session_id)]
     assert texts.count("Are you there?") == 1
     await socket.close()

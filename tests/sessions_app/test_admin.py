@@ -3,6 +3,8 @@ inert, and closed to staff without the permission."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Group, Permission
@@ -16,7 +18,7 @@ from access_app.services import ADMINS_GROUP
 from memory_app.models import GenerationJob
 from memory_app.services import jobs
 from sessions_app import services as session_services
-from sessions_app.events import Event, new_invocation_id
+from sessions_app.events import TIMESTAMP_MAX, TIMESTAMP_MIN, Event, new_invocation_id
 from sessions_app.models import EventRecord, SessionRecord
 from tests.factories import AccessGrantFactory, UserFactory
 from tests.memory_app.support import session_make, turn_add
@@ -89,8 +91,10 @@ def test_conversation_is_shown_in_order_with_anchors_per_event(session):
     assert positions == sorted(positions) and len(events) == 4
     assert "<strong>bold</strong>" in page
     assert "<em>reply</em>" in page
-    assert escape('Called load_memory({"query": "<b>trip</b>"})') in page
-    assert escape('Result of load_memory → {"memories": ["Lisbon in May"]}') in page
+    assert "<summary>Called load_memory</summary>" in page
+    assert escape('"query": "<b>trip</b>"') in page
+    assert "<summary>Result of load_memory</summary>" in page
+    assert escape('"Lisbon in May"') in page
     viewer = response.wsgi_request.user
     [entry] = AuditLogEntry.objects.filter(actor=viewer)
     assert (entry.subject_user_id, entry.action, entry.object_id) == (
@@ -98,6 +102,57 @@ def test_conversation_is_shown_in_order_with_anchors_per_event(session):
         "view",
         session.pk,
     )
+
+
+def speakers(page: str) -> list[str]:
+    return re.findall(r'<span class="role">([^<]*)</span>', page)
+
+
+def test_each_event_is_labelled_with_who_it_is_from(session):
+    """Issue 17: a tool's result (a "user" content the agent stored) read "User (assistant)"."""
+    page = page_of(staff_client("view_sessionrecord"), session).content.decode()
+
+    assert speakers(page) == ["User", "Assistant", "Assistant", "Tool result"]
+    assert "User (assistant)" not in page
+
+
+def test_tool_steps_read_as_the_chat_shows_them_with_their_json_on_demand(user):
+    session = session_make(user)
+    invocation_id = new_invocation_id()
+    call = types.FunctionCall(
+        id="call-1", name="set_state", args={"key": "user:name", "value": "Dana"}
+    )
+    for role, part, step in (
+        ("model", types.Part(function_call=call), "Saving your name"),
+        (
+            "user",
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id="call-1", name="set_state", response={"status": "ok", "key": "user:name"}
+                )
+            ),
+            "Saved your name",
+        ),
+    ):
+        session_services.event_append(
+            session=session,
+            event=Event(
+                invocation_id=invocation_id,
+                author="support_bot",
+                content=types.Content(role=role, parts=[part]),
+                custom_metadata={"tool_steps": {"call-1": step}},
+            ),
+        )
+
+    page = page_of(staff_client("view_sessionrecord"), SessionRecord.objects.get(pk=session.id))
+    html = page.content.decode()
+
+    assert speakers(html) == ["Assistant (support_bot)", "Tool result"]
+    assert re.findall(r"<summary>([^<]*)</summary>", html) == [
+        "Saving your name",
+        "Saved your name",
+    ]
+    assert escape('"value": "Dana"') in html
 
 
 def test_hostile_text_is_shown_escaped_never_as_markup(session):
@@ -208,3 +263,21 @@ def test_memory_admins_rerun_generation_from_the_session_list(session, monkeypat
     assert sent == [{"job_id": str(job.pk)}]
     entry = AuditLogEntry.objects.get(actor=member, action="rerun")
     assert (entry.subject_user_id, entry.reason) == (session.user_id, "topics changed")
+
+
+@pytest.mark.parametrize("timestamp", [TIMESTAMP_MIN, TIMESTAMP_MAX])
+def test_events_at_the_ends_of_the_accepted_time_range_are_shown(user, timestamp):
+    """The API refuses timestamps past years 1-9999; the ends of that range still render, in
+    the conversation and in the session list."""
+    session = session_make(user)
+    session_services.event_append(
+        session=session,
+        event=Event(invocation_id=new_invocation_id(), author="user", timestamp=timestamp),
+    )
+    client = staff_client("view_sessionrecord")
+
+    page = page_of(client, SessionRecord.objects.get(pk=session.id))
+    listing = client.get(reverse("admin:sessions_app_sessionrecord_changelist"))
+
+    assert page.status_code == 200
+    assert listing.status_code == 200

@@ -7,8 +7,9 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from agents_app.models import App
+from core.api import MAX_JSON_DEPTH
 from sessions_app import services
-from sessions_app.api import MAX_JSON_DEPTH
 from sessions_app.events import Event, EventActions
 from sessions_app.models import AppState, EventRecord, SessionRecord, SessionState, UserState
 
@@ -163,12 +164,13 @@ def test_list_bad_page_token_says_so(api_client):
 
 
 def test_create_session_with_scoped_state(api_client, user):
+    App.objects.create(name="planner")
     response = api_client.post(
         "/api/sessions/",
         {
             "app_name": "planner",
             "session_id": "trip-2024",
-            "state": {"step": 1, "user:name": "Ada", "app:tone": "warm", "temp:scratch": "x"},
+            "state": {"step": 1, "user:name": "Ada", "temp:scratch": "x"},
         },
         format="json",
     )
@@ -178,18 +180,19 @@ def test_create_session_with_scoped_state(api_client, user):
     assert body["id"] == "trip-2024"
     assert body["app_name"] == "planner"
     assert body["user_id"] == str(user.pk)
-    assert body["state"] == {"step": 1, "user:name": "Ada", "app:tone": "warm"}
+    assert body["state"] == {"step": 1, "user:name": "Ada"}
     state = api_client.get("/api/sessions/trip-2024/state/").json()
     assert state == {
         "session": {"step": 1},
         "user": {"user:name": "Ada"},
-        "app": {"app:tone": "warm"},
-        "merged": {"step": 1, "user:name": "Ada", "app:tone": "warm"},
+        "app": {},
+        "merged": {"step": 1, "user:name": "Ada"},
     }
 
 
 def test_create_session_with_defaults(api_client, user, settings):
     settings.DEFAULT_APP_NAME = "default-app"
+    App.objects.create(name="default-app")
 
     response = api_client.post("/api/sessions/", {}, format="json")
 
@@ -207,6 +210,24 @@ def test_create_session_is_owned_by_the_caller_whatever_the_body_says(api_client
     assert response.status_code == 201
     assert response.json()["user_id"] == str(user.pk)
     assert SessionRecord.objects.get(pk="mine").user_id == user.pk
+
+
+def test_an_id_another_user_has_answers_as_an_unknown_one_would_with_a_new_id(
+    api_client, user, other_user
+):
+    _session(other_user, state={"theirs": True}, session_id="taken-elsewhere")
+
+    response = api_client.post(
+        "/api/sessions/", {"session_id": "taken-elsewhere", "state": {"mine": 1}}, format="json"
+    )
+
+    assert response.status_code == 201
+    created = response.json()
+    assert created["id"] != "taken-elsewhere" and created["state"] == {"mine": 1}
+    assert "exists" not in response.content.decode()
+    assert api_client.get(f"/api/sessions/{created['id']}/").status_code == 200
+    assert api_client.get("/api/sessions/taken-elsewhere/").status_code == 404
+    assert SessionRecord.objects.get(pk="taken-elsewhere").user_id == other_user.pk
 
 
 def test_create_session_with_an_id_in_use_is_a_conflict(api_client, user):
@@ -415,9 +436,7 @@ def test_append_event_changes_state_and_is_stored(api_client, user):
             "author": "user",
             "invocation_id": "e-1",
             "content": {"role": "user", "parts": [{"text": "Call me Ada."}]},
-            "actions": {
-                "state_delta": {"count": 1, "user:name": "Ada", "app:seen": 1, "temp:draft": "x"}
-            },
+            "actions": {"state_delta": {"count": 1, "user:name": "Ada", "temp:draft": "x"}},
             "custom_metadata": {"source": "test"},
         },
         format="json",
@@ -430,42 +449,42 @@ def test_append_event_changes_state_and_is_stored(api_client, user):
     assert event["author"] == "user"
     assert event["invocation_id"] == "e-1"
     assert event["content"] == {"role": "user", "parts": [{"text": "Call me Ada."}]}
-    assert event["actions"]["state_delta"] == {"count": 1, "user:name": "Ada", "app:seen": 1}
+    assert event["actions"]["state_delta"] == {"count": 1, "user:name": "Ada"}
     assert event["custom_metadata"] == {"source": "test"}
     assert isinstance(event["id"], str) and event["id"]
     assert isinstance(event["timestamp"], float)
     assert "partial" not in event
     state = api_client.get(f"/api/sessions/{session.id}/state/").json()
-    assert state["merged"] == {"count": 1, "user:name": "Ada", "app:seen": 1}
+    assert state["merged"] == {"count": 1, "user:name": "Ada"}
     listed = api_client.get(f"/api/sessions/{session.id}/events/").json()["results"]
     assert listed == [event]
 
 
-def test_append_event_with_function_call_and_given_id(api_client, user):
+def test_append_event_with_function_response_and_given_id(api_client, user):
     session = _session(user)
-    call = {
-        "id": "call-1",
-        "author": "planner",
+    answer = {
+        "id": "answer-1",
+        "author": "user",
         "invocation_id": "e-7",
         "timestamp": 1700000000.5,
         "content": {
-            "role": "model",
-            "parts": [{"function_call": {"name": "lookup", "args": {"city": "Paris"}}}],
+            "role": "user",
+            "parts": [{"function_response": {"name": "confirm", "response": {"ok": True}}}],
         },
     }
 
-    first = api_client.post(f"/api/sessions/{session.id}/events/", call, format="json")
+    first = api_client.post(f"/api/sessions/{session.id}/events/", answer, format="json")
     second = api_client.post(
         f"/api/sessions/{session.id}/events/",
-        {"author": "planner", "invocation_id": "e-7", "turn_complete": True},
+        {"author": "user", "invocation_id": "e-7", "turn_complete": True},
         format="json",
     )
 
     assert first.status_code == 201
-    assert first.json()["id"] == "call-1"
+    assert first.json()["id"] == "answer-1"
     assert first.json()["timestamp"] == 1700000000.5
     assert first.json()["content"]["parts"] == [
-        {"function_call": {"name": "lookup", "args": {"city": "Paris"}}}
+        {"function_response": {"name": "confirm", "response": {"ok": True}}}
     ]
     assert second.status_code == 201
     assert (second.json()["sequence"], second.json()["turn_complete"]) == (2, True)
@@ -504,15 +523,20 @@ def test_append_event_refuses_invalid_events_field_by_field(api_client, user, bo
 @pytest.mark.parametrize(
     ("body", "complaint"),
     [
-        ('{"author": ""}', "author of 1-128"),
-        ('{"author": "' + "a" * 200 + '"}', "author of 1-128"),
+        ('{"author": ""}', "authored 'user'"),
+        ('{"author": "' + "a" * 200 + '"}', "authored 'user'"),
         ('{"author": "user", "invocation_id": "' + "i" * 200 + '"}', "at most 128"),
         ('{"author": "user", "timestamp": 1e400}', "finite"),
+        ('{"author": "user", "timestamp": 1e300}', "within years 1-9999"),
+        ('{"author": "user", "id": ""}', "1-128 characters"),
+        ('{"author": "user", "long_running_tool_ids": ["a", "a"]}', "may appear once"),
+        ('{"author": "user", "timestamp": -1e300}', "within years 1-9999"),
+        ('{"author": "user", "timestamp": 253402300800}', "within years 1-9999"),
         ('{"author": "user", "custom_metadata": {"x": 1e400}}', "not JSON-serialisable"),
         ('{"author": "user", "actions": {"state_delta": {"User:x": 1}}}', "wrong case"),
-        ('{"author": "user", "actions": {"state_delta": {"app:": 1}}}', "no name"),
+        ('{"author": "user", "actions": {"state_delta": {"user:": 1}}}', "no name"),
         ('{"author": "user", "actions": {"state_delta": {"x": NaN}}}', "Out of range float"),
-        ('{"author": "a\\u0000"}', "NUL"),
+        ('{"author": "user", "invocation_id": "a\\u0000"}', "NUL"),
         ('{"author": "user", "content": {"parts": [{"text": "\\u0000"}]}}', "NUL"),
         ('{"author": "user"', "JSON parse error"),
     ],
@@ -787,7 +811,8 @@ def test_ids_in_use_by_another_user_cannot_be_taken_over(api_client, other_user,
         "/api/sessions/", {"session_id": secret_session.id, "state": {"x": 1}}, format="json"
     )
 
-    assert response.status_code == 409
+    assert response.status_code == 201
+    assert response.json()["id"] != secret_session.id
     assert SECRET not in response.content.decode()
     assert SessionRecord.objects.get(pk=secret_session.id).user_id == other_user.pk
 

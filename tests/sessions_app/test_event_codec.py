@@ -2,6 +2,7 @@ import pytest
 from google.genai import types
 
 from sessions_app.event_codec import content_from_stored, content_to_stored
+from sessions_app.events import Event
 
 CONTENTS = [
     {"role": "user", "parts": [{"text": "hello"}]},
@@ -65,6 +66,7 @@ def _row(**columns):
         "custom_metadata": None,
         "usage_metadata": None,
         "long_running_tool_ids": None,
+        "extra": None,
     }
     defaults.update(columns)
     return tuple(defaults[name] for name in EVENT_COLUMNS)
@@ -151,3 +153,30 @@ def test_events_built_from_rows_are_independent_and_mutable():
     assert "branch" in first.model_fields_set
     assert second.actions.state_delta == {"a": 1}
     assert second.content.parts[0].text == "hello"
+
+
+def test_fields_of_adk_events_not_modelled_here_come_back_as_they_came():
+    from sessions_app.event_codec import event_from_row, event_to_record_fields, events_from_rows
+
+    event = Event.model_validate(
+        {
+            "author": "agent",
+            "model_version": "gemini-2.5-flash-001",
+            "finish_reason": "STOP",
+            "actions": {"state_delta": {"a": 1}, "artifact_delta": {"f.txt": 2}},
+        }
+    )
+    fields = event_to_record_fields(event)
+    assert fields["extra"] == {"model_version": "gemini-2.5-flash-001", "finish_reason": "STOP"}
+    row = _row(
+        event_id=event.id,
+        actions=fields["actions"],
+        extra=fields["extra"],
+        content=None,
+    )
+
+    for read in (event_from_row(row), events_from_rows([row])[0]):
+        data = read.model_dump(mode="json", exclude_none=True)
+        assert data["model_version"] == "gemini-2.5-flash-001"
+        assert data["finish_reason"] == "STOP"
+        assert data["actions"]["artifact_delta"] == {"f.txt": 2}

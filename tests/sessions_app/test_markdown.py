@@ -190,3 +190,21 @@ def test_a_stored_event_with_text_carries_its_safe_html():
 
     assert shown["html"] == "<p><strong>Hi</strong> &lt;script&gt;alert(1)&lt;/script&gt;</p>\n"
     assert "html" not in event_representation(event=call, sequence=3, rewound=False)
+
+
+def test_a_fenced_code_block_carries_its_language_as_its_label():
+    html = markdown_render_safe("```python\nprint(1)\n```")
+
+    assert html.startswith('<pre data-language="python"><code class="language-python">')
+
+
+@pytest.mark.parametrize(
+    "info",
+    ['js" onmouseover="alert(1)', "a" * 41, "<b>x</b>", ""],
+)
+def test_a_code_block_label_is_only_ever_a_plain_language_name(info):
+    html = markdown_render_safe(f"```{info}\ncode\n```")
+
+    assert "data-language" not in html
+    assert "onmouseover" not in html
+    assert html.startswith("<pre><code")

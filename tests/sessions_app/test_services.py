@@ -274,6 +274,18 @@ def test_create_refuses_bad_state_and_writes_nothing(user, state, message):
     assert not SessionRecord.objects.exists()
 
 
+def test_an_id_another_user_has_gives_a_session_with_a_generated_id(user, other_user):
+    theirs = create(user, session_id="chosen-id", state={"owner": "first"})
+
+    mine = create(other_user, session_id="chosen-id", state={"owner": "second"})
+
+    assert mine.id != "chosen-id" and mine.user_id == str(other_user.pk)
+    assert mine.state == {"owner": "second"}
+    assert SessionRecord.objects.get(pk="chosen-id").user_id == user.pk
+    assert SessionState.objects.get(session_id="chosen-id", key="owner").value == "first"
+    assert theirs.id == "chosen-id"
+
+
 def test_create_refuses_oversized_state_values(user, settings):
     settings.MAX_STATE_VALUE_BYTES = 100
     with pytest.raises(InvalidStateError, match="larger than 100 bytes"):
@@ -283,7 +295,7 @@ def test_create_refuses_oversized_state_values(user, settings):
 def test_create_refuses_duplicate_ids_malformed_ids_and_unknown_users(user, other_user):
     create(user, session_id="chosen-id")
     with pytest.raises(SessionAlreadyExistsError):
-        create(other_user, session_id="chosen-id")
+        create(user, session_id="chosen-id")
     with pytest.raises(SessionStoreError, match="session_id"):
         create(user, session_id="has spaces")
     with pytest.raises(SessionStoreError, match="app_name"):
@@ -527,6 +539,7 @@ def test_rename_sets_the_title_without_reordering_sessions(user, other_user):
         ({"branch": "b" * 513}, "512"),
         ({"error_code": "e" * 129}, "128"),
         ({"timestamp": math.inf}, "finite"),
+        ({"timestamp": 1e300}, "within years 1-9999"),
         ({"content": types.Content(role="user", parts=[types.Part(text="nul \x00 here")])}, "NUL"),
     ],
 )

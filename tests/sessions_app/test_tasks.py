@@ -11,8 +11,8 @@ from django.db import transaction
 from django_celery_beat.models import PeriodicTask
 from django_celery_beat.schedulers import DatabaseScheduler
 
-from chatapp.background import background_wait_idle, task_enqueue
 from chatapp.celery import app
+from core.background import background_wait_idle, task_enqueue
 from sessions_app import services
 from sessions_app.events import Event, EventActions
 from sessions_app.models import EventRecord, SessionRecord, SessionState, UserState

@@ -20,6 +20,7 @@ from memory_app.extraction.offline.reading import (
     fact_subject,
     fact_switch,
     fact_text_normalise,
+    fact_topic,
 )
 from memory_app.extraction.offline.rules import facts_from_offline_rules, facts_from_tool_calls
 
@@ -29,6 +30,7 @@ __all__ = [
     "fact_subject",
     "fact_switch",
     "fact_text_normalise",
+    "fact_topic",
     "facts_from_offline_rules",
     "facts_from_tool_calls",
 ]

@@ -150,4 +150,17 @@ SWITCHED = re.compile(
     r"(?:\s+over)?\s+(?:from\s+(?P<old>[^,;]+?)\s+)?to\s+(?P<new>[^,;]+)$",
     re.I,
 )
+# A statement bound to a time ("I'm in Berlin this week") stops being true after it: days from
+# when it was said, first match wins.
+TIME_BOUND: tuple[tuple[re.Pattern, int], ...] = tuple(
+    (re.compile(pattern, re.I), days)
+    for pattern, days in (
+        (r"\b(?:today|tonight|this\s+(?:morning|afternoon|evening))\b", 1),
+        (r"\btomorrow\b", 2),
+        (r"\bthis\s+weekend\b", 4),
+        (r"\b(?:this|for\s+the)\s+week\b", 7),
+        (r"\bnext\s+week\b", 14),
+        (r"\bthis\s+month\b", 31),
+    )
+)
 LASTING = re.compile(r"\b(?:no\s+longer|anymore|any\s+more)\b", re.I)

@@ -9,7 +9,7 @@ import re
 from memory_app.extraction.offline.phrasing import pronouns_remembered
 from memory_app.extraction.offline.sentences import sentence_clean
 from memory_app.extraction.offline.statements import statement_parse
-from memory_app.topics import KEY_CONVERSATION_DETAILS
+from memory_app.topics import KEY_CONVERSATION_DETAILS, PERSONAL_INFO, PREFERENCES
 
 _SUBJECT = re.compile(
     r"^the\s+user(?:'s\s+(?P<thing>[^.]{1,60}?)\s+(?:is|are)\b"
@@ -66,14 +66,38 @@ def fact_text_normalise(*, text: str) -> str:
 
     Facts stored directly (the ``create_memory`` tool, ``add_memory``) may be written in the
     first person ("my sister lives in Lisbon"); normalised, they read like extracted ones
-    ("The user's sister lives in Lisbon."), so the same fact from both paths is one memory.
+    ("The user's sister lives in Lisbon."), so the same fact from both paths is one memory; so
+    is a first person further in ("7 is my lucky number" -> "7 is the user's lucky number.").
     """
     clean = " ".join(text.split())
     if re.match(r"(?:i|my)\b", clean, re.I):
         statement = statement_parse(sentence_clean(clean))
         clean = statement.text if statement else pronouns_remembered(sentence_clean(clean))
+    elif _FIRST_PERSON.search(clean) and not _TURN_RECORD.match(clean):
+        clean = pronouns_remembered(sentence_clean(clean))
     clean = clean[:1].upper() + clean[1:]
     return clean if clean.endswith((".", "!", "?")) else clean + "."
+
+
+_FIRST_PERSON = re.compile(r"\b(?:i|my|me|mine|myself)\b", re.I)
+_PREFERENCE_FACT = re.compile(
+    r"^the\s+user(?:'s\s+(?:\w+\s+){0,3}?(?:favou?rite|preferred)\b|\s+(?:\w+\s+)?"
+    r"(?:prefers|likes|loves|enjoys|adores|hates|dislikes|does\s+not\s+like)\b)",
+    re.I,
+)
+_PERSONAL_FACT = re.compile(r"^the\s+user\b", re.I)
+
+
+def fact_topic(*, text: str, default: str) -> str:
+    """The topic a third-person fact belongs to by what it says, else ``default``: what the
+    user asked to have remembered is still a birthday (personal information) or a seat they
+    prefer (a preference), not an "explicit instruction"."""
+    clean = " ".join(text.split())
+    if _PREFERENCE_FACT.match(clean):
+        return PREFERENCES
+    if _PERSONAL_FACT.match(clean):
+        return PERSONAL_INFO
+    return default
 
 
 _TURN_RECORD = re.compile(r"^\[\d{1,2} [A-Z][a-z]+ \d{4}\] [^:\n]{1,100}: ")

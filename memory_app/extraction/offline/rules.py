@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from memory_app.extraction.facts import (
@@ -18,7 +19,7 @@ from memory_app.extraction.facts import (
 )
 from memory_app.extraction.offline import patterns
 from memory_app.extraction.offline.phrasing import contractions_expand, pronouns_remembered
-from memory_app.extraction.offline.reading import fact_text_normalise
+from memory_app.extraction.offline.reading import fact_text_normalise, fact_topic
 from memory_app.extraction.offline.sentences import sentence_clean, sentences_split
 from memory_app.extraction.offline.statements import statement_parse
 from memory_app.models import SourceType
@@ -46,7 +47,9 @@ def _sentence_fact(*, sentence: str, event_id: str, dropped: str = "") -> Extrac
         text = statement.text if statement else pronouns_remembered(clause)
         return ExtractedFact(
             text=text + ".",
-            topic=EXPLICIT_INSTRUCTIONS,
+            topic=statement.topic
+            if statement
+            else fact_topic(text=text, default=EXPLICIT_INSTRUCTIONS),
             source_type=SourceType.EXPLICIT,
             confidence=0.95,
             importance=IMPORTANCE[EXPLICIT_INSTRUCTIONS],
@@ -112,6 +115,11 @@ def _turn_detail(event: Event) -> ExtractedFact:
     )
 
 
+def time_bound_days(text: str) -> int | None:
+    """Days a statement stays true when it is bound to a time ("this week": 7), else None."""
+    return next((days for pattern, days in patterns.TIME_BOUND if pattern.search(text)), None)
+
+
 def facts_from_offline_rules(*, events: list[Event]) -> list[ExtractedFact]:
     """The facts rules 1-4 (:mod:`memory_app.extraction`) find in the users' messages, in event
     order."""
@@ -126,8 +134,11 @@ def facts_from_offline_rules(*, events: list[Event]) -> list[ExtractedFact]:
             dropped = statement.dropped if statement and statement.dropped else dropped
             if fact is None:
                 rest.append(sentence)
-            else:
-                facts.append(fact)
+                continue
+            days = time_bound_days(sentence)
+            if days is not None:
+                fact = replace(fact, expires_at=event.timestamp + days * 86400)
+            facts.append(fact)
         if _turn_substantive(" ".join(rest)):
             facts.append(_turn_detail(event))
     return facts
@@ -141,10 +152,11 @@ def facts_from_tool_calls(*, events: list[Event]) -> list[ExtractedFact]:
             text = (call.args or {}).get("text")
             if call.name != CREATE_MEMORY_TOOL or not isinstance(text, str) or not text.strip():
                 continue
+            normalised = fact_text_normalise(text=text)
             facts.append(
                 ExtractedFact(
-                    text=fact_text_normalise(text=text),
-                    topic=EXPLICIT_INSTRUCTIONS,
+                    text=normalised,
+                    topic=fact_topic(text=normalised, default=EXPLICIT_INSTRUCTIONS),
                     source_type=SourceType.TOOL,
                     confidence=0.8,
                     importance=IMPORTANCE[EXPLICIT_INSTRUCTIONS],

@@ -1,7 +1,9 @@
-"""``manage.py memory_eval``: LoCoMo retrieval recall or golden-set generation quality.
+"""``manage.py memory_eval``: LoCoMo retrieval recall or golden-set generation quality, and
+with ``--answer-model`` / ``--judge-model`` LoCoMo answer accuracy judged by a model (J).
 
-Thin: the evaluation lives in :mod:`memory_app.evaluation`, which says what it writes to the
-database (users of its own, deleted at the end unless ``--keep``).
+Thin: the evaluations live in :mod:`memory_app.evaluation` and :mod:`memory_app.answer_eval`,
+which say what they write to the database (users of their own, deleted at the end unless
+``--keep``).
 """
 
 from __future__ import annotations
@@ -10,9 +12,16 @@ import json
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.test import override_settings
 
+from memory_app.answer_eval import answer_models_available, locomo_answers_evaluate
 from memory_app.evaluation import golden_evaluate, locomo_evaluate
+
+NO_KEY = (
+    "--answer-model and --judge-model call Gemini: set GEMINI_API_KEY (or GOOGLE_API_KEY, or "
+    "GOOGLE_GENAI_USE_VERTEXAI with GOOGLE_CLOUD_PROJECT) first."
+)
 
 
 def _progress(message: str) -> None:
@@ -36,20 +45,40 @@ class Command(BaseCommand):
             "--conversations", type=int, default=None, help="locomo: only the first N"
         )
         parser.add_argument("--keep", action="store_true", help="keep the run's users")
+        parser.add_argument(
+            "--answer-model",
+            help="locomo: answer each question with this Gemini model and report J",
+        )
+        parser.add_argument("--judge-model", help="locomo: the Gemini model that judges answers")
+        parser.add_argument(
+            "--full-context",
+            action="store_true",
+            help="locomo answers: from the whole conversation instead of retrieved memories",
+        )
+        parser.add_argument(
+            "--answer-k", type=int, default=10, help="locomo answers: memories per question"
+        )
+        parser.add_argument(
+            "--memory-model",
+            help="model of memory generation for the run (e.g. 'offline' for the offline "
+            "rules while Gemini answers); default: MEMORY_EXTRACTION_MODEL",
+        )
         parser.add_argument("--json", action="store_true", help="print JSON (else key: value)")
 
     def handle(self, *args, dataset: str, path: Path, **options) -> None:
         progress = _progress if options["verbosity"] > 0 else (lambda _message: None)
-        if dataset == "locomo":
-            result = locomo_evaluate(
-                path=path,
-                ks=options["k"],
-                conversations_limit=options["conversations"],
-                keep=options["keep"],
-                progress=progress,
-            )
-        else:
-            result = golden_evaluate(path=path, keep=options["keep"], progress=progress)
+        answering = options["answer_model"] or options["judge_model"]
+        if answering and not (options["answer_model"] and options["judge_model"]):
+            raise CommandError("--answer-model and --judge-model go together.")
+        if answering and dataset != "locomo":
+            raise CommandError("--answer-model and --judge-model apply to 'locomo' only.")
+        if answering and not answer_models_available():
+            raise CommandError(NO_KEY, returncode=2)
+        overrides = {}
+        if options["memory_model"]:
+            overrides["MEMORY_EXTRACTION_MODEL"] = options["memory_model"]
+        with override_settings(**overrides):
+            result = self._evaluate(dataset=dataset, path=path, progress=progress, **options)
         if options["verbosity"] > 0:
             sys.stderr.write("\n")
         if options["json"]:
@@ -57,3 +86,25 @@ class Command(BaseCommand):
         else:
             for key, value in result.items():
                 self.stdout.write(f"{key}: {json.dumps(value)}")
+
+    def _evaluate(self, *, dataset: str, path: Path, progress, **options) -> dict:
+        if options["answer_model"]:
+            return locomo_answers_evaluate(
+                path=path,
+                answer_model=options["answer_model"],
+                judge_model=options["judge_model"],
+                full_context=options["full_context"],
+                k=options["answer_k"],
+                conversations_limit=options["conversations"],
+                keep=options["keep"],
+                progress=progress,
+            )
+        if dataset == "locomo":
+            return locomo_evaluate(
+                path=path,
+                ks=options["k"],
+                conversations_limit=options["conversations"],
+                keep=options["keep"],
+                progress=progress,
+            )
+        return golden_evaluate(path=path, keep=options["keep"], progress=progress)

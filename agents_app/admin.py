@@ -1,0 +1,278 @@
+"""Apps, their service accounts and keys, their end users and the audit of the service API, in
+the staff console.
+
+An app's agent (instruction, model, tools, output key, compaction, memory preload and tools,
+triggers, PII redaction) and who may use it are edited here; the agent reads its app at the
+start of every turn, so a change applies from the next turn. Its ``app:`` state is edited in
+the session store's console (``sessions_app.admin``, ``sessions_app.change_app_state``,
+audited), linked from the app's page. A key is shown once, on the page that created it, and is
+stored hashed; keys are revoked, never edited.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.utils.html import format_html
+from rest_framework_api_key.models import APIKey
+
+from agents_app.models import ALL_SCOPES, App, EndUser, ServiceAccount, ServiceAccountKey
+from agents_app.models import ServiceRequest as ServiceRequestRecord
+from agents_app.runtime.tools import BUILTIN_TOOLS
+from agents_app.services import service_key_create, service_key_revoke
+from core.admin import ReadOnlyAdmin
+from memory_app.models import MemoryTopic
+from memory_app.services.app_memories import app_memories, app_memory_create
+from sessions_app.models import AppState
+
+# djangorestframework-api-key's own model is not used: keys are ServiceAccountKey rows.
+if admin.site.is_registered(APIKey):
+    admin.site.unregister(APIKey)
+
+
+class AppForm(forms.ModelForm):
+    tools = forms.MultipleChoiceField(
+        choices=[(name, name) for name in sorted(BUILTIN_TOOLS)],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Built-in tools the agent may call (the memory tools are set below).",
+    )
+
+    class Meta:
+        model = App
+        fields = [
+            field.name
+            for field in App._meta.get_fields()
+            if field.concrete and field.editable and not field.auto_created
+        ]
+        widgets = {"instruction": forms.Textarea(attrs={"rows": 8, "cols": 90})}
+
+    new_app_memory = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 90}),
+        max_length=2000,
+        help_text="Add a shared memory every user's agent knows (bootstrapped: the highest "
+        "trust): shared knowledge, or how the agent handles a recurring task. Curate existing "
+        "ones under Memories (scope: app).",
+    )
+
+
+@admin.register(App)
+class AppAdmin(admin.ModelAdmin):
+    form = AppForm
+    list_display = ["name", "title", "open_to_all", "model", "pii_redaction", "updated_at"]
+    search_fields = ["name", "title"]
+    filter_horizontal = ["allowed_groups"]
+    fieldsets = [
+        (None, {"fields": ["name", "title", "description"]}),
+        ("Who may use it", {"fields": ["open_to_all", "allowed_groups"]}),
+        (
+            "Agent",
+            {
+                "fields": [
+                    "agent_name",
+                    "model",
+                    "instruction",
+                    "tools",
+                    "output_key",
+                    "max_steps",
+                    "preload_memories",
+                    "memory_tools",
+                ]
+            },
+        ),
+        (
+            "Context compaction",
+            {
+                "fields": [
+                    "keep_last_invocations",
+                    "token_budget",
+                    "summarize_after_invocations",
+                    "max_events_loaded",
+                ]
+            },
+        ),
+        (
+            "Memory",
+            {
+                "fields": [
+                    "trigger_every_n_turns",
+                    "trigger_every_turn",
+                    "trigger_session_idle_seconds",
+                    "trigger_session_left_seconds",
+                    "trigger_explicit",
+                    "pii_redaction",
+                    "memory_topics",
+                    "shared_memories",
+                    "new_app_memory",
+                ]
+            },
+        ),
+        ("App state", {"fields": ["app_state"]}),
+    ]
+    readonly_fields = ["memory_topics", "shared_memories", "app_state"]
+
+    @admin.display(description="app: state")
+    def app_state(self, app: App) -> str:
+        count = AppState.objects.filter(app_name=app.name).count() if app.pk else 0
+        return format_html(
+            '{} keys (<a href="../../../sessions_app/appstate/?app_name={}">see and edit</a>)',
+            count,
+            app.name,
+        )
+
+    @admin.display(description="shared memories")
+    def shared_memories(self, app: App) -> str:
+        count = app_memories(app_name=app.name).count() if app.pk else 0
+        return format_html(
+            '{} (<a href="../../../memory_app/memory/?app_name={}&scope__exact=app">see</a>)',
+            count,
+            app.name,
+        )
+
+    @admin.display(description="memory topics")
+    def memory_topics(self, app: App) -> str:
+        topics = MemoryTopic.objects.filter(app_name=app.name).order_by("key")
+        names = ", ".join(topic.key for topic in topics) or "the managed topics only"
+        return format_html(
+            '{} (<a href="../../../memory_app/memorytopic/?app_name={}">edit</a>)', names, app.name
+        )
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None:
+            fields.append("name")
+        return fields
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        text = form.cleaned_data.get("new_app_memory", "").strip()
+        if text and request.user.has_perm("memory_app.add_memory"):
+            app_memory_create(
+                app_name=obj.name,
+                text=text,
+                actor_user_pk=request.user.pk,
+                reason="added in the staff console",
+            )
+
+
+class ServiceAccountForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(
+        choices=[(scope, scope) for scope in ALL_SCOPES],
+        initial=ALL_SCOPES,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Scopes of the first key.",
+    )
+    expires_at = forms.DateTimeField(required=False, help_text="When the first key expires.")
+
+    class Meta:
+        model = ServiceAccount
+        fields = ["app", "name", "description"]
+
+
+class KeyInline(admin.TabularInline):
+    model = ServiceAccountKey
+    extra = 0
+    fields = ["prefix", "name", "scopes", "created", "expiry_date", "last_used_at", "revoked"]
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ServiceAccount)
+class ServiceAccountAdmin(admin.ModelAdmin):
+    list_display = ["name", "app", "created_at", "active_keys"]
+    list_filter = ["app"]
+    search_fields = ["name", "app__name"]
+    inlines = [KeyInline]
+    actions = ["key_create"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = ServiceAccountForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    @admin.display(description="active keys")
+    def active_keys(self, account: ServiceAccount) -> int:
+        return account.keys.filter(revoked=False).count()
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        if not change:
+            issued = service_key_create(
+                service_account=obj,
+                scopes=form.cleaned_data["scopes"],
+                expires_at=form.cleaned_data.get("expires_at"),
+            )
+            self._key_shown(request, issued.key)
+
+    @admin.action(description="Create a new key (every scope)")
+    def key_create(self, request, queryset) -> None:
+        for account in queryset:
+            self._key_shown(request, service_key_create(service_account=account).key)
+
+    def _key_shown(self, request, key: str) -> None:
+        messages.warning(request, f"The API key, shown this once (it is stored hashed): {key}")
+
+
+@admin.register(ServiceAccountKey)
+class ServiceAccountKeyAdmin(ReadOnlyAdmin):
+    list_display = [
+        "prefix",
+        "service_account",
+        "scope_list",
+        "created",
+        "expiry_date",
+        "last_used_at",
+        "revoked",
+    ]
+    list_filter = ["revoked", "service_account__app"]
+    search_fields = ["prefix", "service_account__name"]
+    actions = ["revoke"]
+
+    @admin.display(description="scopes")
+    def scope_list(self, key: ServiceAccountKey) -> str:
+        return ", ".join(key.scopes)
+
+    def has_revoke_permission(self, request) -> bool:
+        return request.user.has_perm("agents_app.change_serviceaccountkey")
+
+    @admin.action(description="Revoke the selected keys", permissions=["revoke"])
+    def revoke(self, request, queryset) -> None:
+        for key in queryset:
+            service_key_revoke(key=key)
+        self.message_user(request, f"Revoked: {queryset.count()}.", messages.SUCCESS)
+
+
+@admin.register(EndUser)
+class EndUserAdmin(admin.ModelAdmin):
+    """End users are made by their app's first write for them; staff add one only to link an
+    existing account (a site that signs its users in with the same identity), and never edit
+    one: deleting their data goes through the service API or the account's own deletion."""
+
+    list_display = ["external_id", "app", "user", "created_at"]
+    list_filter = ["app"]
+    search_fields = ["external_id", "user__username"]
+    list_select_related = ["app", "user"]
+    raw_id_fields = ["user"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ServiceRequestRecord)
+class ServiceRequestAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "app_name", "service_account", "method", "route", "outcome"]
+    list_filter = ["app_name", "status_code", "method"]
+    search_fields = ["route", "key_prefix", "detail"]
+    list_select_related = ["service_account"]
+
+    @admin.display(description="outcome", ordering="status_code")
+    def outcome(self, request_record: ServiceRequestRecord) -> str:
+        detail = f": {request_record.detail}" if request_record.detail else ""
+        return f"{request_record.status_code}{detail}"

@@ -1,0 +1,194 @@
+"""Seeing one client message's turn through for a chat socket: run it, resume it after its
+process died, retry it, watch it while another process runs it, or replay it once it ended.
+
+Which of these happens is decided by the turn's stored events and its claim
+(``turn_claims``); while this socket runs the turn it keeps the claim alive, and
+should another process take it over, the socket goes back to watching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from google.genai import types
+
+from agents_app.chat_protocol import MESSAGE_NOT_STORED, REPLY_NOT_STORED
+from agents_app.chat_turns import ChatTurn, runner_events_cancel
+from agents_app.runtime.runner import DuplicateTurnError, Runner
+from agents_app.runtime.turn_store import TurnTakenOverError
+from agents_app.runtime.turns import CANCEL_TAKEN_OVER, cancel_reason
+from agents_app.turn_claims import (
+    HeldClaim,
+    TurnBegin,
+    TurnStart,
+    turn_begin_async,
+    turn_claim_release_async,
+    turn_claim_release_if_ended,
+    turn_claim_renew_async,
+)
+from core.metrics import turn_observe, turn_outcome
+from core.outages import DATABASE_UNAVAILABLE_CODE, DATABASE_UNAVAILABLE_ERRORS
+from core.shutdown import draining
+from sessions_app.errors import SessionNotFoundError
+
+logger = logging.getLogger(__name__)
+
+# How often a socket watching a turn that runs elsewhere looks for its end (or its death).
+TURN_WATCH_SECONDS = 1.0
+
+
+@dataclass
+class ChatTurnDriver:
+    """The turns of one socket: its user's, in its session, run by ``runner``; errors go out
+    through ``error``, and ``closing`` says whether the socket is going away."""
+
+    runner: Runner
+    user_pk: int
+    session_id: str
+    holder: str
+    error: Callable[[str, str], Awaitable[None]]
+    closing: Callable[[], bool]
+
+    async def begin(self, turn: ChatTurn, *, retry: bool) -> TurnBegin:
+        """What the turn's message (or Retry) does now, with the claim when it runs here."""
+        return await turn_begin_async(
+            session_id=self.session_id,
+            user_event_id=turn.user_event_id,
+            holder=self.holder,
+            retry=retry,
+        )
+
+    async def claim_release(self, claim: HeldClaim) -> None:
+        await turn_claim_release_async(claim=claim)
+
+    async def drive(self, turn: ChatTurn, text: str | None, begin: TurnBegin) -> None:
+        """See the turn through: run it while this socket holds its claim; while a live process
+        holds it, watch it (its stored events, then its end, reach this socket), and run it
+        on here should that process die; replay it once it has ended."""
+        while True:
+            if begin.start is TurnStart.ANSWERED:
+                await turn.replay(begin.stored)
+                return
+            if begin.start is TurnStart.RUNNING:
+                await turn.running_send(begin.stored)
+                if draining():
+                    return
+                try:
+                    await asyncio.sleep(TURN_WATCH_SECONDS)
+                except asyncio.CancelledError:
+                    if self.closing():
+                        raise
+                    await self.error(
+                        "turn_running_elsewhere",
+                        "This reply is being written by another connection; it cannot be "
+                        "stopped from here.",
+                    )
+            elif begin.start is TurnStart.NEW and text is None:
+                # A Retry of a message whose process died before storing it: nothing to run.
+                await self.claim_release(begin.claim)
+                await self.error("turn_not_found", "This chat has no message with that id.")
+                return
+            elif await self._run(turn, text, begin):
+                return
+            try:
+                begin = await self.begin(turn, retry=False)
+            except DATABASE_UNAVAILABLE_ERRORS as error:
+                logger.warning("watched turn not read, database unavailable: %s", error)
+                begin = TurnBegin(start=TurnStart.RUNNING, stored=[], progress=begin.progress)
+            except SessionNotFoundError:
+                await self.error("session_not_found", "This session no longer exists.")
+                await turn.complete_send(duplicate=False)
+                return
+
+    async def _run(self, turn: ChatTurn, text: str | None, begin: TurnBegin) -> bool:
+        """Run one turn under this socket's claim and stream it to the client; False when
+        another process took the turn over (the caller watches it then).
+
+        Ends with ``turn_complete`` whatever happens once the turn was accepted,
+        except when the socket itself went away.
+        """
+        claim = begin.claim
+        if begin.start is TurnStart.NEW:
+            events = self.runner.run_async(
+                user_id=str(self.user_pk),
+                session_id=self.session_id,
+                new_message=types.Content(role="user", parts=[types.Part(text=text)]),
+                client_message_id=turn.client_message_id,
+            )
+        else:
+            await turn.resumed_send(begin.stored)
+            events = self.runner.continue_async(
+                user_id=str(self.user_pk), session_id=self.session_id, progress=begin.progress
+            )
+        keeper = asyncio.create_task(self._claim_keep(claim, asyncio.current_task()))
+        database_down = False
+        try:
+            async for event in events:
+                await turn.event_forward(event)
+        except (DuplicateTurnError, TurnTakenOverError):
+            await self._claim_release_if_ended(claim)
+            return False
+        except SessionNotFoundError:
+            await self.error("session_not_found", "This session no longer exists.")
+        except DATABASE_UNAVAILABLE_ERRORS as error:
+            logger.error(
+                "chat turn failed in session %s, database unavailable: %s", self.session_id, error
+            )
+            stored = turn.user_event_id in turn.sent_event_ids
+            await self.error(
+                DATABASE_UNAVAILABLE_CODE, REPLY_NOT_STORED if stored else MESSAGE_NOT_STORED
+            )
+            database_down = True
+        except asyncio.CancelledError as cancel:
+            reason = cancel_reason(cancel)
+            await runner_events_cancel(events, reason)
+            if reason == CANCEL_TAKEN_OVER:
+                asyncio.current_task().uncancel()
+                return False
+            await self._claim_release_if_ended(claim)
+            if self.closing():
+                raise
+        except Exception:
+            logger.exception("chat turn failed in session %s", self.session_id)
+            await self.error("internal_error", "The turn failed on the server.")
+        finally:
+            keeper.cancel()
+        if turn.final is None and not database_down:
+            # Cut short: send whatever of the turn got stored (the interrupted reply).
+            await turn.stored_send()
+        if turn.final is not None:
+            await self.claim_release(claim)
+        turn_observe(
+            outcome=turn_outcome(final_event=turn.final), seconds=time.monotonic() - turn.started
+        )
+        await turn.complete_send(duplicate=False)
+        return True
+
+    async def _claim_keep(self, claim: HeldClaim, turn_task: asyncio.Task) -> None:
+        """Renew the turn's claim while it runs; should another process have taken it over,
+        stop the turn (it stores nothing more: the turn is the other process's now)."""
+        while True:
+            await asyncio.sleep(settings.TURN_LEASE_SECONDS / 3)
+            try:
+                kept = await turn_claim_renew_async(claim=claim)
+            except DATABASE_UNAVAILABLE_ERRORS as error:
+                logger.warning("turn claim not renewed, database unavailable: %s", error)
+                continue
+            if not kept:
+                logger.warning("turn claim lost in session %s; stopping", self.session_id)
+                turn_task.cancel(CANCEL_TAKEN_OVER)
+                return
+
+    async def _claim_release_if_ended(self, claim: HeldClaim) -> None:
+        """Release the claim if the turn has its final event (one stored while it was cut
+        short); an open turn keeps it, for a re-send or the sweeper to end it."""
+        try:
+            await database_sync_to_async(turn_claim_release_if_ended)(claim=claim)
+        except DATABASE_UNAVAILABLE_ERRORS as error:
+            logger.warning("turn claim not released, database unavailable: %s", error)

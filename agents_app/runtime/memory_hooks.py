@@ -1,0 +1,104 @@
+"""The seam through which long-term memory plugs into the runner.
+
+The runner knows only this protocol; ``memory_app`` registers its provider in
+its ``AppConfig.ready``. Without one, agents simply have no long-term memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agents_app.runtime.tools import Tool
+from core.llm import MemorySnippet
+from sessions_app.types import Session
+
+PROFILE_PREFIX = "user:"
+
+
+@dataclass(frozen=True)
+class MemoryPermissions:
+    """Whether this turn may read memories into the prompt and create new ones.
+
+    ``user:`` state (the name the agent saved, any profile key) is memory from the person's
+    side too: it is read only when memories may be used and written only when they may be
+    created, so a temporary chat neither sees nor changes it.
+    """
+
+    use: bool
+    create: bool
+    temporary: bool = False
+    governs_profile: bool = True  # False without a memory provider: ``user:`` state is free
+
+    def not_saved_reason(self) -> str:
+        """Why nothing said in this chat is kept, in words for the user ("" when it is)."""
+        if not self.governs_profile:
+            return ""
+        if self.temporary:
+            return "this is a temporary chat, which keeps nothing about you"
+        if not self.create:
+            return "creating memories is turned off in your Settings"
+        return ""
+
+    def visible_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """``state`` as this turn may read it: without ``user:`` keys unless memories may be
+        used."""
+        if self.use or not self.governs_profile:
+            return dict(state)
+        return {key: value for key, value in state.items() if not key.startswith(PROFILE_PREFIX)}
+
+
+class MemoryProvider(Protocol):
+    async def permissions(self, *, session: Session) -> MemoryPermissions: ...
+
+    async def preload(self, *, session: Session, query: str, limit: int) -> list[MemorySnippet]: ...
+
+    def tools(self) -> list[Tool]:
+        """``load_memory`` and ``create_memory``; the runner offers them only when allowed."""
+        ...
+
+    async def turn_completed(self, *, session: Session, invocation_id: str) -> None:
+        """Called after a turn is stored; may enqueue memory generation, never waits for it."""
+        ...
+
+    async def session_opened(self, *, user_id: str, session_id: str) -> None:
+        """The user opened a chat on the session (a socket connected): they are in it, and
+        out of their other chats."""
+        ...
+
+    async def session_left(self, *, user_id: str, session_id: str) -> None:
+        """A chat socket of the session closed: the user may have left it."""
+        ...
+
+
+class NoMemoryProvider:
+    async def permissions(self, *, session: Session) -> MemoryPermissions:
+        return MemoryPermissions(use=False, create=False, governs_profile=False)
+
+    async def preload(self, *, session: Session, query: str, limit: int) -> list[MemorySnippet]:
+        return []
+
+    def tools(self) -> list[Tool]:
+        return []
+
+    async def turn_completed(self, *, session: Session, invocation_id: str) -> None:
+        return None
+
+    async def session_opened(self, *, user_id: str, session_id: str) -> None:
+        return None
+
+    async def session_left(self, *, user_id: str, session_id: str) -> None:
+        return None
+
+
+_provider: MemoryProvider = NoMemoryProvider()
+
+
+def memory_provider_register(provider: MemoryProvider) -> None:
+    global _provider
+    _provider = provider
+
+
+def memory_provider_get() -> MemoryProvider:
+    return _provider

@@ -1,0 +1,215 @@
+"""The built-in offline model: deterministic, no network, grounded in state and memories.
+
+It is what makes the app work on a fresh machine, so its behaviour is
+specified (and tested) rule by rule. For the latest user message:
+
+1. "remember (that) X" with ``create_memory`` offered: call ``create_memory(text=X)``;
+   without it, in a chat that keeps nothing (``not_saved_reason``): say it was not saved, and
+   why.
+2. "what do you know/remember (about X)?" with ``load_memory`` offered: call
+   ``load_memory(query=X or the whole question)``.
+3. "my name is N" with ``set_state`` offered: call ``set_state("user:name", N)``.
+4. "set K to V" with ``set_state`` offered: call ``set_state(K, V)``.
+5. Otherwise a reply that greets the user by ``user:name`` when known, repeats
+   what they said, and cites the best-scoring preloaded memory.
+
+After a tool response it reports the tool's result in one sentence, as a person would say
+it, memories in the second person ("your daughter's birthday is May 3rd"); a refusal
+that starts "Not saved" is said as it is. A
+"summarize" request gets one line per turn of the conversation. Text is
+streamed a few words at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+from django.conf import settings
+from google.genai import types
+
+from agents_app.runtime.context import SUMMARY_PREFIX, estimate_tokens
+from core.llm import LlmChunk, LlmRequest
+from memory_app.wording import memory_said_to_user, sentence
+
+OFFLINE_MODEL_NAME = "offline"
+WORDS_PER_CHUNK = 3
+SUMMARY_LINE_CHARS = 160
+SUMMARY_MAX_LINES = 60
+# A recalled memory below this confidence is said with a doubt.
+UNSURE_BELOW_CONFIDENCE = 0.6
+
+_REMEMBER = re.compile(
+    r"^\s*(?:please\s+)?remember\s+(?:that\s+)?(?P<fact>.+?)\s*[.!]?\s*$", re.I | re.S
+)
+_RECALL = re.compile(
+    r"what\s+do\s+you\s+(?:know|remember)(?:\s+about\s+(?P<topic>.+?))?\s*\??\s*$", re.I | re.S
+)
+_MY_NAME = re.compile(r"\bmy\s+name\s+is\s+(?P<name>[^\W\d_][\w'-]*)", re.I)
+_SET = re.compile(
+    r"^\s*(?:please\s+)?set\s+(?P<key>(?:user:|temp:)?[A-Za-z_]\w*)\s+(?:to|=)\s+(?P<value>.+?)\s*\.?\s*$",
+    re.I | re.S,
+)
+
+
+def _text(content: types.Content) -> str:
+    return "".join(part.text or "" for part in content.parts or ())
+
+
+def _call(name: str, **args: Any) -> LlmChunk:
+    return LlmChunk(function_calls=[types.FunctionCall(name=name, args=args)])
+
+
+def _tool_names(request: LlmRequest) -> set[str]:
+    return {declaration.name for declaration in request.tools}
+
+
+def _key_words(key: str) -> str:
+    """A state key as words: "user:favourite_colour" -> "favourite colour"."""
+    return key.split(":", 1)[-1].replace("_", " ")
+
+
+def _state_saved(key: str, value: Any) -> str:
+    shown = value if isinstance(value, str) else json.dumps(value)
+    if key == "user:name":
+        return f"Nice to meet you, {shown}! I'll call you that in all your chats."
+    if key.startswith("user:"):
+        return f"Done: your {_key_words(key)} is now \u201c{shown}\u201d, in all your chats."
+    if key.startswith("temp:"):
+        return f"Done: {_key_words(key)} is \u201c{shown}\u201d for this reply only."
+    return f"Done: in this chat, {_key_words(key)} is now \u201c{shown}\u201d."
+
+
+def _recalled(memories: list[dict[str, Any]]) -> str:
+    if not memories:
+        return "I don't have anything remembered about that yet."
+    lines = []
+    for memory in memories:
+        line = f"- {sentence(memory_said_to_user(str(memory.get('text', ''))))}"
+        if float(memory.get("confidence", 1)) < UNSURE_BELOW_CONFIDENCE:
+            line += " (I'm not sure about this one.)"
+        lines.append(line)
+    return "Here's what I remember:\n" + "\n".join(lines)
+
+
+_FAILED = {
+    "create_memory": "Sorry, I couldn't save that",
+    "load_memory": "Sorry, I couldn't look that up",
+    "set_state": "Sorry, I couldn't save that",
+}
+
+
+def _after_tool(responses: list[types.FunctionResponse], calls: list[types.FunctionCall]) -> str:
+    """One sentence a tool result, as a person would report it; ``calls`` are the calls the
+    results answer (a result does not repeat, say, the value it saved)."""
+    args_of = {call.name: call.args or {} for call in calls}
+    sentences = []
+    for response in responses:
+        result = response.response or {}
+        message = str(result.get("message") or result.get("error") or "")
+        if message.startswith("Not saved"):
+            sentences.append(message)
+        elif result.get("status") == "error" or "error" in result:
+            problem = message or "something went wrong"
+            failed = _FAILED.get(response.name, "Sorry, that didn't work")
+            sentences.append(sentence(f"{failed}: {problem}"))
+        elif response.name == "create_memory":
+            fact = memory_said_to_user(str(result.get("text") or "that"))
+            sentences.append(sentence(f"Got it \u2014 I'll remember that {fact}"))
+        elif response.name == "load_memory":
+            sentences.append(_recalled(result.get("memories") or []))
+        elif response.name == "set_state":
+            key = str(result.get("key") or args_of.get("set_state", {}).get("key", ""))
+            sentences.append(_state_saved(key, args_of.get("set_state", {}).get("value", "")))
+        else:
+            sentences.append(f"I used {response.name}.")
+    return " ".join(sentences)
+
+
+def _reply(request: LlmRequest, text: str) -> str:
+    name = request.state.get("user:name")
+    greeting = f"Hi {name}! " if name else ""
+    reply = greeting + sentence(f"You said: \u201c{text.strip()}\u201d")
+    relevant = [memory for memory in request.memories if memory.score > 0] or request.memories
+    if relevant:
+        reply += " " + sentence(f"I remember that {memory_said_to_user(relevant[0].text)}")
+    return reply
+
+
+def _summary(request: LlmRequest) -> str:
+    """One line per turn, an earlier summary's lines kept as they were, the newest lines last."""
+    lines: list[str] = []
+    for content in request.contents:
+        text = _text(content)
+        if text.startswith(SUMMARY_PREFIX):
+            lines.extend(line for line in text[len(SUMMARY_PREFIX) :].splitlines() if line)
+            continue
+        said = " ".join(text.split())
+        if said:
+            speaker = "User" if content.role == "user" else "Assistant"
+            lines.append(f"- {speaker}: {said[:SUMMARY_LINE_CHARS]}")
+    return "\n".join(lines[-SUMMARY_MAX_LINES:])
+
+
+class OfflineModel:
+    """Deterministic rule-based model; see the module docstring for its rules."""
+
+    name = OFFLINE_MODEL_NAME
+    offline = True
+
+    def __init__(self, *, chunk_delay: float | None = None) -> None:
+        self.chunk_delay = (
+            settings.OFFLINE_MODEL_CHUNK_DELAY_SECONDS if chunk_delay is None else chunk_delay
+        )
+
+    def respond(self, request: LlmRequest) -> LlmChunk | str:
+        """The decision for this request: a tool call, or the text of the reply."""
+        if request.purpose == "summarize":
+            return _summary(request)
+        last = request.contents[-1] if request.contents else types.Content(role="user", parts=[])
+        responses = [part.function_response for part in last.parts or () if part.function_response]
+        if responses:
+            before = request.contents[-2] if len(request.contents) > 1 else None
+            calls = (
+                [part.function_call for part in before.parts or () if part.function_call]
+                if before
+                else []
+            )
+            return _after_tool(responses, calls)
+        text = _text(last)
+        tools = _tool_names(request)
+        if "create_memory" in tools and (match := _REMEMBER.match(text)):
+            return _call("create_memory", text=match["fact"])
+        if request.not_saved_reason and _REMEMBER.match(text):
+            return f"I have not saved that: {request.not_saved_reason}."
+        if "load_memory" in tools and (match := _RECALL.search(text)):
+            return _call("load_memory", query=(match["topic"] or text).strip())
+        if "set_state" in tools and (match := _MY_NAME.search(text)):
+            return _call("set_state", key="user:name", value=match["name"])
+        if "set_state" in tools and (match := _SET.match(text)):
+            return _call("set_state", key=match["key"], value=match["value"])
+        return _reply(request, text)
+
+    async def generate_stream(self, request: LlmRequest) -> AsyncIterator[LlmChunk]:
+        decision = self.respond(request)
+        prompt_tokens = sum(estimate_tokens(content) for content in request.contents)
+        if isinstance(decision, LlmChunk):
+            decision.usage_metadata = types.GenerateContentResponseUsageMetadata(
+                prompt_token_count=prompt_tokens, candidates_token_count=8
+            )
+            yield decision
+            return
+        words = re.findall(r"\S+\s*", decision)
+        for start in range(0, len(words), WORDS_PER_CHUNK):
+            if self.chunk_delay:
+                await asyncio.sleep(self.chunk_delay)
+            yield LlmChunk(text="".join(words[start : start + WORDS_PER_CHUNK]))
+        yield LlmChunk(
+            usage_metadata=types.GenerateContentResponseUsageMetadata(
+                prompt_token_count=prompt_tokens, candidates_token_count=len(words)
+            ),
+            finish_reason="STOP",
+        )

@@ -1,0 +1,380 @@
+"""The runner: one invocation of an agent for one user message.
+
+Every stored event goes through ``SessionService.append_event``; partial
+events (streamed text) are yielded to the caller and never stored. The user's
+message is stored before the model is called, so no failure after that point
+loses it: a model error becomes a stored error event, a cancellation a stored
+reply marked interrupted. What the model gets is fetched and prepared in
+``turn_context``; the tools it calls are run in ``tool_calls``.
+
+A turn of a client message can also be run on from its stored events
+(``continue_async``): after the process that ran it died, or to retry it
+after an interruption or an error. Its events are named after their place in
+the turn (``turns``), so a runner that lost the turn to another process is
+refused at its next store and stops (``TurnTakenOverError``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from google.genai import types
+
+from agents_app.redaction import event_redact
+from agents_app.runtime.agents import AgentConfig
+from agents_app.runtime.compaction import compaction_due, compaction_request
+from agents_app.runtime.memory_hooks import (
+    MemoryPermissions,
+    MemoryProvider,
+    memory_provider_get,
+)
+from agents_app.runtime.templating import MissingStateKeyError
+from agents_app.runtime.tool_calls import tool_calls_run, tool_steps
+from agents_app.runtime.tools import BUILTIN_TOOLS, Tool
+from agents_app.runtime.turn_context import (
+    TurnContextReport,
+    turn_request_build,
+    turn_session_load,
+)
+from agents_app.runtime.turn_store import TurnStore
+from agents_app.runtime.turns import (
+    TurnProgress,
+    TurnRun,
+    cancel_reason,
+    text_content,
+    tool_calls_interrupted_content,
+    user_event_id_for,
+)
+from core.llm import Llm, LlmChunk, ModelError, RetryPolicy, generate_with_retries
+from core.log_context import log_context_bind
+from sessions_app.errors import DuplicateEventError, SessionNotFoundError
+from sessions_app.events import (
+    TOOL_STEPS_KEY,
+    Event,
+    EventActions,
+    new_event_id,
+    new_invocation_id,
+)
+from sessions_app.services import SessionService
+from sessions_app.state import output_key_state_delta
+from sessions_app.types import Session
+
+logger = logging.getLogger(__name__)
+
+MEMORY_PRELOAD_LIMIT = 5
+
+
+class DuplicateTurnError(Exception):
+    """This client message was already handled; the turn is not run again."""
+
+    def __init__(self, user_event_id: str) -> None:
+        super().__init__(f"Message {user_event_id!r} was already received.")
+        self.user_event_id = user_event_id
+
+
+def _steps_metadata(steps: dict[str, str]) -> dict[str, Any] | None:
+    return {TOOL_STEPS_KEY: steps} if steps else None
+
+
+class Runner:
+    """Runs one agent; one instance may serve many invocations at once."""
+
+    def __init__(
+        self,
+        *,
+        agent: AgentConfig,
+        model: Llm,
+        session_service: SessionService | None = None,
+        memory: MemoryProvider | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        self.agent = agent
+        self.model = model
+        self.sessions = session_service or SessionService()
+        self.memory = memory or memory_provider_get()
+        self.store = TurnStore(
+            agent_name=agent.name, sessions=self.sessions, pii_redaction=agent.pii_redaction
+        )
+        self.retry_policy = retry_policy or RetryPolicy(
+            attempts=settings.LLM_RETRY_ATTEMPTS, base_delay=settings.LLM_RETRY_BASE_DELAY_SECONDS
+        )
+
+    async def run_async(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        new_message: types.Content,
+        client_message_id: str | None = None,
+    ) -> AsyncIterator[Event]:
+        """Yield the invocation's events: the stored user event, partial text, stored replies.
+
+        Raises SessionNotFoundError for a session the user does not have,
+        DuplicateTurnError when ``client_message_id`` was already stored, and
+        TurnTakenOverError when another process stored the turn's next event.
+        """
+        session, compaction = await self._session_load(user_id=user_id, session_id=session_id)
+        invocation_id = new_invocation_id()
+        log_context_bind(invocation_id=invocation_id)
+        user_event = Event(
+            invocation_id=invocation_id,
+            author="user",
+            content=types.Content(role="user", parts=new_message.parts),
+        )
+        if client_message_id:
+            user_event.id = user_event_id_for(client_message_id)
+            user_event.custom_metadata = {"client_message_id": client_message_id}
+        try:
+            await self.sessions.append_event(session, self._redacted(user_event))
+        except DuplicateEventError:
+            raise DuplicateTurnError(user_event.id) from None
+        yield user_event
+        run = TurnRun(
+            invocation_id=invocation_id,
+            user_event_id=user_event.id if client_message_id else None,
+            position=1,
+        )
+        async for event in self._turn(
+            session=session,
+            compaction=compaction,
+            run=run,
+            query=user_event.text(),
+            steps_used=0,
+            notify_memory=True,
+        ):
+            yield event
+
+    async def continue_async(
+        self, *, user_id: str, session_id: str, progress: TurnProgress
+    ) -> AsyncIterator[Event]:
+        """Run a stored turn of a client message on from where its events leave it: one whose
+        process died before its final event (resume), or one that ended interrupted or failed
+        (retry; the model then reads the turn without that ending).
+
+        A tool call stored without its response is not run again: its response says it was
+        interrupted, and the model goes on from there. Long-term memory hears of the turn once:
+        unless an earlier run of it already ended normally (with an error reply).
+        Raises as ``run_async`` does (never DuplicateTurnError).
+        """
+        session, compaction = await self._session_load(user_id=user_id, session_id=session_id)
+        user_event = progress.events[0]
+        log_context_bind(invocation_id=progress.invocation_id)
+        run = TurnRun(
+            invocation_id=progress.invocation_id,
+            user_event_id=user_event.id,
+            position=progress.next_position,
+        )
+        if progress.pending_calls:
+            yield await self.store.event(
+                session,
+                run,
+                content=tool_calls_interrupted_content(progress.pending_calls),
+            )
+        earlier = progress.final
+        if earlier is not None:
+            # Retried: the model reads the turn as if it had not ended there.
+            session.events = [event for event in session.events if event.id != earlier.id]
+        async for event in self._turn(
+            session=session,
+            compaction=compaction,
+            run=run,
+            query=user_event.text(),
+            steps_used=progress.step_count(),
+            notify_memory=earlier is None or bool(earlier.interrupted),
+        ):
+            yield event
+
+    async def _session_load(self, *, user_id: str, session_id: str) -> tuple[Session, Event | None]:
+        session, compaction = await turn_session_load(
+            app_name=self.agent.app_name,
+            user_id=user_id,
+            session_id=session_id,
+            max_events=self.agent.compaction.max_events_loaded,
+        )
+        if session is None:
+            raise SessionNotFoundError(f"Session {session_id!r} not found.")
+        return session, compaction
+
+    async def _turn(
+        self,
+        *,
+        session: Session,
+        compaction: Event | None,
+        run: TurnRun,
+        query: str,
+        steps_used: int,
+        notify_memory: bool,
+    ) -> AsyncIterator[Event]:
+        """The agent's part of a turn after the user's message, then its background hooks."""
+        permissions = await self.memory.permissions(session=session)
+        report = TurnContextReport(
+            model=self.model.name, offline=self.model.offline, memory_enabled=permissions.use
+        )
+        if permissions.use and self.agent.preload_memories:
+            report.memories = await self.memory.preload(
+                session=session, query=query, limit=MEMORY_PRELOAD_LIMIT
+            )
+        tools = self._tools(permissions)
+        try:
+            async for event in self._steps(
+                session=session,
+                compaction=compaction,
+                run=run,
+                tools=tools,
+                report=report,
+                permissions=permissions,
+                steps_used=steps_used,
+            ):
+                yield event
+        except asyncio.CancelledError as cancel:
+            await self.store.cut_short(session, run, report, reason=cancel_reason(cancel))
+            raise
+        if permissions.create and notify_memory:
+            await self.memory.turn_completed(session=session, invocation_id=run.invocation_id)
+        if compaction_due(
+            events=session.events, compaction=compaction, config=self.agent.compaction
+        ):
+            await sync_to_async(compaction_request)(
+                app_name=session.app_name, user_id=session.user_id, session_id=session.id
+            )
+
+    def _tools(self, permissions: MemoryPermissions) -> dict[str, Tool]:
+        tools = {name: BUILTIN_TOOLS[name] for name in self.agent.tools if name in BUILTIN_TOOLS}
+        if self.agent.memory_tools:
+            for tool in self.memory.tools():
+                if tool.name == "load_memory" and permissions.use:
+                    tools[tool.name] = tool
+                if tool.name == "create_memory" and permissions.create:
+                    tools[tool.name] = tool
+        return tools
+
+    async def _steps(
+        self,
+        *,
+        session: Session,
+        compaction: Event | None,
+        run: TurnRun,
+        tools: dict[str, Tool],
+        report: TurnContextReport,
+        permissions: MemoryPermissions,
+        steps_used: int,
+    ) -> AsyncIterator[Event]:
+        for _step in range(max(0, self.agent.max_steps - steps_used)):
+            try:
+                request = await turn_request_build(
+                    agent=self.agent,
+                    session=session,
+                    compaction=compaction,
+                    tools=tools,
+                    report=report,
+                    permissions=permissions,
+                )
+            except MissingStateKeyError as error:
+                yield await self.store.final(
+                    session,
+                    run,
+                    report,
+                    error_code="instruction_error",
+                    error_message=str(error),
+                )
+                return
+            run.reply_id = reply_id = run.next_id()
+            run.text_parts = text_parts = []
+            call_parts: list[types.Part] = []
+            usage = None
+            try:
+                async for chunk in generate_with_retries(self.model, request, self.retry_policy):
+                    if chunk.text:
+                        text_parts.append(chunk.text)
+                        yield self._partial(reply_id, run.invocation_id, chunk)
+                    call_parts.extend(
+                        chunk.function_call_parts
+                        or [types.Part(function_call=call) for call in chunk.function_calls]
+                    )
+                    usage = chunk.usage_metadata or usage
+            except ModelError as error:
+                logger.warning("model failed in %s: %s", run.invocation_id, error)
+                yield await self.store.final(
+                    session,
+                    run,
+                    report,
+                    id=reply_id,
+                    content=text_content(text_parts),
+                    error_code=error.code,
+                    error_message=str(error),
+                )
+                return
+            text = "".join(text_parts)
+            calls = [part.function_call for part in call_parts]
+            if not calls:
+                yield await self.store.final(
+                    session,
+                    run,
+                    report,
+                    id=reply_id,
+                    content=text_content(text_parts) or types.Content(role="model", parts=[]),
+                    actions=EventActions(
+                        state_delta=output_key_state_delta(
+                            output_key=self.agent.output_key, text=text
+                        )
+                    ),
+                    usage_metadata=usage,
+                )
+                return
+            for call in calls:
+                call.id = call.id or "call-" + new_event_id()
+            parts = ([types.Part(text=text)] if text else []) + call_parts
+            yield await self.store.event(
+                session,
+                run,
+                id=reply_id,
+                content=types.Content(role="model", parts=parts),
+                usage_metadata=usage,
+                custom_metadata=_steps_metadata(tool_steps(calls=calls, tools=tools)),
+            )
+            run.reply_id, run.text_parts, run.unanswered = None, [], calls
+            response_parts, state_delta = await tool_calls_run(
+                session=session,
+                invocation_id=run.invocation_id,
+                agent_name=self.agent.name,
+                calls=calls,
+                tools=tools,
+                report=report,
+                permissions=permissions,
+            )
+            responses = [part.function_response.response or {} for part in response_parts]
+            yield await self.store.event(
+                session,
+                run,
+                content=types.Content(role="user", parts=response_parts),
+                actions=EventActions(state_delta=state_delta),
+                custom_metadata=_steps_metadata(
+                    tool_steps(calls=calls, tools=tools, responses=responses)
+                ),
+            )
+            run.unanswered = []
+        yield await self.store.final(
+            session,
+            run,
+            report,
+            error_code="too_many_steps",
+            error_message=f"The agent stopped after {self.agent.max_steps} tool steps.",
+        )
+
+    def _partial(self, reply_id: str, invocation_id: str, chunk: LlmChunk) -> Event:
+        return Event(
+            id=reply_id,
+            invocation_id=invocation_id,
+            author=self.agent.name,
+            content=types.Content(role="model", parts=[types.Part(text=chunk.text)]),
+            partial=True,
+        )
+
+    def _redacted(self, event: Event) -> Event:
+        """The event as the app lets it be stored: PII scrubbed when the app asks for it."""
+        return event_redact(event) if self.agent.pii_redaction else event

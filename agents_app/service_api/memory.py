@@ -1,0 +1,305 @@
+"""Long-term memory of an app's end users: ADK's ``BaseMemoryService`` over HTTP.
+
+Generation runs in the background (a job the caller can poll); search, add and delete act at
+once. An end user's memories are isolated as a browser user's are: they key on the account.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents_app.app_policy import app_settings_of
+from agents_app.models import EndUser, Scope
+from agents_app.redaction import event_redact
+from agents_app.service_api.base import APP_NAME, NO_KEY, NO_SCOPE, UNKNOWN, USER_ID
+from agents_app.service_api.base import ServiceAPIView as _ServiceAPIView
+from agents_app.service_api.serializers import (
+    JobSerializer,
+    MemoryCreateSerializer,
+    MemoryEventsSerializer,
+    MemoryGenerateSerializer,
+    MemorySearchQuerySerializer,
+    ServiceEventSerializer,
+)
+from core.api import BAD_REQUEST, TOO_LARGE, UNSUPPORTED, request_data_validated
+from memory_app import selectors as memory_selectors
+from memory_app import services as memory_services
+from memory_app.extraction import ExtractedFact
+from memory_app.models import GenerationJob, Memory, SourceType
+from memory_app.services.app_memories import (
+    AppMemoryError,
+    app_memories,
+    app_memory_create,
+    app_memory_delete,
+)
+from sessions_app import selectors as session_selectors
+from sessions_app import services as session_services
+from sessions_app.errors import DuplicateEventError
+from sessions_app.types import Session
+
+JOB_STATUS = {
+    GenerationJob.Status.QUEUED: "queued",
+    GenerationJob.Status.RUNNING: "running",
+    GenerationJob.Status.SUCCEEDED: "done",
+    GenerationJob.Status.SKIPPED: "done",
+    GenerationJob.Status.FAILED: "failed",
+    GenerationJob.Status.DEAD: "dead",
+}
+ERRORS = {401: NO_KEY, 403: NO_SCOPE, 404: UNKNOWN}
+BODY_ERRORS = {400: BAD_REQUEST, **ERRORS, 413: TOO_LARGE, 415: UNSUPPORTED}
+MEMORY_ID = OpenApiParameter("memory_id", str, OpenApiParameter.PATH)
+MAX_APP_MEMORIES = 500
+
+
+def job_json(job: GenerationJob | None) -> dict:
+    if job is None:
+        return {"job_id": None, "status": "done", "error": None}
+    failed = job.status in (GenerationJob.Status.FAILED, GenerationJob.Status.DEAD)
+    return {
+        "job_id": str(job.id),
+        "status": JOB_STATUS[job.status],
+        "error": (job.error or "failed") if failed else None,
+    }
+
+
+def memory_json(result: memory_selectors.ScoredMemory) -> dict:
+    return {
+        "id": result.id,
+        "text": result.text,
+        "score": result.score,
+        "topic": result.topic,
+        "timestamp": result.updated_at.isoformat(),
+        "author": "app" if result.scope == "app" else "user",
+        "sources": [{"session_id": s.session_id, "event_id": s.event_id} for s in result.sources],
+    }
+
+
+def stored_memory_json(memory: Memory) -> dict:
+    return {
+        "id": str(memory.id),
+        "text": memory.text,
+        "topic": memory.topic,
+        "timestamp": memory.updated_at.isoformat(),
+        "author": "app" if memory.user_id is None else "user",
+        "source_type": memory.source_type,
+        "sources": [],
+    }
+
+
+class ServiceAPIView(_ServiceAPIView):
+    read_scope = Scope.MEMORY_READ
+    write_scope = Scope.MEMORY_WRITE
+
+    def owned_session_of(self, end_user: EndUser | None, session_id: str) -> None:
+        """404 unless ``session_id`` is a session of this end user in this app."""
+        record = (
+            session_selectors.session_record_get(user_pk=end_user.user_id, session_id=session_id)
+            if end_user is not None
+            else None
+        )
+        if record is None or record.app_name != self.app.name:
+            raise NotFound("No such session.")
+
+
+class MemoryGenerateView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_memory_generate",
+        summary="Turn a session's new events into memories, in the background",
+        description="ADK's add_session_to_memory. Answers the job; `job_id` is null when the "
+        "end user's memory creation is off (nothing to do).",
+        parameters=[APP_NAME, USER_ID],
+        request=MemoryGenerateSerializer,
+        responses={202: JobSerializer, **BODY_ERRORS},
+    )
+    def post(self, request: Request, app_name: str, user_id: str) -> Response:
+        data = request_data_validated(MemoryGenerateSerializer, request.data)
+        end_user = self.end_user(user_id)
+        self.owned_session_of(end_user, data["session_id"])
+        job = memory_services.memory_job_request(
+            app_name=app_name,
+            user_pk=end_user.user_id,
+            session_id=data["session_id"],
+            trigger=GenerationJob.Trigger.SESSION_END,
+        )
+        return Response(job_json(job), status=status.HTTP_202_ACCEPTED)
+
+
+class MemoryEventsView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_memory_events",
+        summary="Turn the given events of a session into memories, in the background",
+        description="ADK's add_events_to_memory. Events not yet in the session are appended "
+        "to it first (so each memory links to the event it came from), then a job runs.",
+        parameters=[APP_NAME, USER_ID],
+        request=MemoryEventsSerializer,
+        responses={202: JobSerializer, **BODY_ERRORS},
+    )
+    def post(self, request: Request, app_name: str, user_id: str) -> Response:
+        data = request_data_validated(MemoryEventsSerializer, request.data)
+        end_user = self.end_user(user_id)
+        self.owned_session_of(end_user, data["session_id"])
+        events = []
+        for index, raw in enumerate(data["events"]):
+            serializer = ServiceEventSerializer(data=raw)
+            if not serializer.is_valid():
+                raise ValidationError({f"events.{index}": serializer.errors})
+            events.append(serializer.validated_data)
+        session = Session(id=data["session_id"], app_name=app_name, user_id=str(end_user.user_id))
+        for event in events:
+            if app_settings_of(self.app).pii_redaction:
+                event_redact(event)
+            try:
+                session_services.event_append(session=session, event=event)
+            except DuplicateEventError:
+                continue
+        job = memory_services.memory_job_request(
+            app_name=app_name,
+            user_pk=end_user.user_id,
+            session_id=data["session_id"],
+            trigger=GenerationJob.Trigger.SESSION_END,
+        )
+        return Response(job_json(job), status=status.HTTP_202_ACCEPTED)
+
+
+class MemoryListView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_memories_create",
+        summary="Add a memory the end user stated (ADK's add_memory)",
+        description="Goes through consolidation and its safety checks like any fact; answers "
+        "the memory kept (a new one, or the existing one it matched).",
+        parameters=[APP_NAME, USER_ID],
+        request=MemoryCreateSerializer,
+        responses={201: OpenApiResponse(description="The memory."), **BODY_ERRORS},
+    )
+    def post(self, request: Request, app_name: str, user_id: str) -> Response:
+        data = request_data_validated(MemoryCreateSerializer, request.data)
+        end_user = self.end_user(user_id, create=True)
+        fact = ExtractedFact(
+            text=data["text"],
+            topic=data["topic"],
+            source_type=SourceType.EXPLICIT,
+            confidence=0.9,
+            importance=0.5,
+        )
+        report = memory_services.memory_facts_store(
+            app_name=app_name, user_pk=end_user.user_id, session_id=None, facts=[fact]
+        )
+        kept = report.created + report.updated + report.unchanged
+        if not kept:
+            raise ValidationError({"text": ["The memory was not kept: it failed a safety check."]})
+        return Response(stored_memory_json(kept[0]), status=status.HTTP_201_CREATED)
+
+
+class MemorySearchView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_memories_search",
+        summary="The end user's memories (and the app's) most relevant to a query",
+        parameters=[APP_NAME, USER_ID, MemorySearchQuerySerializer],
+        responses={200: OpenApiResponse(description='{"memories": [...]}'), **ERRORS},
+    )
+    def get(self, request: Request, app_name: str, user_id: str) -> Response:
+        query = request_data_validated(MemorySearchQuerySerializer, request.query_params)
+        end_user = self.end_user(user_id)
+        if end_user is None:
+            return Response({"memories": []})
+        results = memory_selectors.memory_search(
+            app_name=app_name, user_pk=end_user.user_id, query=query["query"], limit=query["limit"]
+        )
+        return Response({"memories": [memory_json(result) for result in results]})
+
+
+class MemoryDetailView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_memories_destroy",
+        summary="Delete one of the end user's memories (ADK's delete_memory)",
+        parameters=[APP_NAME, USER_ID, MEMORY_ID],
+        responses={204: None, **ERRORS},
+    )
+    def delete(self, request: Request, app_name: str, user_id: str, memory_id: str) -> Response:
+        end_user = self.end_user(user_id)
+        deleted = end_user is not None and memory_services.memory_delete(
+            app_name=app_name, user_pk=end_user.user_id, memory_id=memory_id
+        )
+        if not deleted:
+            raise NotFound("No such memory.")
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class JobDetailView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_jobs_retrieve",
+        summary="A memory generation job's status",
+        parameters=[APP_NAME, OpenApiParameter("job_id", str, OpenApiParameter.PATH)],
+        responses={200: JobSerializer, **ERRORS},
+    )
+    def get(self, request: Request, app_name: str, job_id: str) -> Response:
+        job = None
+        if _is_uuid(job_id):
+            job = GenerationJob.objects.filter(
+                pk=job_id, app_name=app_name, user__end_user__app=self.app
+            ).first()
+        if job is None:
+            raise NotFound("No such job.")
+        return Response(job_json(job))
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+class AppMemoryListView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_app_memories_list",
+        summary="The app's shared memories (every user's agent knows them), newest first",
+        parameters=[APP_NAME],
+        responses={200: OpenApiResponse(description='{"memories": [Memory]}'), **ERRORS},
+    )
+    def get(self, request: Request, app_name: str) -> Response:
+        rows = app_memories(app_name=app_name)[:MAX_APP_MEMORIES]
+        return Response({"memories": [stored_memory_json(memory) for memory in rows]})
+
+    @extend_schema(
+        operation_id="v1_app_memories_create",
+        summary="Add a shared memory of the app (bootstrapped: the highest trust)",
+        description="Shared knowledge, or procedural memory: how the app's agent handles a "
+        "recurring task. Recorded with a revision naming the service account.",
+        parameters=[APP_NAME],
+        request=MemoryCreateSerializer,
+        responses={201: OpenApiResponse(description="The memory."), **BODY_ERRORS},
+    )
+    def post(self, request: Request, app_name: str) -> Response:
+        data = request_data_validated(MemoryCreateSerializer, request.data)
+        account = request.user.key.service_account
+        try:
+            memory = app_memory_create(
+                app_name=app_name,
+                text=data["text"],
+                topic=data["topic"],
+                reason=f"added by the service account {account.name!r}",
+            )
+        except AppMemoryError as error:
+            raise ValidationError({"text": [str(error)]}) from None
+        return Response(stored_memory_json(memory), status=status.HTTP_201_CREATED)
+
+
+class AppMemoryDetailView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_app_memories_destroy",
+        summary="Delete one of the app's shared memories",
+        parameters=[APP_NAME, MEMORY_ID],
+        responses={204: None, **ERRORS},
+    )
+    def delete(self, request: Request, app_name: str, memory_id: str) -> Response:
+        if not _is_uuid(memory_id) or not app_memory_delete(app_name=app_name, memory_id=memory_id):
+            raise NotFound("No such app memory.")
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,143 @@
+"""Request and response shapes of the service-account API (ADK's session and memory JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from rest_framework import serializers
+
+from core.api import StrictCharField
+from sessions_app.events import Event
+from sessions_app.selectors import MAX_PAGE_SIZE
+from sessions_app.serializers import (
+    MAX_RECENT_EVENTS,
+    EventCreateSerializer,
+    event_schema,
+    identifier_field,
+)
+from sessions_app.types import Session
+
+MAX_SEARCH_LIMIT = 50
+MAX_MEMORY_CHARS = 2000
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """An event as ADK's Event JSON without its null fields, fields ADK added kept."""
+    return event.model_dump(mode="json", exclude_none=True)
+
+
+def session_json(session: Session, *, external_user_id: str, events: bool) -> dict[str, Any]:
+    """A session as ADK's Session JSON, named by the end user's own id."""
+    data = {
+        "id": session.id,
+        "app_name": session.app_name,
+        "user_id": external_user_id,
+        "state": session.state,
+        "last_update_time": session.last_update_time,
+    }
+    if events:
+        data["events"] = [event_json(event) for event in session.events]
+    return data
+
+
+class ServiceSessionCreateSerializer(serializers.Serializer):
+    session_id = identifier_field(required=False, help_text="A new id is made when left out.")
+    state = serializers.DictField(
+        required=False,
+        help_text="Initial state of any scope: `app:` and `user:` keys go to the shared scopes, "
+        "`temp:` keys are dropped.",
+    )
+
+
+class ServiceSessionListQuerySerializer(serializers.Serializer):
+    page_size = serializers.IntegerField(min_value=1, max_value=MAX_PAGE_SIZE, default=20)
+    page_token = serializers.CharField(required=False, allow_blank=True)
+
+
+class ServiceSessionGetQuerySerializer(serializers.Serializer):
+    num_recent_events = serializers.IntegerField(
+        min_value=0, max_value=MAX_RECENT_EVENTS, required=False
+    )
+    after_timestamp = serializers.FloatField(required=False)
+
+
+class ServiceEventSerializer(EventCreateSerializer):
+    """ADK's Event JSON, any author and any state_delta scope: a service account writes for
+    its app. Fields this server does not model are kept and given back."""
+
+    unmodelled_fields_allowed = True
+
+
+class ServiceRewindSerializer(serializers.Serializer):
+    invocation_id = StrictCharField(max_length=128, trim_whitespace=False)
+
+
+class ServiceSessionSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    app_name = serializers.CharField()
+    user_id = serializers.CharField(help_text="The end user's id in the app.")
+    state = serializers.DictField(help_text="Merged: session keys, then `app:` and `user:` keys.")
+    last_update_time = serializers.FloatField()
+
+
+class ServiceSessionDetailSerializer(ServiceSessionSerializer):
+    events = serializers.ListField(
+        child=serializers.DictField(), help_text="ADK Event JSON, oldest first."
+    )
+
+
+class ServiceSessionPageSerializer(serializers.Serializer):
+    sessions = ServiceSessionSerializer(many=True)
+    next_page_token = serializers.CharField(allow_null=True)
+
+
+class ServiceAppendedSerializer(serializers.Serializer):
+    event = serializers.DictField(help_text="The stored event, ADK Event JSON.")
+    last_update_time = serializers.FloatField()
+
+
+class MemoryGenerateSerializer(serializers.Serializer):
+    session_id = identifier_field()
+
+
+class MemoryEventsSerializer(serializers.Serializer):
+    session_id = identifier_field()
+    events = serializers.ListField(child=serializers.DictField(), allow_empty=False)
+    custom_metadata = serializers.DictField(required=False)
+
+
+class MemoryCreateSerializer(serializers.Serializer):
+    text = StrictCharField(max_length=MAX_MEMORY_CHARS)
+    topic = StrictCharField(max_length=64, required=False, default="", allow_blank=True)
+    metadata = serializers.DictField(required=False)
+
+
+class MemorySearchQuerySerializer(serializers.Serializer):
+    query = serializers.CharField(max_length=MAX_MEMORY_CHARS)
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_SEARCH_LIMIT, default=10)
+
+
+class JobSerializer(serializers.Serializer):
+    job_id = serializers.CharField()
+    status = serializers.CharField(help_text="queued, running, done, failed or dead.")
+    error = serializers.CharField(allow_null=True)
+
+
+class ServiceEventSerializerSchema(OpenApiSerializerExtension):
+    """ADK's Event as the service API takes it: the Event schema, other fields allowed."""
+
+    target_class = ServiceEventSerializer
+
+    def get_name(self, auto_schema, direction) -> str:
+        return "AdkEvent"
+
+    def map_serializer(self, auto_schema, direction) -> dict[str, Any]:
+        schema = event_schema(auto_schema)
+        schema["additionalProperties"] = True
+        schema["description"] = (
+            "An event to append (ADK's Event JSON). Fields this server does not model are "
+            "kept and given back; `partial` events are refused; an "
+            "`actions.rewind_before_invocation_id` rewinds the session as the rewind route does."
+        )
+        return schema

@@ -1,0 +1,282 @@
+"""Sessions, events and state of an app's end users: ADK's ``BaseSessionService`` over HTTP.
+
+The session store keys an end user's sessions on their account, as a browser user's; the
+JSON names them by the app's own id. A service account writes for its app: any event author,
+any state scope (``app:`` included).
+"""
+
+from __future__ import annotations
+
+from django.db import IntegrityError
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents_app.app_policy import app_settings_of
+from agents_app.models import EndUser
+from agents_app.redaction import event_redact
+from agents_app.service_api.base import (
+    APP_NAME,
+    NO_KEY,
+    NO_SCOPE,
+    UNKNOWN,
+    USER_ID,
+    ServiceAPIView,
+)
+from agents_app.service_api.serializers import (
+    ServiceAppendedSerializer,
+    ServiceEventSerializer,
+    ServiceRewindSerializer,
+    ServiceSessionCreateSerializer,
+    ServiceSessionDetailSerializer,
+    ServiceSessionGetQuerySerializer,
+    ServiceSessionListQuerySerializer,
+    ServiceSessionPageSerializer,
+    ServiceSessionSerializer,
+    event_json,
+    session_json,
+)
+from core.api import (
+    BAD_REQUEST,
+    TOO_LARGE,
+    UNSUPPORTED,
+    Conflict,
+    ErrorSerializer,
+    request_data_validated,
+)
+from memory_app.services import memory_turn_completed
+from sessions_app import selectors, services
+from sessions_app.models import AppState, SessionRecord, UserState
+from sessions_app.state import APP_PREFIX, USER_PREFIX
+from sessions_app.types import GetSessionConfig, Session
+
+SESSION_ID = OpenApiParameter("session_id", str, OpenApiParameter.PATH)
+CONFLICT = OpenApiResponse(ErrorSerializer, description="The session id is in use.")
+WRITE_ERRORS = {400: BAD_REQUEST, 401: NO_KEY, 403: NO_SCOPE, 404: UNKNOWN}
+WRITE_BODY_ERRORS = {**WRITE_ERRORS, 413: TOO_LARGE, 415: UNSUPPORTED}
+READ_ERRORS = {401: NO_KEY, 403: NO_SCOPE, 404: UNKNOWN}
+
+
+def _prefixed(rows: QuerySet, prefix: str) -> dict:
+    return {prefix + key: value for key, value in rows.values_list("key", "value")}
+
+
+class SessionListView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_sessions_list",
+        summary="The end user's sessions in the app, most recently updated first",
+        parameters=[APP_NAME, USER_ID, ServiceSessionListQuerySerializer],
+        responses={200: ServiceSessionPageSerializer, 400: BAD_REQUEST, **READ_ERRORS},
+    )
+    def get(self, request: Request, app_name: str, user_id: str) -> Response:
+        query = request_data_validated(ServiceSessionListQuerySerializer, request.query_params)
+        end_user = self.end_user(user_id)
+        if end_user is None:
+            return Response({"sessions": [], "next_page_token": None})
+        page = selectors.session_list(
+            app_name=app_name,
+            user_id=str(end_user.user_id),
+            page_size=query["page_size"],
+            page_token=query.get("page_token") or None,
+        )
+        sessions = [
+            session_json(session, external_user_id=user_id, events=False)
+            for session in page.sessions
+        ]
+        return Response({"sessions": sessions, "next_page_token": page.next_page_token})
+
+    @extend_schema(
+        operation_id="v1_sessions_create",
+        summary="Create a session for the end user (who springs into existence)",
+        parameters=[APP_NAME, USER_ID],
+        request=ServiceSessionCreateSerializer,
+        responses={201: ServiceSessionDetailSerializer, 409: CONFLICT, **WRITE_BODY_ERRORS},
+    )
+    def post(self, request: Request, app_name: str, user_id: str) -> Response:
+        data = request_data_validated(ServiceSessionCreateSerializer, request.data)
+        end_user = self.end_user(user_id, create=True)
+        session = services.session_create(
+            app_name=app_name,
+            user_id=str(end_user.user_id),
+            state=data.get("state"),
+            session_id=data.get("session_id"),
+        )
+        body = session_json(session, external_user_id=user_id, events=True)
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class SessionDetailView(ServiceAPIView):
+    def _end_user(self, user_id: str) -> EndUser:
+        end_user = self.end_user(user_id)
+        if end_user is None:
+            raise NotFound("No such session.")
+        return end_user
+
+    @extend_schema(
+        operation_id="v1_sessions_retrieve",
+        summary="A session with its merged state and events (ADK's get_session)",
+        parameters=[APP_NAME, USER_ID, SESSION_ID, ServiceSessionGetQuerySerializer],
+        responses={200: ServiceSessionDetailSerializer, 400: BAD_REQUEST, **READ_ERRORS},
+    )
+    def get(self, request: Request, app_name: str, user_id: str, session_id: str) -> Response:
+        query = request_data_validated(ServiceSessionGetQuerySerializer, request.query_params)
+        end_user = self._end_user(user_id)
+        session = selectors.session_get(
+            app_name=app_name,
+            user_id=str(end_user.user_id),
+            session_id=session_id,
+            config=GetSessionConfig(
+                num_recent_events=query.get("num_recent_events"),
+                after_timestamp=query.get("after_timestamp"),
+            ),
+        )
+        if session is None:
+            raise NotFound("No such session.")
+        return Response(session_json(session, external_user_id=user_id, events=True))
+
+    @extend_schema(
+        operation_id="v1_sessions_destroy",
+        summary="Delete a session with its events and session state",
+        parameters=[APP_NAME, USER_ID, SESSION_ID],
+        responses={204: None, **READ_ERRORS},
+    )
+    def delete(self, request: Request, app_name: str, user_id: str, session_id: str) -> Response:
+        end_user = self._end_user(user_id)
+        deleted = services.session_delete(
+            app_name=app_name, user_id=str(end_user.user_id), session_id=session_id
+        )
+        if not deleted:
+            raise NotFound("No such session.")
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SessionEventsView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_sessions_events_create",
+        summary="Append an event (ADK's append_event): any author, any state scope",
+        description="The event is stored with its state_delta applied atomically; `temp:` keys "
+        "are applied to nothing and not stored; partial events are refused. Fields of ADK's "
+        "Event this server does not model are kept and given back. The app's PII redaction "
+        "applies before it is stored, and memory generation triggers as after a turn.",
+        parameters=[APP_NAME, USER_ID, SESSION_ID],
+        request=ServiceEventSerializer,
+        responses={
+            201: ServiceAppendedSerializer,
+            409: OpenApiResponse(ErrorSerializer, description="The event id is stored."),
+            **WRITE_BODY_ERRORS,
+        },
+    )
+    def post(self, request: Request, app_name: str, user_id: str, session_id: str) -> Response:
+        event = request_data_validated(ServiceEventSerializer, request.data)
+        end_user = self.end_user(user_id)
+        if end_user is None:
+            raise NotFound("No such session.")
+        if app_settings_of(self.app).pii_redaction:
+            event_redact(event)
+        session = Session(id=session_id, app_name=app_name, user_id=str(end_user.user_id))
+        if event.actions.rewind_before_invocation_id is not None:
+            return self._rewind_appended(session=session, event=event)
+        services.event_append(session=session, event=event)
+        if event.author != "user" and event.is_final_response():
+            memory_turn_completed(
+                app_name=app_name,
+                user_pk=end_user.user_id,
+                session_id=session_id,
+                invocation_id=event.invocation_id,
+            )
+        return Response(
+            {"event": event_json(event), "last_update_time": session.last_update_time},
+            status=status.HTTP_201_CREATED,
+        )
+
+    def _rewind_appended(self, *, session: Session, event) -> Response:
+        """ADK's ``Runner.rewind_async`` appends its rewind as an event: done here as the
+        rewind route does it (later events out of the history, session state replayed, in one
+        transaction), the sent event stored with the state delta computed here."""
+        try:
+            stored = services.session_rewind(
+                app_name=session.app_name,
+                user_id=session.user_id,
+                session_id=session.id,
+                rewind_before_invocation_id=event.actions.rewind_before_invocation_id,
+                sent=event,
+            )
+        except IntegrityError:
+            raise Conflict(f"An event with id {event.id!r} is already stored.") from None
+        record = SessionRecord.objects.filter(pk=session.id).values_list(
+            "last_update_time", flat=True
+        )
+        return Response(
+            {"event": event_json(stored), "last_update_time": record.first()},
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class SessionRewindView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_sessions_rewind_create",
+        summary="Revert a session to just before an invocation; answers the session",
+        parameters=[APP_NAME, USER_ID, SESSION_ID],
+        request=ServiceRewindSerializer,
+        responses={200: ServiceSessionDetailSerializer, **WRITE_BODY_ERRORS},
+    )
+    def post(self, request: Request, app_name: str, user_id: str, session_id: str) -> Response:
+        data = request_data_validated(ServiceRewindSerializer, request.data)
+        end_user = self.end_user(user_id)
+        if end_user is None:
+            raise NotFound("No such session.")
+        services.session_rewind(
+            app_name=app_name,
+            user_id=str(end_user.user_id),
+            session_id=session_id,
+            rewind_before_invocation_id=data["invocation_id"],
+        )
+        session = selectors.session_get(
+            app_name=app_name, user_id=str(end_user.user_id), session_id=session_id
+        )
+        if session is None:
+            raise NotFound("No such session.")
+        return Response(session_json(session, external_user_id=user_id, events=True))
+
+
+class UserStateView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_user_state_retrieve",
+        summary="The end user's `user:` state in the app",
+        parameters=[APP_NAME, USER_ID],
+        responses={
+            200: OpenApiResponse(description='{"user": {"user:key": value}}'),
+            **READ_ERRORS,
+        },
+    )
+    def get(self, request: Request, app_name: str, user_id: str) -> Response:
+        end_user = self.end_user(user_id)
+        if end_user is None:
+            return Response({"user": {}})
+        rows = UserState.objects.filter(app_name=app_name, user_id=end_user.user_id)
+        return Response({"user": _prefixed(rows, USER_PREFIX)})
+
+
+class AppStateView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_app_state_retrieve",
+        summary="The app's `app:` state",
+        parameters=[APP_NAME],
+        responses={200: OpenApiResponse(description='{"app": {"app:key": value}}'), **READ_ERRORS},
+    )
+    def get(self, request: Request, app_name: str) -> Response:
+        return Response({"app": _prefixed(AppState.objects.filter(app_name=app_name), APP_PREFIX)})
+
+
+__all__ = [
+    "AppStateView",
+    "ServiceSessionSerializer",
+    "SessionDetailView",
+    "SessionEventsView",
+    "SessionListView",
+    "SessionRewindView",
+    "UserStateView",
+]

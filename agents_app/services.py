@@ -1,0 +1,131 @@
+"""Writes of apps, service accounts, API keys and end users."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agents_app.models import ALL_SCOPES, App, EndUser, ServiceAccount, ServiceAccountKey
+
+# A key's last use is written at most this often: a write per request would double the
+# database work of the API's hottest calls for a time nobody needs to the second.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+USERNAME_MAX = 150
+
+
+class AppError(ValueError):
+    """A request about apps or keys was wrong; nothing was written."""
+
+
+def app_ensure(*, name: str, title: str = "") -> tuple[App, bool]:
+    """The app named ``name``, created (open to every signed-in user) if it does not exist;
+    True when it was created."""
+    App(name=name, title=title).full_clean(validate_unique=False)
+    return App.objects.get_or_create(name=name, defaults={"title": title})
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    """A key as created: ``key`` is the secret, shown once and never stored."""
+
+    record: ServiceAccountKey
+    key: str
+
+
+def scopes_validate(scopes: Iterable[str]) -> list[str]:
+    chosen = list(dict.fromkeys(scopes))
+    unknown = sorted(set(chosen) - set(ALL_SCOPES))
+    if unknown:
+        raise AppError(f"Unknown scopes {unknown}; the scopes are {ALL_SCOPES}.")
+    if not chosen:
+        raise AppError("A key needs at least one scope.")
+    return chosen
+
+
+def service_key_create(
+    *,
+    service_account: ServiceAccount,
+    name: str = "",
+    scopes: Iterable[str] | None = None,
+    expires_at: datetime | None = None,
+) -> IssuedKey:
+    """A new API key of ``service_account``, with every scope unless narrowed."""
+    chosen = scopes_validate(ALL_SCOPES if scopes is None else scopes)
+    if expires_at is not None and expires_at <= timezone.now():
+        raise AppError("A key's expiry must lie in the future.")
+    record, key = ServiceAccountKey.objects.create_key(
+        name=name or service_account.name,
+        service_account=service_account,
+        scopes=chosen,
+        expiry_date=expires_at,
+    )
+    return IssuedKey(record=record, key=key)
+
+
+def service_account_create(
+    *, app: App, name: str, scopes: Iterable[str] | None = None, expires_at: datetime | None = None
+) -> IssuedKey:
+    """A service account of ``app`` and its first key (every scope unless narrowed)."""
+    with transaction.atomic():
+        try:
+            account = ServiceAccount.objects.create(app=app, name=name)
+        except IntegrityError:
+            raise AppError(
+                f"The app {app.name!r} already has a service account {name!r}."
+            ) from None
+        return service_key_create(
+            service_account=account, name=name, scopes=scopes, expires_at=expires_at
+        )
+
+
+def service_key_revoke(*, key: ServiceAccountKey) -> None:
+    """Revoke ``key`` for good: the next request with it answers 401."""
+    ServiceAccountKey.objects.filter(pk=key.pk).update(revoked=True)
+
+
+def service_key_used(*, key: ServiceAccountKey) -> None:
+    """Note that ``key`` was used now (at most once per ``LAST_USED_RESOLUTION``)."""
+    now = timezone.now()
+    if key.last_used_at is not None and now - key.last_used_at < LAST_USED_RESOLUTION:
+        return
+    ServiceAccountKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    key.last_used_at = now
+
+
+def _username_for(*, app: App, external_id: str) -> str:
+    """``app:id`` when it fits Django's username, else the app and a digest of the id.
+
+    The colon keeps it apart from every account made by sign-up, whose usernames cannot hold
+    one."""
+    username = f"{app.name}:{external_id}"
+    if len(username) <= USERNAME_MAX:
+        return username
+    digest = hashlib.sha256(external_id.encode()).hexdigest()[:40]
+    return f"{app.name[: USERNAME_MAX - len(digest) - 2]}:~{digest}"
+
+
+def end_user_ensure(*, app: App, external_id: str) -> EndUser:
+    """The end user ``external_id`` of ``app``, created with its own account on first use.
+
+    The account has no usable password and is not staff: it can never sign in, and only the
+    app's service accounts act for it.
+    """
+    existing = EndUser.objects.filter(app=app, external_id=external_id).select_related("user")
+    found = existing.first()
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            user = get_user_model().objects.create_user(
+                username=_username_for(app=app, external_id=external_id), password=None
+            )
+            return EndUser.objects.create(app=app, external_id=external_id, user=user)
+    except IntegrityError:
+        # A concurrent first write made it.
+        return existing.get()

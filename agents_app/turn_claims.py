@@ -1,0 +1,392 @@
+"""Claims on chat turns: each turn runs in exactly one process, and none is silently lost.
+
+A turn of a client message is claimed (a ``TurnClaim`` row) just before its
+user message is stored, and the claim is released once its final event
+(reply, error or interruption) is. While the turn runs, its process renews
+the claim a third of ``TURN_LEASE_SECONDS`` apart. So an open turn (stored,
+no final event) always has a claim row, and the row says whether a live
+process holds it:
+
+- a re-sent message or a Retry of a turn whose claim is live is not run
+  again: the socket is told the turn is running and watches for its end;
+- a claim not renewed for ``TURN_LEASE_SECONDS`` belongs to a process that
+  died (SIGKILL, out of memory, a lost host): a re-send or a Retry takes it
+  over, bumping its ``fence``, and runs the turn on from its stored events;
+- a claim not renewed for ``TURN_INTERRUPTED_AFTER_SECONDS`` whose turn is
+  still open is taken over by the sweeper (``turns_sweep``, a periodic
+  task), which stores the turn's final event as interrupted with the error
+  code ``server_stopped``, so the history and the chat say so and offer Retry.
+
+Why a database row and not a Redis lock with expiry: the claim must hold on
+the embedded default, which has no Redis, and it has to agree with the
+stored events it guards, which live in the database; a row is taken with one
+atomic statement (an insert that yields on conflict, or an update of an
+expired row), on SQLite and PostgreSQL alike, so two re-sends or two tabs,
+on one process or two, never both get it. Expiry and renewal make it a
+lease; the fence that keeps a process whose lease ran out (a long pause, not
+a death) from storing beside its successor is the events' own ids: each
+event of a turn is named after its place in the turn (``runtime.turns``), so
+of two processes only one can store the event at a given place, and the
+other, refused, stops. A process also learns it lost the claim when a
+renewal finds the fence moved on, and stops then.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import IntegrityError, connection
+
+from agents_app.models import TurnClaim
+from agents_app.runtime.agents import agent_for_app
+from agents_app.runtime.turns import (
+    SERVER_STOPPED,
+    SERVER_STOPPED_MESSAGE,
+    TurnProgress,
+    TurnRun,
+    tool_calls_interrupted_content,
+)
+from core import async_database
+from sessions_app import selectors, services
+from sessions_app.errors import DuplicateEventError, SessionNotFoundError
+from sessions_app.events import Event
+from sessions_app.models import SessionRecord
+from sessions_app.types import Session
+
+logger = logging.getLogger(__name__)
+
+SWEEP_BATCH_SIZE = 200
+
+
+def holder_name(label: str) -> str:
+    """Who holds a claim: this host and process, and ``label`` (the socket), for logs and staff."""
+    return f"{socket.gethostname()}:{os.getpid()}:{label}"[:200]
+
+
+@dataclass(frozen=True)
+class HeldClaim:
+    """A claim this process holds, as of the fence it took it with."""
+
+    id: int
+    fence: int
+
+
+class TurnStart(Enum):
+    """What a re-sent message, a new message or a Retry finds."""
+
+    ANSWERED = "answered"  # the turn has ended (or was rewound): replay it, run nothing
+    NOT_FOUND = "not_found"  # Retry of a message the session does not hold
+    RUNNING = "running"  # a live process holds the turn: watch it
+    NEW = "new"  # not stored yet: run it (claim held)
+    RESUME = "resume"  # stored, no final event, its process gone: run it on (claim held)
+    RETRY = "retry"  # ended interrupted or failed, Retry asked: run it again (claim held)
+
+
+@dataclass
+class TurnBegin:
+    """The outcome of ``turn_begin``: what to do, the turn's stored events, and the claim
+    held when the caller is to run the turn."""
+
+    start: TurnStart
+    stored: list[selectors.StoredEvent]
+    progress: TurnProgress
+    claim: HeldClaim | None = None
+
+
+def turn_progress(stored: list[selectors.StoredEvent]) -> TurnProgress:
+    """Where the turn whose stored events are ``stored`` stands."""
+    return TurnProgress.of(
+        [item.event for item in stored], rewound=bool(stored) and stored[0].rewound
+    )
+
+
+def _turn_start(progress: TurnProgress, *, retry: bool) -> TurnStart:
+    """What a message (or a Retry) of a turn standing at ``progress`` is to do, before the
+    claim says whether it runs here."""
+    if not progress.stored:
+        return TurnStart.NOT_FOUND if retry else TurnStart.NEW
+    if progress.open:
+        return TurnStart.RESUME
+    if retry and progress.retryable:
+        return TurnStart.RETRY
+    return TurnStart.ANSWERED
+
+
+def turn_begin(
+    *, session_id: str, user_event_id: str, holder: str, retry: bool = False
+) -> TurnBegin:
+    """Decide what a message (or, with ``retry``, a Retry) of the turn ``user_event_id`` does,
+    and take the turn's claim when it is to run here.
+
+    A message runs its turn when it is not stored yet, or stored without a final event and
+    held by no live process; a Retry runs it again when it ended interrupted or failed. An
+    ended turn is answered by replaying it; one a live process holds, by watching it.
+    Raises SessionNotFoundError when the session is gone.
+    """
+    stored = selectors.stored_events_of_turn(session_id=session_id, user_event_id=user_event_id)
+    begin = _turn_begin_from(stored, retry=retry)
+    if begin.start in _CLAIMED:
+        claim = turn_claim_take(session_id=session_id, user_event_id=user_event_id, holder=holder)
+        begin = _claimed(begin, claim)
+    return begin
+
+
+async def turn_begin_async(
+    *, session_id: str, user_event_id: str, holder: str, retry: bool = False
+) -> TurnBegin:
+    """``turn_begin`` from an event loop: on PostgreSQL its read and its claim go from the
+    loop itself (``core.async_database``), so starting a turn never waits for the one
+    database thread of the process."""
+    if not async_database.available():
+        return await database_sync_to_async(turn_begin)(
+            session_id=session_id, user_event_id=user_event_id, holder=holder, retry=retry
+        )
+    stored = await selectors.store_read_async(
+        selectors.stored_events_of_turn_read(session_id=session_id, user_event_id=user_event_id)
+    )
+    begin = _turn_begin_from(stored, retry=retry)
+    if begin.start in _CLAIMED:
+        now = time.time()
+        row = await _claim_statement_async(_claim_insert(session_id, user_event_id, holder, now))
+        if row is None:
+            row = await _claim_statement_async(
+                _claim_takeover(session_id, user_event_id, holder, now)
+            )
+        begin = _claimed(begin, HeldClaim(id=row[0], fence=row[1]) if row else None)
+    return begin
+
+
+_CLAIMED = (TurnStart.NEW, TurnStart.RESUME, TurnStart.RETRY)
+
+
+def _turn_begin_from(stored: list[selectors.StoredEvent], *, retry: bool) -> TurnBegin:
+    progress = turn_progress(stored)
+    return TurnBegin(start=_turn_start(progress, retry=retry), stored=stored, progress=progress)
+
+
+def _claimed(begin: TurnBegin, claim: HeldClaim | None) -> TurnBegin:
+    """The turn runs here with ``claim``; without one, a live process holds it: watch it."""
+    if claim is None:
+        return TurnBegin(start=TurnStart.RUNNING, stored=begin.stored, progress=begin.progress)
+    begin.claim = claim
+    return begin
+
+
+_TABLE = TurnClaim._meta.db_table
+
+
+def _claim_insert(session_id: str, user_event_id: str, holder: str, now: float) -> tuple[str, list]:
+    """A new claim, or no row when the turn has one."""
+    return (
+        f"INSERT INTO {_TABLE} (session_id, user_event_id, holder, fence, created_at, "
+        "renewed_at) VALUES (%s, %s, %s, 1, %s, %s) "
+        "ON CONFLICT (session_id, user_event_id) DO NOTHING RETURNING id, fence",
+        [session_id, user_event_id, holder, now, now],
+    )
+
+
+def _claim_takeover(
+    session_id: str, user_event_id: str, holder: str, now: float
+) -> tuple[str, list]:
+    """The turn's claim, if its lease ran out, under the next fence; else no row."""
+    return (
+        f"UPDATE {_TABLE} SET holder = %s, fence = fence + 1, renewed_at = %s "
+        "WHERE session_id = %s AND user_event_id = %s AND renewed_at < %s "
+        "RETURNING id, fence",
+        [holder, now, session_id, user_event_id, now - settings.TURN_LEASE_SECONDS],
+    )
+
+
+async def _claim_statement_async(statement: tuple[str, list]) -> tuple | None:
+    try:
+        (rows,) = await async_database.fetch_each([statement], repeatable=False)
+    except IntegrityError:
+        raise SessionNotFoundError("The session is gone.") from None
+    return rows[0] if rows else None
+
+
+def turn_claim_take(*, session_id: str, user_event_id: str, holder: str) -> HeldClaim | None:
+    """The turn's claim for ``holder``: a new one, or one whose lease ran out (its fence moved
+    on); None while a live process holds it. Each attempt is one atomic statement."""
+    now = time.time()
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute(*_claim_insert(session_id, user_event_id, holder, now))
+            row = cursor.fetchone()  # SQLite checks the foreign key as the row is returned
+        except IntegrityError:
+            raise SessionNotFoundError(f"Session {session_id!r} not found.") from None
+        if row is None:
+            cursor.execute(*_claim_takeover(session_id, user_event_id, holder, now))
+            row = cursor.fetchone()
+    return HeldClaim(id=row[0], fence=row[1]) if row else None
+
+
+def turn_claim_renew(*, claim: HeldClaim) -> bool:
+    """Renew the lease; False when the claim was taken over (or is gone): stop the turn then."""
+    return bool(
+        TurnClaim.objects.filter(pk=claim.id, fence=claim.fence).update(renewed_at=time.time())
+    )
+
+
+async def turn_claim_renew_async(*, claim: HeldClaim) -> bool:
+    """``turn_claim_renew`` from an event loop, on PostgreSQL without the database thread."""
+    if not async_database.available():
+        return await database_sync_to_async(turn_claim_renew)(claim=claim)
+    (rows,) = await async_database.fetch_each(
+        [
+            (
+                f"UPDATE {_TABLE} SET renewed_at = %s WHERE id = %s AND fence = %s RETURNING id",
+                [time.time(), claim.id, claim.fence],
+            )
+        ],
+        repeatable=False,
+    )
+    return bool(rows)
+
+
+def turn_claim_release(*, claim: HeldClaim) -> None:
+    """Give the claim up once the turn's final event is stored (a taken-over claim is left to
+    its new holder)."""
+    TurnClaim.objects.filter(pk=claim.id, fence=claim.fence).delete()
+
+
+async def turn_claim_release_async(*, claim: HeldClaim) -> None:
+    """``turn_claim_release`` from an event loop, on PostgreSQL without the database thread."""
+    if not async_database.available():
+        await database_sync_to_async(turn_claim_release)(claim=claim)
+        return
+    await async_database.fetch_each(
+        [
+            (
+                f"DELETE FROM {_TABLE} WHERE id = %s AND fence = %s RETURNING id",
+                [claim.id, claim.fence],
+            )
+        ],
+        repeatable=False,
+    )
+
+
+def turn_claim_release_if_ended(*, claim: HeldClaim) -> bool:
+    """Release the claim if its turn has a final event (stored while it was cut short); an
+    open turn keeps its claim, so that a re-send or the sweeper ends it. Whether released."""
+    row = TurnClaim.objects.filter(pk=claim.id, fence=claim.fence).values_list(
+        "session_id", "user_event_id"
+    )
+    found = row.first()
+    if found is None:
+        return False
+    session_id, user_event_id = found
+    stored = selectors.stored_events_of_turn(session_id=session_id, user_event_id=user_event_id)
+    if turn_progress(stored).open:
+        return False
+    turn_claim_release(claim=claim)
+    return True
+
+
+@dataclass
+class TurnSweepReport:
+    """What one sweep did: claims of ended or never-stored turns released, turns stored as
+    interrupted, and open turns left for a client to resume (their claim expired recently)."""
+
+    released: int = 0
+    interrupted: list[str] = field(default_factory=list)
+    waiting: int = 0
+
+
+def turns_sweep(*, now: float | None = None, batch_size: int = SWEEP_BATCH_SIZE) -> TurnSweepReport:
+    """Find turns whose process died and end them: an open turn whose claim has not been
+    renewed for ``TURN_INTERRUPTED_AFTER_SECONDS`` gets its final event, stored as interrupted
+    (``server_stopped``), and its claim released; so do claims whose turn ended or was never
+    stored. Claims a live process renews are not touched.
+
+    Safe to run twice or concurrently, and beside a client resuming the same turn: the
+    sweeper takes the claim over (fence) before storing, and stores at the turn's next place,
+    where only one event can ever be stored.
+    """
+    now = time.time() if now is None else now
+    report = TurnSweepReport()
+    expired = list(
+        TurnClaim.objects.filter(renewed_at__lt=now - settings.TURN_LEASE_SECONDS)
+        .order_by("renewed_at")
+        .values_list("id", "session_id", "user_event_id", "fence", "renewed_at")[:batch_size]
+    )
+    for claim_id, session_id, user_event_id, fence, renewed_at in expired:
+        progress = turn_progress(
+            selectors.stored_events_of_turn(session_id=session_id, user_event_id=user_event_id)
+        )
+        if not progress.open:
+            report.released += TurnClaim.objects.filter(pk=claim_id, fence=fence).delete()[0]
+            continue
+        if renewed_at >= now - settings.TURN_INTERRUPTED_AFTER_SECONDS:
+            report.waiting += 1
+            continue
+        taken = TurnClaim.objects.filter(pk=claim_id, fence=fence).update(
+            fence=fence + 1, holder=holder_name("sweeper")
+        )
+        if not taken:
+            continue
+        claim = HeldClaim(id=claim_id, fence=fence + 1)
+        if _turn_interrupted_store(session_id=session_id, progress=progress):
+            turn_claim_release(claim=claim)
+            report.interrupted.append(user_event_id)
+    return report
+
+
+def _turn_interrupted_store(*, session_id: str, progress: TurnProgress) -> bool:
+    """Store the open turn's final event as interrupted by a server stop, at its next place;
+    False when another process stored there first (a zombie that is alive after all: the
+    claim, taken over, stays for the next sweep)."""
+    record = SessionRecord.objects.filter(pk=session_id).values_list("app_name", "user_id").first()
+    if record is None:
+        return False
+    app_name, user_pk = record
+    user_event_id = progress.events[0].id
+    run = TurnRun(
+        invocation_id=progress.invocation_id,
+        user_event_id=user_event_id,
+        position=progress.next_position,
+    )
+    session = Session(id=session_id, app_name=app_name, user_id=str(user_pk))
+    author = agent_for_app(app_name).name
+    events = []
+    if progress.pending_calls:
+        events.append(
+            Event(
+                id=run.next_id(),
+                invocation_id=run.invocation_id,
+                author=author,
+                content=tool_calls_interrupted_content(progress.pending_calls),
+            )
+        )
+    events.append(
+        Event(
+            id=run.next_id(),
+            invocation_id=run.invocation_id,
+            author=author,
+            turn_complete=True,
+            interrupted=True,
+            error_code=SERVER_STOPPED,
+            error_message=SERVER_STOPPED_MESSAGE,
+        )
+    )
+    try:
+        for event in events:
+            services.event_append(session=session, event=event)
+    except DuplicateEventError:
+        logger.warning("turn %s was stored by another process while swept", user_event_id)
+        return False
+    except SessionNotFoundError:
+        return False
+    logger.warning(
+        "turn %s of session %s stored as interrupted: its process stopped",
+        user_event_id,
+        session_id,
+    )
+    return True

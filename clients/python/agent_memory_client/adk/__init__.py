@@ -1,0 +1,23 @@
+"""Google ADK's session and memory services, stored by an agent memory server.
+
+    from agent_memory_client.adk import RemoteMemoryService, RemoteSessionService
+
+    sessions = RemoteSessionService(base_url="https://memory.example.com", api_key=KEY)
+    memory = RemoteMemoryService(client=sessions.client)
+    runner = Runner(agent=agent, app_name="support", session_service=sessions,
+                    memory_service=memory)
+
+Needs google-adk 2.13 or later 2.x (``pip install 'agent-memory-client[adk]'``).
+"""
+
+try:
+    import google.adk  # noqa: F401
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "agent_memory_client.adk needs google-adk: pip install 'agent-memory-client[adk]'"
+    ) from error
+
+from agent_memory_client.adk.memory import RemoteMemoryService
+from agent_memory_client.adk.sessions import RemoteSessionService
+
+__all__ = ["RemoteMemoryService", "RemoteSessionService"]

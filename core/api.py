@@ -1,0 +1,138 @@
+"""What every REST API of the apps shares: the JSON parser that refuses what no store can hold,
+the request validator, the strict fields, the error shape and the error responses of the schema,
+and the base view that maps an oversized body to 413."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import QueryDict
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException, ParseError
+from rest_framework.parsers import JSONParser
+from rest_framework.views import APIView
+
+from core.text import text_encodable
+
+MAX_JSON_DEPTH = 64
+
+
+class BadRequest(APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "The request is invalid."
+    default_code = "invalid"
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The resource already exists."
+    default_code = "conflict"
+
+
+class PayloadTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is larger than this server accepts."
+    default_code = "too_large"
+
+
+def _json_problem(data: Any) -> str | None:
+    """Why the store could not hold this parsed JSON, or None if it could."""
+    pending = [(data, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "JSON strings must not contain NUL (\\u0000) characters."
+            if not text_encodable(item):
+                return "JSON strings must be valid Unicode: a lone surrogate escape was found."
+        elif isinstance(item, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                return f"JSON must not nest more than {MAX_JSON_DEPTH} levels deep."
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+    return None
+
+
+class StoreJSONParser(JSONParser):
+    """DRF's strict JSON parser (no NaN or Infinity) that also refuses what the store
+    cannot hold: NUL characters, lone surrogates and nesting deeper than ``MAX_JSON_DEPTH``."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError(
+                f"JSON parse error - nested more than {MAX_JSON_DEPTH} levels deep."
+            ) from None
+        problem = _json_problem(data)
+        if problem:
+            raise ParseError(f"JSON parse error - {problem}")
+        return data
+
+
+def request_data_validated(serializer_class: type[serializers.Serializer], data: Any) -> Any:
+    """``data`` validated, or a 400. Query parameters are validated as plain values: DRF
+    would read an empty ``?page_size=`` as left out (HTML form semantics), which the
+    schema does not allow."""
+    if isinstance(data, QueryDict):
+        data = data.dict()
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class StrictCharField(serializers.CharField):
+    """A string that must be a JSON string: DRF's CharField would turn ``0`` into ``"0"``,
+    which the schema (``type: string``) does not allow."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictRegexField(serializers.RegexField):
+    """A ``RegexField`` that takes JSON strings only (see ``StrictCharField``)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean only: DRF's BooleanField also takes ``0``, ``1``, ``"yes"`` and more,
+    which the schema (``type: boolean``) does not allow. For bodies, not query strings."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What was wrong, in words a person can act on.")
+
+
+BAD_REQUEST = OpenApiResponse(
+    OpenApiTypes.OBJECT,
+    description='Invalid input, nothing written: `{"detail": message}` or `{field: [messages]}`.',
+)
+NOT_SIGNED_IN = OpenApiResponse(ErrorSerializer, description="Not signed in.")
+TOO_LARGE = OpenApiResponse(ErrorSerializer, description="The body is over the upload limit.")
+UNSUPPORTED = OpenApiResponse(ErrorSerializer, description="The body is not JSON.")
+
+
+class JSONAPIView(APIView):
+    """Base of the apps' API views: JSON bodies through ``StoreJSONParser``, a body over
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` answered 413."""
+
+    parser_classes = [StoreJSONParser]
+
+    def handle_exception(self, exc):
+        if isinstance(exc, RequestDataTooBig):
+            exc = PayloadTooLarge()
+        return super().handle_exception(exc)

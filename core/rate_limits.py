@@ -1,0 +1,71 @@
+"""Fixed-window rate limits counted in Django's cache, and the client address they count by.
+
+The counters live in the cache so that every web process shares them when the cache is Redis
+(with the local-memory cache each process counts on its own, which is right for the embedded
+shape: there is only one process).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+from django.http import HttpRequest
+
+from core.outages import REDIS_ERRORS
+
+logger = logging.getLogger(__name__)
+
+# The wall clock, a name of its own so that tests can hold it inside one window.
+_clock = time.time
+
+
+def window_count_exceeded(*, key: str, limit: int, window_seconds: int) -> bool:
+    """Count one event under ``key``; True when it is more than ``limit`` in this window.
+
+    Fixed windows: ``cache.add`` creates the window's counter (a no-op when another process
+    already did) and ``cache.incr`` bumps it atomically, so concurrent events on several
+    sockets or processes are all counted. (Synchronous on purpose: Django's ``aincr`` is a get
+    then a set, which would lose counts between concurrent events.) Refused events count too,
+    so hammering earns nothing. A ``limit`` of 0 or less means no limit; with the cache
+    unreachable the limit is not enforced (logged), as what it guards needs only the database.
+    """
+    if limit <= 0:
+        return False
+    window = int(_clock() // window_seconds)
+    window_key = f"{key}:{window}"
+    # Twice the window, so the counter cannot expire while its window is current.
+    timeout = 2 * window_seconds
+    try:
+        cache.add(window_key, 0, timeout=timeout)
+        try:
+            count = cache.incr(window_key)
+        except ValueError:
+            # Evicted between add and incr (a full local-memory cache): start again.
+            cache.set(window_key, 1, timeout=timeout)
+            count = 1
+    except REDIS_ERRORS as error:
+        logger.warning("%s rate limit not checked, no cache: %s", key.split(":")[0], error)
+        return False
+    return count > limit
+
+
+def window_seconds_left(*, window_seconds: int) -> float:
+    """Seconds until the current window of ``window_seconds`` ends (a refused count's wait)."""
+    return window_seconds - _clock() % window_seconds
+
+
+def client_address(request: HttpRequest) -> str:
+    """The client's address as the API's rate limits count it: with ``NUM_PROXIES`` proxies in
+    front (``API_THROTTLE_NUM_PROXIES``), the ``X-Forwarded-For`` entry that many back,
+    otherwise the connection's own address (a client could forge the header)."""
+    proxies = settings.REST_FRAMEWORK.get("NUM_PROXIES") or 0
+    remote = request.META.get("REMOTE_ADDR", "")
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR")
+    if proxies and forwarded:
+        entries = [entry.strip() for entry in forwarded.split(",") if entry.strip()]
+        if entries:
+            return entries[-min(proxies, len(entries))]
+    return remote

@@ -1,0 +1,43 @@
+"""Checks of client text that every door into the store (REST, WebSocket) makes alike, and
+the confusables skeleton that tells look-alike strings apart from different ones."""
+
+import unicodedata
+from functools import lru_cache
+from pathlib import Path
+
+import confusables
+
+
+def text_encodable(text: str) -> bool:
+    """False for text with a lone surrogate (``\\ud800``): JSON can carry one, but UTF-8,
+    and so no database, cannot."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def _confusable_prototypes() -> dict[str, str]:
+    """Unicode's confusables.txt (as the ``confusables`` package ships it): each character
+    mapped to the prototype it can be mistaken for."""
+    path = Path(confusables.__file__).parent / "assets" / "confusables.txt"
+    prototypes = {}
+    for line in path.read_text(encoding="utf-8-sig").splitlines():
+        fields = line.split("#", 1)[0].split(";")
+        if len(fields) < 3:
+            continue
+        source = chr(int(fields[0].strip(), 16))
+        prototypes[source] = "".join(chr(int(code, 16)) for code in fields[1].split())
+    return prototypes
+
+
+def confusable_skeleton(text: str) -> str:
+    """The UTS #39 skeleton of ``text``: two strings that look alike ("alice" with a Cyrillic
+    letter a, "paypal" with a digit 1 for the l) have the same skeleton. NFD, each character
+    replaced by its prototype, NFD again."""
+    prototypes = _confusable_prototypes()
+    decomposed = unicodedata.normalize("NFD", text)
+    mapped = "".join(prototypes.get(char, char) for char in decomposed)
+    return unicodedata.normalize("NFD", mapped)

@@ -1,0 +1,104 @@
+"""Safety of memory text: what may never become an active memory, and PII redaction.
+
+A memory is placed in future system instructions, so its text is checked before it is
+committed (:func:`memory_text_check`). It is refused, and the memory quarantined for review,
+when any form of it (see :mod:`.normalise`: NFKC without invisible characters; look-alike
+letters, digits and signs folded; spelled-out words joined; base64 runs decoded) carries:
+
+1. an instruction to the agent (:mod:`.patterns`): orders to drop its instructions and
+   mentions of its system prompt in each language the check reads (English, French, Spanish,
+   German, Italian, Portuguese, Dutch); role markers ("system:", "<|im_start|>", "[INST]"),
+   claimed overrides ("SYSTEM OVERRIDE"), markup that could close the memories' data block,
+   Markdown images; the agent told what it must do, a rule "from now on", an order opening a
+   sentence ("Always respond ..."), a new identity ("you are now DAN"), a request for its
+   instructions, an order to call a tool;
+2. a secret: an API key or token (``sk-...``, AWS, GitHub, Google, Slack, a JWT), a private
+   key block, or a credential stated with its value ("password/pass word/p@ssword is X",
+   "PIN is 1234", "API key: X");
+3. text in a language the check does not read, or encoded text: either may hide the above.
+
+Ordinary facts pass: "works on system design", "the password manager is Bitwarden", "changed
+the password yesterday", "will always remember Lisbon" (nobody tells the agent anything).
+A memory held for review stays held until staff decide: a user's correction cannot release it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memory_app.safety.language import unchecked_language
+from memory_app.safety.normalise import encoded_texts, text_folded, text_normalise
+from memory_app.safety.patterns import INSTRUCTION_PATTERNS, SECRET_PATTERNS
+from memory_app.safety.pii import pii_redact, pii_redaction_enabled, pii_scrub
+
+__all__ = [
+    "SafetyVerdict",
+    "memory_text_check",
+    "pii_redact",
+    "pii_redaction_enabled",
+    "pii_scrub",
+    "secrets_mask",
+    "text_normalise",
+]
+
+SECRET_WITHHELD = "[withheld: the text holds a secret]"
+
+
+@dataclass(frozen=True)
+class SafetyVerdict:
+    """Whether a text may be stored as an active memory; ``reason`` says why not (never quoting
+    a secret)."""
+
+    ok: bool
+    reason: str = ""
+
+
+def _forms(text: str) -> list[str]:
+    forms = [text_normalise(text), text_folded(text)]
+    for decoded in encoded_texts(text):
+        forms += [text_normalise(decoded), text_folded(decoded)]
+    return forms
+
+
+def _secret_found(forms: list[str]) -> str | None:
+    for form in forms:
+        for label, pattern in SECRET_PATTERNS:
+            if pattern.search(form):
+                return label
+    return None
+
+
+def memory_text_check(*, text: str) -> SafetyVerdict:
+    """Refuse text that would steer the agent or leak a secret once placed in a prompt."""
+    forms = _forms(text)
+    secret = _secret_found(forms)
+    if secret:
+        return SafetyVerdict(ok=False, reason=f"contains a secret ({secret})")
+    for form in forms:
+        for label, pattern in INSTRUCTION_PATTERNS:
+            match = pattern.search(form)
+            if match:
+                quoted = " ".join(match.group(0).split())
+                return SafetyVerdict(ok=False, reason=f'instruction-like: {label} ("{quoted}")')
+    normalised = forms[0]
+    if len(forms) > 2:
+        return SafetyVerdict(ok=False, reason="suspect: carries encoded or hidden text")
+    language = unchecked_language(normalised)
+    if language:
+        return SafetyVerdict(
+            ok=False,
+            reason=f"suspect: written in a language the safety check does not read ({language})",
+        )
+    return SafetyVerdict(ok=True)
+
+
+def secrets_mask(*, text: str) -> str:
+    """``text`` with every secret replaced by ``[secret]``, so a quarantined memory kept for
+    review does not store the secret itself. A secret seen only in a disguised form (look-alike
+    letters, encoded) cannot be cut out alone: the whole text is withheld then."""
+    masked = text_normalise(text)
+    for _label, pattern in SECRET_PATTERNS:
+        masked = pattern.sub("[secret]", masked)
+    if _secret_found(_forms(masked)):
+        return SECRET_WITHHELD
+    return masked

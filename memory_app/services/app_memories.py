@@ -1,0 +1,91 @@
+"""App-scope memories: what an app's agent knows for every user (shared knowledge, and the
+whitepaper's procedural memory: how this app's agent handles recurring tasks).
+
+Made by trusted hands only, staff in the console and the app's service accounts, so they are
+``bootstrapped``, the highest trust, and the instruction-like check that guards user memories
+does not hold them back (telling the agent how to work is their point); secrets are still
+masked. Every creation and deletion is a revision saying who and why, and the app's search
+index is rebuilt in every process.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import QuerySet
+
+from memory_app.embedding import embedder_get, vector_to_bytes
+from memory_app.models import Memory, MemoryRevision, MemoryScope, MemoryStatus, SourceType
+from memory_app.safety import secrets_mask
+from memory_app.services.users import memory_index_invalidate
+
+APP_MEMORY_MAX_CHARS = 2000
+
+
+class AppMemoryError(ValueError):
+    """The app memory cannot be made as asked; nothing was written."""
+
+
+def app_memories(*, app_name: str) -> QuerySet[Memory]:
+    """The app's active shared memories, newest first."""
+    return Memory.objects.filter(
+        app_name=app_name, scope=MemoryScope.APP, status=MemoryStatus.ACTIVE
+    ).order_by("-updated_at", "-pk")
+
+
+def app_memory_create(
+    *,
+    app_name: str,
+    text: str,
+    topic: str = "",
+    importance: float = 0.7,
+    actor_user_pk: int | None = None,
+    reason: str = "",
+) -> Memory:
+    """A bootstrapped memory of the app, with its ``created`` revision (by ``actor_user_pk``,
+    a staff member, or none for a service account, named in ``reason``)."""
+    text = " ".join(secrets_mask(text=str(text)).split())
+    if not text:
+        raise AppMemoryError("An app memory needs text.")
+    if len(text) > APP_MEMORY_MAX_CHARS:
+        raise AppMemoryError(f"An app memory is at most {APP_MEMORY_MAX_CHARS} characters.")
+    embedder = embedder_get()
+    vectors = embedder.encode([text]) if embedder.name != "none" else None
+    with transaction.atomic():
+        memory = Memory.objects.create(
+            app_name=app_name,
+            scope=MemoryScope.APP,
+            user=None,
+            text=text,
+            topic=topic,
+            source_type=SourceType.BOOTSTRAPPED,
+            confidence=1.0,
+            importance=importance,
+            embedding=vector_to_bytes(vectors[0]) if vectors is not None else None,
+            embedding_model=embedder.name if vectors is not None else "",
+        )
+        MemoryRevision.objects.create(
+            memory=memory,
+            action=MemoryRevision.Action.CREATED,
+            after={"text": text, "topic": topic},
+            reason=reason,
+            actor_user_id=actor_user_pk,
+        )
+        memory_index_invalidate(app_name=app_name, user_pk=None)
+    return memory
+
+
+def app_memory_delete(
+    *, app_name: str, memory_id: str, actor_user_pk: int | None = None, reason: str = ""
+) -> bool:
+    """Delete one of the app's shared memories; False if the app has none with that id.
+
+    Its text goes with it (a shared memory holds no one's words, but a deletion asked for is
+    a deletion); the deletion is logged with who and why.
+    """
+    with transaction.atomic():
+        deleted, _ = Memory.objects.filter(
+            pk=memory_id, app_name=app_name, scope=MemoryScope.APP
+        ).delete()
+        if deleted:
+            memory_index_invalidate(app_name=app_name, user_pk=None)
+    return bool(deleted)

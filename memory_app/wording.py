@@ -1,0 +1,105 @@
+"""How a memory is said to the person it is about.
+
+Memories are stored in the third person ("The user's daughter's birthday is May 3rd."), the
+form extraction writes and the model reads. Told to the user (a chat reply, a notice), the same
+fact reads "your daughter's birthday is May 3rd": these functions turn "the user" into "you",
+make the verb agree, and shape the clause to sit inside a sentence.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ADVERBS = (
+    r"(?:(?:usually|often|always|sometimes|never|also|still|really|just|mostly|generally|now|"
+    r"currently|no longer|rarely|only|even|already)\s+)*"
+)
+_USER_VERB = re.compile(r"\bthe user\s+(?P<adverbs>" + _ADVERBS + r")(?P<verb>[a-z]+)\b", re.I)
+_TURN_RECORD = re.compile(r"^\[(?P<date>\d{1,2} [A-Z][a-z]+ \d{4})\] (?P<speaker>[^:\n]{1,100}): ")
+_IRREGULAR = {"is": "are", "was": "were", "has": "have", "does": "do"}
+# Verbs after "the user" that already agree with "you": past forms and modals.
+_UNCHANGED = re.compile(
+    r"(?:\w+ed|went|were|had|did|made|got|saw|took|came|gave|found|left|met|ran|told|thought|"
+    r"bought|brought|felt|kept|lost|paid|said|sold|sent|spent|won|wrote|began|grew|can|could|"
+    r"will|would|shall|should|may|might|must)$"
+)
+
+
+def _verb_for_you(verb: str) -> str:
+    """'lives' -> 'live', 'studies' -> 'study', 'teaches' -> 'teach', 'is' -> 'are'."""
+    lower = verb.lower()
+    if lower in _IRREGULAR:
+        return _IRREGULAR[lower]
+    if _UNCHANGED.match(lower) or not lower.endswith("s") or lower.endswith("ss"):
+        return lower
+    if lower.endswith("ies") and len(lower) > 4:
+        return lower[:-3] + "y"
+    if lower.endswith(("ches", "shes", "sses", "xes", "zes", "oes")):
+        return lower[:-2]
+    return lower[:-1]
+
+
+# First words that lose their capital inside a sentence (a name keeps its own).
+_SMALL_WORDS = {
+    "the", "a", "an", "this", "that", "these", "those", "your", "you", "their", "his", "her",
+    "its", "our", "some", "every", "all", "no", "on", "in", "at", "for", "when", "after",
+    "before", "there", "it", "they", "she", "he", "we",
+}  # fmt: skip
+
+
+def _clause(text: str) -> str:
+    """The text without its final full stop, its first word in small letters when it is a
+    common word, to go inside a sentence."""
+    text = " ".join(text.split())
+    while text.endswith("."):
+        text = text[:-1].rstrip()
+    first = text.split(" ", 1)[0]
+    if first.lower() in _SMALL_WORDS:
+        text = first.lower() + text[len(first) :]
+    return text
+
+
+def memory_said_to_user(text: str) -> str:
+    """A stored memory as said to its user, as a clause without a final full stop:
+
+    - "The user's daughter's birthday is May 3rd." -> "your daughter's birthday is May 3rd"
+    - "The user lives in Lisbon." -> "you live in Lisbon"
+    - "The user never eats meat." -> "you never eat meat"
+    - "[3 May 2026] User: I'm off." -> "on 3 May 2026 you said \u201cI'm off.\u201d"
+
+    Text that does not name "the user" (a shared app memory, a model's own wording) is only
+    shaped into a clause; a name at its start keeps its capital.
+    """
+    text = " ".join(str(text).split())
+    record = _TURN_RECORD.match(text)
+    if record:
+        speaker = record["speaker"]
+        who = "you" if speaker.lower() in ("user", "the user") else speaker
+        said = text[record.end() :].strip()
+        return f"on {record['date']} {who} said \u201c{said}\u201d"
+    text = re.sub(r"\bthe user's\b", "your", text, flags=re.I)
+    text = _USER_VERB.sub(
+        lambda match: f"you {match['adverbs']}{_verb_for_you(match['verb'])}", text
+    )
+    text = re.sub(r"\bthe user\b", "you", text, flags=re.I)
+    return _clause(text)
+
+
+def memories_said_to_user(texts: list[str]) -> str:
+    """Several memories as one clause: "your name is Dana, and you live in Lisbon"."""
+    clauses = [memory_said_to_user(text) for text in texts if text.strip()]
+    if len(clauses) <= 2:
+        return ", and ".join(clauses)
+    return "; ".join(clauses[:-1]) + "; and " + clauses[-1]
+
+
+def sentence(clause: str) -> str:
+    """A clause made a sentence: a capital first letter and one final stop (none added after
+    '?', '!' or a closing quote that already ends in one)."""
+    clause = clause.strip()
+    if not clause:
+        return ""
+    clause = clause[:1].upper() + clause[1:]
+    if re.search(r"[.!?]\u201d?$", clause):
+        return clause
+    return clause + "."

@@ -1,0 +1,90 @@
+"""What the session store and long-term memory need to know about an app, answered from above.
+
+Apps are registered records of ``agents_app``, a layer above this one; it registers its
+policy here when it starts (as the runner's memory provider is registered), so that the doors
+of this app can refuse a session in an app that does not exist or that the caller may not use,
+and so that memory reads each app's triggers and PII redaction. Without a registered policy
+every app name is open and the deployment's settings apply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+from sessions_app.errors import AppForbiddenError, AppNotFoundError  # noqa: F401  (raised)
+from sessions_app.events import Event
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    """An app's memory settings: ``pii_redaction`` of events and memories, and its memory
+    ``triggers`` (keys of ``MEMORY_TRIGGERS``, those left out take the deployment's value)."""
+
+    pii_redaction: bool = False
+    triggers: dict[str, Any] = field(default_factory=dict)
+
+
+class AppPolicy(Protocol):
+    def app_use_check(self, *, app_name: str, user: AbstractBaseUser | AnonymousUser) -> None:
+        """Raise ``AppNotFoundError`` or ``AppForbiddenError`` unless ``user`` may start a
+        session in ``app_name``."""
+        ...
+
+    def app_settings(self, *, app_name: str) -> AppSettings: ...
+
+    async def app_settings_async(self, *, app_name: str) -> AppSettings:
+        """``app_settings`` from an event loop (after every turn): may answer from what this
+        process read a few seconds ago, so it rarely takes the database thread."""
+        ...
+
+    def app_settings_all(self) -> dict[str, AppSettings]:
+        """The settings of every app that has some of its own (for the periodic scans)."""
+        ...
+
+    def event_prepare(self, *, app_name: str, event: Event) -> None:
+        """Make ``event`` what the app lets be stored (its PII redaction), in place."""
+        ...
+
+
+def settings_app_settings(app_name: str) -> AppSettings:
+    """The deployment's settings for an app: ``MEMORY_PII_REDACTION`` and ``MEMORY_TRIGGERS``."""
+    return AppSettings(
+        pii_redaction=bool(settings.MEMORY_PII_REDACTION.get(app_name, False)),
+        triggers=dict(settings.MEMORY_TRIGGERS.get(app_name, {})),
+    )
+
+
+class OpenAppPolicy:
+    """Every app name open to every signed-in user; settings from the deployment's."""
+
+    def app_use_check(self, *, app_name: str, user: AbstractBaseUser | AnonymousUser) -> None:
+        return None
+
+    def app_settings(self, *, app_name: str) -> AppSettings:
+        return settings_app_settings(app_name)
+
+    async def app_settings_async(self, *, app_name: str) -> AppSettings:
+        return settings_app_settings(app_name)
+
+    def app_settings_all(self) -> dict[str, AppSettings]:
+        names = {*settings.MEMORY_PII_REDACTION, *settings.MEMORY_TRIGGERS}
+        return {name: settings_app_settings(name) for name in names}
+
+    def event_prepare(self, *, app_name: str, event: Event) -> None:
+        return None
+
+
+_policy: AppPolicy = OpenAppPolicy()
+
+
+def app_policy_register(policy: AppPolicy) -> None:
+    global _policy
+    _policy = policy
+
+
+def app_policy_get() -> AppPolicy:
+    return _policy

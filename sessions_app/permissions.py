@@ -1,0 +1,54 @@
+"""Who owns sessions and events, the object permissions over them, and how the audit log names
+a conversation to its user (registered with the access layer when the app starts)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.urls import reverse
+from django.utils.text import Truncator
+
+from access_app.models import AccessScope
+from access_app.permissions import (
+    object_rules_register,
+    owner_or_staff_read,
+    owner_or_staff_write,
+    owner_resolver_register,
+)
+from access_app.selectors import AuditSubject, audit_subject_describer_register
+from sessions_app.models import EventRecord, SessionRecord
+
+
+def sessions_describe(user: AbstractBaseUser, session_ids: set[str]) -> dict[str, AuditSubject]:
+    """The user's own conversations among ``session_ids``, by title, linked to their chat page."""
+    titles = SessionRecord.objects.filter(user_id=user.pk, pk__in=session_ids).values_list(
+        "pk", "title"
+    )
+    return {
+        pk: AuditSubject(
+            f"the conversation “{Truncator(title or 'untitled').chars(60)}”",
+            reverse("chat-session", kwargs={"session_id": pk}),
+        )
+        for pk, title in titles
+    }
+
+
+def session_permissions_register() -> None:
+    owner_resolver_register(SessionRecord, lambda session: session.user_id)
+    owner_resolver_register(EventRecord, lambda event: event.session.user_id)
+    object_rules_register(
+        {
+            "sessions_app.view_sessionrecord": owner_or_staff_read(
+                "sessions_app.view_sessionrecord", scope=AccessScope.CONVERSATIONS
+            ),
+            "sessions_app.view_eventrecord": owner_or_staff_read(
+                "sessions_app.view_eventrecord", scope=AccessScope.CONVERSATIONS
+            ),
+            "sessions_app.change_sessionrecord": owner_or_staff_write(
+                "sessions_app.change_sessionrecord"
+            ),
+            "sessions_app.delete_sessionrecord": owner_or_staff_write(
+                "sessions_app.delete_sessionrecord"
+            ),
+        }
+    )
+    audit_subject_describer_register(SessionRecord, sessions_describe)

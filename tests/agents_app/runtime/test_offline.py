@@ -1,0 +1,213 @@
+import pytest
+from google.genai import types
+
+from agents_app.runtime.context import SUMMARY_PREFIX
+from agents_app.runtime.offline import OfflineModel
+from agents_app.runtime.tools import SET_STATE_TOOL
+from core.llm import LlmChunk, LlmRequest, MemorySnippet
+
+MODEL = OfflineModel(chunk_delay=0)
+CREATE = types.FunctionDeclaration(name="create_memory")
+LOAD = types.FunctionDeclaration(name="load_memory")
+ALL_TOOLS = [CREATE, LOAD, SET_STATE_TOOL.declaration]
+
+
+def user(text: str) -> types.Content:
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+def request(text: str, tools=(), **kwargs) -> LlmRequest:
+    return LlmRequest(
+        model="offline", system_instruction="", contents=[user(text)], tools=list(tools), **kwargs
+    )
+
+
+def call_of(decision):
+    assert isinstance(decision, LlmChunk), decision
+    [call] = decision.function_calls
+    return call.name, call.args
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "Remember that I am allergic to peanuts.",
+            ("create_memory", {"text": "I am allergic to peanuts"}),
+        ),
+        (
+            "please remember my flight is on Friday",
+            ("create_memory", {"text": "my flight is on Friday"}),
+        ),
+        ("What do you know about my diet?", ("load_memory", {"query": "my diet"})),
+        ("what do you remember", ("load_memory", {"query": "what do you remember"})),
+        ("Hi, my name is Ada and I code", ("set_state", {"key": "user:name", "value": "Ada"})),
+        ("set mood to happy", ("set_state", {"key": "mood", "value": "happy"})),
+        ("Set user:city = Paris.", ("set_state", {"key": "user:city", "value": "Paris"})),
+    ],
+)
+def test_rules_call_the_offered_tool(text, expected):
+    assert call_of(MODEL.respond(request(text, ALL_TOOLS))) == expected
+
+
+def test_without_the_tool_on_offer_it_just_replies():
+    assert MODEL.respond(request("remember that I like tea")) == (
+        "You said: \u201cremember that I like tea\u201d."
+    )
+
+
+def test_reply_is_grounded_in_state_and_the_best_memory():
+    memories = [
+        MemorySnippet(id="1", text="you live in Lyon", score=0.0),
+        MemorySnippet(id="2", text="you like tea", score=0.8),
+    ]
+    decision = MODEL.respond(request("hello", state={"user:name": "Ada"}, memories=memories))
+    assert decision == "Hi Ada! You said: \u201chello\u201d. I remember that you like tea."
+
+
+def tool_turn(*results: tuple[str, dict], calls: tuple[tuple[str, dict], ...] = ()) -> LlmRequest:
+    """A request whose last content answers the model's tool calls with ``results``."""
+    contents = [user("...")]
+    if calls:
+        contents.append(
+            types.Content(
+                role="model",
+                parts=[
+                    types.Part(function_call=types.FunctionCall(name=name, args=args))
+                    for name, args in calls
+                ],
+            )
+        )
+    contents.append(
+        types.Content(
+            role="user",
+            parts=[
+                types.Part(function_response=types.FunctionResponse(name=name, response=response))
+                for name, response in results
+            ],
+        )
+    )
+    return LlmRequest(model="offline", system_instruction="", contents=contents)
+
+
+def test_a_remembered_fact_is_said_back_to_the_user_as_a_person_would():
+    """Issue 17: it was "Got it, I'll remember that The user's daughter's birthday is May 3rd.."."""
+    decision = MODEL.respond(
+        tool_turn(
+            (
+                "create_memory",
+                {"status": "ok", "text": "The user's daughter's birthday is May 3rd."},
+            )
+        )
+    )
+
+    assert decision == "Got it \u2014 I'll remember that your daughter's birthday is May 3rd."
+
+
+def test_a_saved_name_is_a_greeting_and_other_keys_say_their_value_and_reach():
+    """Issue 17: it was "Saved user:name."."""
+    name = tool_turn(
+        ("set_state", {"status": "ok", "key": "user:name"}),
+        calls=(("set_state", {"key": "user:name", "value": "Dana"}),),
+    )
+    colour = tool_turn(
+        ("set_state", {"status": "ok", "key": "user:favourite_colour"}),
+        calls=(("set_state", {"key": "user:favourite_colour", "value": "green"}),),
+    )
+    trip = tool_turn(
+        ("set_state", {"status": "ok", "key": "trip"}),
+        calls=(("set_state", {"key": "trip", "value": "Lisbon in May"}),),
+    )
+
+    assert MODEL.respond(name) == "Nice to meet you, Dana! I'll call you that in all your chats."
+    assert MODEL.respond(colour) == (
+        "Done: your favourite colour is now \u201cgreen\u201d, in all your chats."
+    )
+    assert MODEL.respond(trip) == "Done: in this chat, trip is now \u201cLisbon in May\u201d."
+
+
+def test_recalled_memories_are_listed_in_the_second_person_with_doubt_when_unsure():
+    decision = MODEL.respond(
+        tool_turn(
+            (
+                "load_memory",
+                {
+                    "status": "ok",
+                    "memories": [
+                        {"text": "The user's name is Dana.", "confidence": 0.95},
+                        {"text": "The user lives in Lisbon.", "confidence": 0.4},
+                    ],
+                },
+            )
+        )
+    )
+
+    assert decision == (
+        "Here's what I remember:\n"
+        "- Your name is Dana.\n"
+        "- You live in Lisbon. (I'm not sure about this one.)"
+    )
+
+
+def test_a_failed_tool_is_an_apology_with_the_reason_in_one_sentence():
+    decision = MODEL.respond(
+        tool_turn(
+            (
+                "create_memory",
+                {"status": "error", "message": "memory creation is off for this chat"},
+            ),
+            ("set_state", {"status": "error", "message": "bad key."}),
+        )
+    )
+
+    assert decision == (
+        "Sorry, I couldn't save that: memory creation is off for this chat. "
+        "Sorry, I couldn't save that: bad key."
+    )
+
+
+def test_empty_recall_says_so():
+    decision = MODEL.respond(tool_turn(("load_memory", {"memories": []})))
+    assert decision == "I don't have anything remembered about that yet."
+
+
+def test_a_quoted_question_gets_no_second_stop_and_a_memory_is_said_to_the_user():
+    memories = [MemorySnippet(id="1", text="The user lives in Lyon.", score=0.5)]
+
+    decision = MODEL.respond(request("How are you?", state={"user:name": "Ada"}, memories=memories))
+
+    assert (
+        decision == "Hi Ada! You said: \u201cHow are you?\u201d I remember that you live in Lyon."
+    )
+
+
+def test_summary_keeps_earlier_summary_lines_and_adds_one_per_turn():
+    contents = [
+        user(SUMMARY_PREFIX + "- User: first\n- Assistant: reply"),
+        user("second   question"),
+        types.Content(role="model", parts=[types.Part(text="second answer")]),
+    ]
+    decision = MODEL.respond(
+        LlmRequest(model="offline", system_instruction="", contents=contents, purpose="summarize")
+    )
+    assert decision.splitlines() == [
+        "- User: first",
+        "- Assistant: reply",
+        "- User: second question",
+        "- Assistant: second answer",
+    ]
+
+
+async def test_stream_is_chunked_and_concatenates_to_the_reply():
+    chunks = [
+        chunk async for chunk in MODEL.generate_stream(request("one two three four five six seven"))
+    ]
+    texts = [chunk.text for chunk in chunks if chunk.text]
+    assert len(texts) > 1
+    assert "".join(texts) == "You said: \u201cone two three four five six seven\u201d."
+    assert chunks[-1].usage_metadata.candidates_token_count > 0
+
+
+async def test_tool_call_is_one_chunk_with_usage():
+    chunks = [chunk async for chunk in MODEL.generate_stream(request("set a to b", ALL_TOOLS))]
+    assert len(chunks) == 1 and chunks[0].function_calls[0].name == "set_state"

@@ -1,0 +1,261 @@
+"""Claims on chat turns (``agents_app.turn_claims``): what a message, a re-send or a Retry of a
+turn starts, leases that run out when their process dies, and the sweeper that ends the turns
+nobody came back for."""
+
+import threading
+import time
+
+import pytest
+from django.db import connections
+from google.genai import types
+
+from agents_app.models import TurnClaim
+from agents_app.runtime.turns import SERVER_STOPPED, TOOL_CALL_INTERRUPTED
+from agents_app.turn_claims import (
+    HeldClaim,
+    TurnStart,
+    turn_begin,
+    turn_claim_release,
+    turn_claim_release_if_ended,
+    turn_claim_renew,
+    turn_claim_take,
+    turns_sweep,
+)
+from sessions_app import services
+from sessions_app.errors import SessionNotFoundError
+from sessions_app.events import Event, new_invocation_id
+from sessions_app.models import EventRecord
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+APP = "chat"
+
+
+@pytest.fixture(autouse=True)
+def lease_settings(settings):
+    settings.TURN_LEASE_SECONDS = 15.0
+    settings.TURN_INTERRUPTED_AFTER_SECONDS = 90.0
+
+
+@pytest.fixture
+def session(user):
+    return services.session_create(app_name=APP, user_id=str(user.pk))
+
+
+def _message(session, client_message_id="m1", text="hello"):
+    event = Event(
+        id=f"msg-{client_message_id}",
+        invocation_id=new_invocation_id(),
+        author="user",
+        content=types.Content(role="user", parts=[types.Part(text=text)]),
+    )
+    return services.event_append(session=session, event=event)
+
+
+def _agent_event(session, user_event, position, **fields):
+    event = Event(
+        id=f"{user_event.id}.{position}",
+        invocation_id=user_event.invocation_id,
+        author="assistant",
+        **fields,
+    )
+    return services.event_append(session=session, event=event)
+
+
+def _age(claim: HeldClaim, seconds: float) -> None:
+    """Make the claim's holder look silent for ``seconds`` (as if its process had died)."""
+    TurnClaim.objects.filter(pk=claim.id).update(renewed_at=time.time() - seconds)
+
+
+def _events(session):
+    return list(
+        EventRecord.objects.filter(session_id=session.id)
+        .order_by("sequence")
+        .values_list("event_id", "turn_complete", "interrupted", "error_code")
+    )
+
+
+def test_a_new_message_takes_the_claim_and_a_second_one_finds_it_running(session):
+    first = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a")
+    second = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="b")
+
+    assert first.start is TurnStart.NEW and first.claim is not None
+    assert second.start is TurnStart.RUNNING and second.claim is None
+
+
+def test_an_open_turn_whose_holder_went_silent_is_resumed_under_a_new_fence(session):
+    _message(session)
+    first = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a")
+    assert first.start is TurnStart.RESUME  # stored, no claim, no final: its process is gone
+
+    _age(first.claim, 16)
+    second = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="b")
+
+    assert second.start is TurnStart.RESUME
+    assert second.claim.fence == first.claim.fence + 1
+    assert [event.id for event in second.progress.events] == ["msg-m1"]
+    assert turn_claim_renew(claim=first.claim) is False, "the silent holder learns it lost"
+    assert turn_claim_renew(claim=second.claim) is True
+
+
+def test_a_live_claim_is_not_taken(session):
+    _message(session)
+    first = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a")
+    _age(first.claim, 10)
+
+    assert turn_claim_take(session_id=session.id, user_event_id="msg-m1", holder="b") is None
+
+
+def test_an_ended_turn_is_answered_whatever_asks(session):
+    user_event = _message(session)
+    _agent_event(session, user_event, 1, turn_complete=True)
+
+    for retry in (False, True):
+        begin = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a", retry=retry)
+        assert begin.start is TurnStart.ANSWERED and begin.claim is None
+        assert [item.event.id for item in begin.stored] == ["msg-m1", "msg-m1.1"]
+
+
+def test_retry_runs_an_interrupted_or_failed_turn_again_and_nothing_unknown(session):
+    user_event = _message(session)
+    _agent_event(session, user_event, 1, turn_complete=True, interrupted=True)
+    failed = _message(session, "m2")
+    _agent_event(session, failed, 1, turn_complete=True, error_code="model_unavailable")
+
+    resend = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a")
+    retried = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a", retry=True)
+    failed_retried = turn_begin(
+        session_id=session.id, user_event_id="msg-m2", holder="a", retry=True
+    )
+    unknown = turn_begin(session_id=session.id, user_event_id="msg-zz", holder="a", retry=True)
+
+    assert resend.start is TurnStart.ANSWERED, "a re-send replays an interrupted turn"
+    assert retried.start is TurnStart.RETRY and retried.claim is not None
+    assert failed_retried.start is TurnStart.RETRY
+    assert unknown.start is TurnStart.NOT_FOUND
+    assert not TurnClaim.objects.filter(user_event_id="msg-zz").exists()
+
+
+def test_a_rewound_turn_is_never_run_again(session):
+    user_event = _message(session)
+    _agent_event(session, user_event, 1, turn_complete=True, interrupted=True)
+    services.session_rewind(
+        app_name=APP,
+        user_id=session.user_id,
+        session_id=session.id,
+        rewind_before_invocation_id=user_event.invocation_id,
+    )
+
+    begin = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a", retry=True)
+
+    assert begin.start is TurnStart.ANSWERED
+
+
+def test_a_claim_on_a_deleted_session_is_session_not_found(session):
+    services.session_delete(app_name=APP, user_id=session.user_id, session_id=session.id)
+
+    with pytest.raises(SessionNotFoundError):
+        turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a")
+
+
+def test_a_claim_is_released_only_by_its_holder_and_only_once_the_turn_ended(session):
+    user_event = _message(session)
+    first = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a").claim
+
+    assert turn_claim_release_if_ended(claim=first) is False
+    _agent_event(session, user_event, 1, turn_complete=True)
+    stale = HeldClaim(id=first.id, fence=first.fence + 5)
+    turn_claim_release(claim=stale)
+    assert TurnClaim.objects.count() == 1
+    assert turn_claim_release_if_ended(claim=first) is True
+    assert TurnClaim.objects.count() == 0
+
+
+def test_the_sweeper_ends_a_turn_nobody_came_back_for(session):
+    _message(session)
+    claim = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a").claim
+    _age(claim, 91)
+
+    report = turns_sweep()
+
+    assert report.interrupted == ["msg-m1"]
+    assert _events(session) == [
+        ("msg-m1", None, None, ""),
+        ("msg-m1.1", True, True, SERVER_STOPPED),
+    ]
+    assert TurnClaim.objects.count() == 0
+    assert turns_sweep().interrupted == [], "a second sweep finds nothing"
+    assert len(_events(session)) == 2
+
+
+def test_the_sweeper_answers_a_half_run_tool_call_before_ending_the_turn(session):
+    user_event = _message(session)
+    claim = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a").claim
+    call = types.FunctionCall(id="c1", name="set_state", args={"key": "k", "value": "v"})
+    _agent_event(
+        session,
+        user_event,
+        1,
+        content=types.Content(role="model", parts=[types.Part(function_call=call)]),
+    )
+    _age(claim, 91)
+
+    turns_sweep()
+
+    records = list(EventRecord.objects.filter(session_id=session.id).order_by("sequence"))
+    assert [record.event_id for record in records] == [
+        "msg-m1",
+        "msg-m1.1",
+        "msg-m1.2",
+        "msg-m1.3",
+    ]
+    response = records[2].content["parts"][0]["function_response"]
+    assert response["id"] == "c1"
+    assert response["response"]["message"] == TOOL_CALL_INTERRUPTED
+    assert records[3].error_code == SERVER_STOPPED
+
+
+def test_the_sweeper_leaves_live_and_recently_silent_turns_and_clears_stale_claims(session):
+    live = _message(session, "live")
+    turn_begin(session_id=session.id, user_event_id=live.id, holder="a")
+    recent = _message(session, "recent")
+    _age(turn_begin(session_id=session.id, user_event_id=recent.id, holder="a").claim, 20)
+    ended = _message(session, "ended")
+    ended_claim = turn_begin(session_id=session.id, user_event_id=ended.id, holder="a").claim
+    _agent_event(session, ended, 1, turn_complete=True)
+    _age(ended_claim, 20)
+    never_stored = turn_begin(session_id=session.id, user_event_id="msg-lost", holder="a").claim
+    _age(never_stored, 20)
+
+    report = turns_sweep()
+
+    assert (report.released, report.interrupted, report.waiting) == (2, [], 1)
+    assert sorted(TurnClaim.objects.values_list("user_event_id", flat=True)) == [
+        "msg-live",
+        "msg-recent",
+    ]
+    assert not any(error for *_, error in _events(session))
+
+
+def test_two_processes_claiming_one_turn_at_once_get_it_once(session, requires_postgres):
+    """Two threads, two database connections, the same instant: one claim."""
+    _message(session)
+    start = threading.Barrier(8)
+    outcomes = []
+
+    def claim(holder):
+        try:
+            start.wait()
+            outcomes.append(
+                turn_begin(session_id=session.id, user_event_id="msg-m1", holder=holder).start
+            )
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=claim, args=(f"p{n}",)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(start.value for start in outcomes) == ["resume"] + ["running"] * 7

@@ -1,0 +1,173 @@
+"""``python -m chatapp.webserver`` (daphne as the project runs it) against a real chat socket:
+a frame of any size is answered with ``frame_too_large`` and the socket stays usable; only a
+message past the server's hard limit closes the socket, with 1009 and a reason, unread."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import struct
+import tempfile
+import uuid
+from base64 import b64encode
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agents_app.chat_protocol import max_frame_chars
+from chatapp.webserver import WEBSOCKET_DISCARD_MAX_BYTES
+from tests.multiprocess.stack import Browser, Daphne, embedded_environment, manage
+
+pytestmark = pytest.mark.timeout(300)
+
+MB = 1000 * 1000
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[Daphne]:
+    """The embedded default (``make run``) on a database of its own."""
+    folder = Path(tempfile.mkdtemp(prefix="chat-webserver-"))
+    env = embedded_environment(database_url=f"sqlite:///{folder / 'db.sqlite3'}")
+    manage(env, "migrate", "--noinput", "-v", "0")
+    server = Daphne("web-frames", env, folder).start().wait_ready()
+    try:
+        yield server
+    finally:
+        print(server.log_tail())
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def signed_in(web: Daphne) -> tuple[Browser, str]:
+    browser = Browser(web.base_url).sign_up()
+    return browser, browser.session_create()
+
+
+def _user_message(text: str) -> str:
+    return json.dumps({"type": "user_message", "text": text, "client_message_id": uuid.uuid4().hex})
+
+
+@pytest.mark.parametrize("size", [1 * MB, 10 * MB, 64 * MB], ids=["1MB", "10MB", "64MB"])
+def test_a_frame_of_any_size_gets_frame_too_large_and_the_socket_stays_usable(signed_in, size):
+    browser, session_id = signed_in
+
+    sent = _user_message("x" * size)
+
+    async def scenario() -> tuple[dict, list[dict]]:
+        chat = await browser.socket(session_id)
+        try:
+            await chat.connection.send(sent)
+            refused = await chat.wait_for(lambda frame: frame["type"] == "error", timeout=120)
+            return refused, await chat.turn("Hello after the long one")
+        finally:
+            await chat.close()
+
+    refused, turn = asyncio.run(scenario())
+
+    assert refused["code"] == "frame_too_large"
+    expected = f"its frame has {len(sent)} bytes; at most {max_frame_chars()} characters"
+    assert expected in refused["message"]
+    assert turn[0]["type"] == "turn_started"
+    assert turn[-1]["type"] == "turn_complete" and not turn[-1]["interrupted"]
+
+
+def test_a_message_in_many_frames_is_refused_like_one_frame(signed_in):
+    """A 10 MB message sent as fragments of 1 MB each: the length that counts is the message's."""
+    browser, session_id = signed_in
+    text = _user_message("y" * 10 * MB)
+    fragments = [text[start : start + MB] for start in range(0, len(text), MB)]
+
+    async def scenario() -> tuple[dict, dict]:
+        chat = await browser.socket(session_id)
+        try:
+            await chat.connection.send(iter(fragments))
+            refused = await chat.wait_for(lambda frame: frame["type"] == "error", timeout=120)
+            await chat.send({"type": "ping"})
+            return refused, await chat.wait_for(lambda frame: frame["type"] == "pong")
+        finally:
+            await chat.close()
+
+    refused, pong = asyncio.run(scenario())
+
+    assert refused["code"] == "frame_too_large"
+    assert pong == {"type": "pong"}
+
+
+def test_a_frame_within_the_limit_still_runs_its_turn(signed_in):
+    browser, session_id = signed_in
+
+    async def scenario() -> list[dict]:
+        chat = await browser.socket(session_id)
+        try:
+            return await chat.turn("é" * 8000)
+        finally:
+            await chat.close()
+
+    turn = asyncio.run(scenario())
+
+    assert turn[-1]["type"] == "turn_complete" and not turn[-1]["interrupted"]
+
+
+def test_a_frame_past_the_hard_limit_is_closed_with_1009_and_a_reason_unread(web, signed_in):
+    """A frame announcing more than the hard limit is refused at its header: the server sends
+    its close frame before the client has sent more than a few bytes of the payload."""
+    browser, session_id = signed_in
+    announced = 4 * WEBSOCKET_DISCARD_MAX_BYTES
+    with socket.create_connection(("127.0.0.1", web.port), timeout=30) as raw:
+        _handshake(raw, web, browser, session_id)
+        mask = os.urandom(4)
+        raw.sendall(struct.pack("!BBQ", 0x81, 0x80 | 127, announced) + mask + b"x" * 4096)
+        code, reason = _close_frame(raw)
+
+    assert code == 1009
+    assert str(WEBSOCKET_DISCARD_MAX_BYTES) in reason
+
+
+def _handshake(raw: socket.socket, web: Daphne, browser: Browser, session_id: str) -> None:
+    key = b64encode(os.urandom(16)).decode()
+    raw.sendall(
+        (
+            f"GET /ws/chat/{session_id}/ HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{web.port}\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+            f"Origin: {web.base_url}\r\n"
+            f"Cookie: sessionid={browser.cookie('sessionid')}\r\n\r\n"
+        ).encode()
+    )
+    response = b""
+    while b"\r\n\r\n" not in response:
+        response += raw.recv(4096)
+    assert response.startswith(b"HTTP/1.1 101"), response
+
+
+def _close_frame(raw: socket.socket) -> tuple[int, str]:
+    """The code and reason of the first close frame the server sends (server frames are not
+    masked; the frames before it, if any, are skipped)."""
+    buffer = b""
+
+    def read(count: int) -> bytes:
+        nonlocal buffer
+        while len(buffer) < count:
+            chunk = raw.recv(65536)
+            assert chunk, "the connection ended without a close frame"
+            buffer += chunk
+        taken, buffer = buffer[:count], buffer[count:]
+        return taken
+
+    while True:
+        first, second = read(2)
+        length = second & 0x7F
+        if length == 126:
+            (length,) = struct.unpack("!H", read(2))
+        elif length == 127:
+            (length,) = struct.unpack("!Q", read(8))
+        payload = read(length)
+        if first & 0x0F == 0x8:
+            (code,) = struct.unpack("!H", payload[:2])
+            return code, payload[2:].decode()

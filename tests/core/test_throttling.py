@@ -1,0 +1,199 @@
+"""The REST API's rate limits: per signed-in user and per anonymous address, counted in the
+default cache (local memory in the embedded shape, Redis when ``REDIS_URL`` is set), with a
+429, a JSON error and ``Retry-After`` once a budget is spent."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from django.core.cache import caches
+from rest_framework.test import APIClient
+
+from core import rate_limits
+from tests.factories import UserFactory
+
+NOW = 1_800_000_000.0
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+
+@pytest.fixture(params=["locmem", "redis"])
+def cache_backend(request, settings):
+    """Each test on both cache backends, with counters of its own (even in a shared Redis)."""
+    prefix = f"throttle-test-{uuid.uuid4().hex}"
+    if request.param == "locmem":
+        backend = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": prefix}
+    else:
+        if not REDIS_URL:
+            pytest.skip("needs REDIS_URL; runs in CI's PostgreSQL + Redis pass")
+        backend = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    settings.CACHES = {"default": {**backend, "KEY_PREFIX": prefix}}
+    return request.param
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The rate limits' clock, held still and moved on by the test."""
+    now = [NOW]
+    monkeypatch.setattr(rate_limits, "_clock", lambda: now[0])
+    return now
+
+
+def _signed_in(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+@pytest.mark.django_db
+def test_a_user_over_the_rate_gets_429_with_a_json_error_and_retry_after(
+    settings, cache_backend, clock
+):
+    settings.API_THROTTLE_USER_RATE = "3/minute"
+    client = _signed_in(UserFactory())
+
+    statuses = [client.get("/api/sessions/").status_code for _ in range(3)]
+    clock[0] += 20
+    refused = client.get("/api/sessions/")
+
+    assert statuses == [200, 200, 200]
+    assert refused.status_code == 429
+    assert refused["Content-Type"] == "application/json"
+    assert "throttled" in refused.json()["detail"].lower()
+    assert int(refused["Retry-After"]) == 40
+
+
+@pytest.mark.django_db
+def test_a_refused_write_writes_nothing(settings, cache_backend, clock):
+    settings.API_THROTTLE_USER_RATE = "1/minute"
+    client = _signed_in(UserFactory())
+    client.get("/api/sessions/")
+
+    refused = client.post("/api/sessions/", {"session_id": "late"}, format="json")
+
+    assert refused.status_code == 429
+    settings.API_THROTTLE_USER_RATE = ""
+    assert client.get("/api/sessions/late/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_users_have_budgets_of_their_own_and_the_budget_comes_back(settings, cache_backend, clock):
+    settings.API_THROTTLE_USER_RATE = "2/minute"
+    first, second = _signed_in(UserFactory()), _signed_in(UserFactory())
+    for _ in range(2):
+        first.get("/api/sessions/")
+
+    assert first.get("/api/sessions/").status_code == 429
+    assert second.get("/api/sessions/").status_code == 200
+    clock[0] += 61
+    assert first.get("/api/sessions/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_anonymous_clients_are_limited_per_address(settings, cache_backend, clock):
+    settings.API_THROTTLE_ANON_RATE = "2/minute"
+    client = APIClient()
+
+    statuses = [client.get("/api/schema/").status_code for _ in range(3)]
+    other_address = client.get("/api/schema/", REMOTE_ADDR="10.0.0.9")
+    forged = client.get("/api/schema/", HTTP_X_FORWARDED_FOR="10.0.0.10")
+
+    assert statuses == [200, 200, 429]
+    assert other_address.status_code == 200
+    assert forged.status_code == 429, "a forged X-Forwarded-For must not buy a new budget"
+
+
+@pytest.mark.django_db
+def test_an_empty_rate_turns_the_limit_off(settings, cache_backend, clock):
+    settings.API_THROTTLE_USER_RATE = ""
+    client = _signed_in(UserFactory())
+
+    assert {client.get("/api/sessions/").status_code for _ in range(30)} == {200}
+
+
+@pytest.mark.django_db
+def test_the_counts_live_in_the_configured_cache(settings, cache_backend, clock):
+    """With Redis, the count is in Redis: what a fresh connection (another process) reads."""
+    settings.API_THROTTLE_USER_RATE = "5/minute"
+    user = UserFactory()
+    client = _signed_in(user)
+    for _ in range(2):
+        client.get("/api/sessions/")
+
+    caches.close_all()
+    fresh = caches.create_connection("default")
+    count = fresh.get(f"throttle_user_{user.pk}:{int(NOW // 60)}")
+
+    assert count == 2
+    if cache_backend == "redis":
+        assert type(fresh).__name__ == "RedisCache"
+
+
+def test_the_schema_documents_429_on_every_operation(client):
+    schema = client.get("/api/schema/?format=json").json()
+
+    operations = [op for path in schema["paths"].values() for op in path.values()]
+    assert operations
+    for operation in operations:
+        throttled = operation["responses"]["429"]
+        assert "Retry-After" in throttled["headers"]
+
+
+@pytest.mark.django_db
+def test_without_a_reachable_cache_requests_go_through(settings, unreachable_cache, caplog):
+    settings.API_THROTTLE_USER_RATE = "1/minute"
+    client = _signed_in(UserFactory())
+
+    statuses = [client.get("/api/sessions/").status_code for _ in range(3)]
+
+    assert statuses == [200, 200, 200]
+    assert "rate limit not checked, no cache" in caplog.text
+
+
+def _concurrently(count: int, call) -> list:
+    """``call()`` from ``count`` threads released at the same moment; their results."""
+    barrier = threading.Barrier(count)
+
+    def released():
+        barrier.wait(timeout=30)
+        return call()
+
+    with ThreadPoolExecutor(count) as threads:
+        return list(threads.map(lambda _: released(), range(count)))
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_parallel_hits_never_get_more_than_the_limit_through(cache_backend, clock, attempt):
+    """The count is one atomic increment per hit: 32 threads at once, 200 hits, a limit of 50:
+    exactly 50 get through (DRF's list of times, read and written back, let more through)."""
+    key = f"parallel-{uuid.uuid4().hex}"
+    hits_per_thread = 200 // 32 + 1
+
+    def hits() -> int:
+        allowed = 0
+        for _ in range(hits_per_thread):
+            exceeded = rate_limits.window_count_exceeded(key=key, limit=50, window_seconds=3600)
+            allowed += not exceeded
+        return allowed
+
+    assert sum(_concurrently(32, hits)) == 50
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_clients_of_the_api_never_get_more_than_the_rate_through(
+    settings, cache_backend, clock
+):
+    settings.API_THROTTLE_USER_RATE = "20/hour"
+    user = UserFactory()
+
+    def requests() -> list[int]:
+        client = _signed_in(user)
+        return [client.get("/api/access/grants/").status_code for _ in range(4)]
+
+    statuses = [status for batch in _concurrently(16, requests) for status in batch]
+
+    assert statuses.count(200) == 20
+    assert statuses.count(429) == 16 * 4 - 20

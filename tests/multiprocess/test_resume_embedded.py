@@ -1,0 +1,115 @@
+"""A turn survives the death of its process on the embedded default (``make run``): one daphne
+process on SQLite, whose own periodic runner sweeps. The process is killed (SIGKILL) mid-turn
+and started again; the user's message gets exactly one answer (issue 16)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.multiprocess.stack import (
+    Browser,
+    Daphne,
+    async_wait_until,
+    embedded_environment,
+    frames_of,
+    manage,
+    reply_text,
+)
+from tests.multiprocess.test_resume import LONG_TEXT, SLOW
+
+pytestmark = pytest.mark.timeout(300)
+
+
+class EmbeddedApp:
+    """The app as ``make run`` serves it, in a folder of its own, restartable."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.database = folder / "db.sqlite3"
+        self.env = embedded_environment(database_url=f"sqlite:///{self.database}")
+        self.web: Daphne | None = None
+        manage(self.env, "migrate", "--noinput", "-v", "0")
+
+    def start(self, **env: str) -> Daphne:
+        self.web = Daphne("web-embedded", {**self.env, **env}, self.folder).start().wait_ready()
+        return self.web
+
+    def rows(self, sql: str, *params) -> list[tuple]:
+        import sqlite3
+
+        with sqlite3.connect(self.database) as connection:
+            return connection.execute(sql.replace("%s", "?"), params).fetchall()
+
+
+@pytest.fixture
+def embedded() -> Iterator[EmbeddedApp]:
+    folder = Path(tempfile.mkdtemp(prefix="chat-embedded-"))
+    app = EmbeddedApp(folder)
+    try:
+        yield app
+    finally:
+        if app.web is not None:
+            print(app.web.log_tail())
+            app.web.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _events(app: EmbeddedApp, session_id: str) -> list[tuple]:
+    return [
+        (event_id, bool(complete) if complete is not None else None, interrupted, error)
+        for event_id, complete, interrupted, error in app.rows(
+            "SELECT event_id, turn_complete, CASE WHEN interrupted THEN 1 END, error_code "
+            "FROM sessions_app_eventrecord WHERE session_id = %s ORDER BY sequence",
+            session_id,
+        )
+    ]
+
+
+async def _killed_mid_turn(app: EmbeddedApp, client_message_id: str) -> tuple[Browser, str]:
+    web = app.start(**SLOW)
+    browser = Browser(web.base_url).sign_up()
+    session_id = browser.session_create()
+    socket = await browser.socket(session_id)
+    await socket.send(
+        {"type": "user_message", "text": LONG_TEXT, "client_message_id": client_message_id}
+    )
+    await socket.wait_for(lambda frame: frame["type"] == "delta" and frame["seq"] >= 1)
+    web.kill()
+    return browser, session_id
+
+
+async def test_a_killed_process_started_again_answers_a_resent_message_once(embedded):
+    browser, session_id = await _killed_mid_turn(embedded, "embedded-1")
+    browser.base_url = embedded.start().base_url
+
+    socket = await browser.socket(session_id)
+    frames = await socket.turn(LONG_TEXT, client_message_id="embedded-1")
+
+    assert [frame["resumed"] for frame in frames_of(frames, "turn_started")] == [True]
+    assert reply_text(frames) == f"You said: \u201c{LONG_TEXT}\u201d."
+    assert frames_of(frames, "turn_complete")[0]["duplicate"] is False
+    assert _events(embedded, session_id) == [
+        ("msg-embedded-1", None, None, ""),
+        ("msg-embedded-1.1", True, None, ""),
+    ]
+    await socket.close()
+
+
+async def test_a_killed_process_started_again_sweeps_the_turn_nobody_resent(embedded):
+    _, session_id = await _killed_mid_turn(embedded, "embedded-2")
+    embedded.start()
+
+    await async_wait_until(
+        lambda: len(_events(embedded, session_id)) == 2,
+        timeout=60,
+        what="the in-process sweeper to end the turn",
+    )
+    assert _events(embedded, session_id) == [
+        ("msg-embedded-2", None, None, ""),
+        ("msg-embedded-2.1", True, 1, "server_stopped"),
+    ]
