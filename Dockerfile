@@ -9,7 +9,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     DJANGO_SETTINGS_MODULE=chatapp.settings
 
 # The processes run as this user, which cannot write the code or the static files.
-RUN useradd --create-home --uid 1000 app
+RUN useradd --create-home --uid 1000 app \
+    && mkdir -p /data/artifacts && chown app:app /data/artifacts
 
 WORKDIR /app
 COPY . .

@@ -494,8 +494,33 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(BASE_DIR / "build" / "staticfiles")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Attachments (artifacts): on the local file system under ARTIFACTS_DIR by default; with
+# ARTIFACTS_S3_BUCKET, in an S3-compatible bucket through django-storages (install the s3 extra:
+# boto3), which several web hosts can share. Credentials come from boto3's usual environment
+# variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY). Files are never served by the storage
+# itself: every download goes through a view that checks who asks.
+ARTIFACTS_DIR = Path(env.str("ARTIFACTS_DIR", default=str(BASE_DIR / "build" / "artifacts")))
+ARTIFACTS_S3_BUCKET = env.str("ARTIFACTS_S3_BUCKET", default="")
+ARTIFACTS_S3_ENDPOINT_URL = env.str("ARTIFACTS_S3_ENDPOINT_URL", default="")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "artifacts": (
+        {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": ARTIFACTS_S3_BUCKET,
+                "endpoint_url": ARTIFACTS_S3_ENDPOINT_URL or None,
+                "default_acl": "private",
+                "querystring_auth": True,
+                "file_overwrite": False,
+            },
+        }
+        if ARTIFACTS_S3_BUCKET
+        else {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": ARTIFACTS_DIR},
+        }
+    ),
     "staticfiles": {
         "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
         if PRODUCTION

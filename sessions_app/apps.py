@@ -6,7 +6,17 @@ class SessionsAppConfig(AppConfig):
     verbose_name = "Sessions (short-term memory)"
 
     def ready(self) -> None:
-        """Declare the sessions' owners and object permissions to the access layer."""
+        """Declare the sessions' owners and object permissions to the access layer, and have
+        an artifact's file removed with its row."""
+        from django.db.models.signals import post_delete
+
+        from sessions_app.artifact_files import artifact_file_delete_on_commit
+        from sessions_app.models import ArtifactRecord
         from sessions_app.permissions import session_permissions_register
 
         session_permissions_register()
+        post_delete.connect(
+            artifact_file_delete_on_commit,
+            sender=ArtifactRecord,
+            dispatch_uid="sessions_app.artifact_file_delete",
+        )

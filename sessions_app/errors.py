@@ -35,3 +35,7 @@ class AppNotFoundError(SessionStoreError):
 
 class AppForbiddenError(SessionStoreError):
     """The app exists but the caller may not use it."""
+
+
+class InvalidArtifactError(SessionStoreError):
+    """An artifact's name, scope or content was refused; nothing was stored."""

@@ -165,3 +165,61 @@ class AppState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.app_name}: app:{self.key}"
+
+
+class ArtifactRecord(models.Model):
+    """One version of an artifact: a file saved by a user or an agent, as ADK's artifacts are.
+
+    An artifact is named by ``filename`` within a session, or within the user's app when the
+    name starts with ``user:`` (then ``session`` is empty); each save adds a version, numbered
+    from 0. The bytes live in the ``artifacts`` storage under ``storage_name``, a name made of
+    the owner's id and a random part: nothing a caller chose ever reaches a storage path. The
+    public ``id`` is what a download link carries.
+    """
+
+    id = models.UUIDField(primary_key=True)
+    app_name = models.CharField(max_length=128)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="artifacts"
+    )
+    session = models.ForeignKey(
+        SessionRecord,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="artifacts",
+        help_text="Empty for an artifact of the user (a ``user:`` filename).",
+    )
+    filename = models.CharField(max_length=255)
+    version = models.PositiveIntegerField()
+    storage_name = models.CharField(max_length=255, unique=True)
+    mime_type = models.CharField(max_length=127)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    is_text = models.BooleanField(
+        default=False, help_text="Saved as a text part (given back as text, not inline data)."
+    )
+    custom_metadata = models.JSONField(default=dict, blank=True)
+    create_time = models.FloatField()
+
+    class Meta:
+        verbose_name = "artifact version"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "filename", "version"],
+                condition=models.Q(session__isnull=False),
+                name="artifact_session_filename_version",
+            ),
+            models.UniqueConstraint(
+                fields=["user", "app_name", "filename", "version"],
+                condition=models.Q(session__isnull=True),
+                name="artifact_user_filename_version",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["user", "app_name", "filename"], name="artifact_user_filename"),
+        ]
+
+    def __str__(self) -> str:
+        scope = self.session_id or "user"
+        return f"{self.app_name}/{self.user_id}/{scope}/{self.filename}@{self.version}"

@@ -45,3 +45,18 @@ class ListSessionsResponse(BaseModel):
 
     sessions: list[Session] = Field(default_factory=list)
     next_page_token: str | None = None
+
+
+class ArtifactVersion(BaseModel):
+    """One version of an artifact as ADK's ``ArtifactVersion`` describes it.
+
+    ``canonical_uri`` is ADK's ``artifact://`` address of the version (what an ADK artifact
+    reference points at), not a storage location: the bytes are reached only through the
+    service or a download view that checks who asks.
+    """
+
+    version: int
+    canonical_uri: str
+    custom_metadata: dict[str, Any] = Field(default_factory=dict)
+    create_time: float
+    mime_type: str | None = None

@@ -67,6 +67,20 @@ def fast_password_hashing(settings):
 
 
 @pytest.fixture(autouse=True)
+def artifacts_dir(settings, tmp_path):
+    """Each test keeps artifact files in a folder of its own, never in the checkout's build/."""
+    folder = tmp_path / "artifacts"
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "artifacts": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": folder},
+        },
+    }
+    return folder
+
+
+@pytest.fixture(autouse=True)
 def api_throttling_off(settings):
     """The REST API's rate limits are off except in their own tests
     (tests/chatapp/test_throttling.py): counted per user id in a shared cache, they

@@ -1,6 +1,17 @@
 """Reads of the session store. Every function takes the owner, so a caller can
 never read another user's session by id alone: such a session reads as absent."""
 
+from sessions_app.selectors.artifacts import (
+    artifact_bytes,
+    artifact_keys_list,
+    artifact_load,
+    artifact_owned_get,
+    artifact_part,
+    artifact_record_get,
+    artifact_version_describe,
+    artifact_versions_list,
+    artifacts_of_user,
+)
 from sessions_app.selectors.events import (
     StoredEvent,
     StoredEventsPage,
@@ -42,6 +53,15 @@ __all__ = [
     "StoreRead",
     "StoredEvent",
     "StoredEventsPage",
+    "artifact_bytes",
+    "artifact_keys_list",
+    "artifact_load",
+    "artifact_owned_get",
+    "artifact_part",
+    "artifact_record_get",
+    "artifact_version_describe",
+    "artifact_versions_list",
+    "artifacts_of_user",
     "scoped_states_get",
     "session_app_name_read",
     "session_get",

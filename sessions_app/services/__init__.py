@@ -12,10 +12,13 @@ The statements themselves live in ``sessions_app.storage``; on PostgreSQL an
 append is all of that in a single statement, one round trip to the database.
 
 ``sessions``: create, rename, delete, expire; ``events``: append and rewind;
-``session_service``: the async facade.
+``session_service``: the async facade; ``artifacts`` and ``artifact_service``: files saved in
+versions with ADK's artifact semantics, and their async facade.
 """
 
 from sessions_app.errors import InvalidStateError
+from sessions_app.services.artifact_service import ArtifactService
+from sessions_app.services.artifacts import artifact_delete, artifact_save
 from sessions_app.services.events import event_append, session_rewind
 from sessions_app.services.session_service import SessionService
 from sessions_app.services.sessions import (
@@ -30,10 +33,13 @@ from sessions_app.types import GetSessionConfig, ListSessionsResponse
 
 __all__ = [
     "IDENTIFIER_PATTERN",
+    "ArtifactService",
     "GetSessionConfig",
     "InvalidStateError",
     "ListSessionsResponse",
     "SessionService",
+    "artifact_delete",
+    "artifact_save",
     "event_append",
     "session_create",
     "session_delete",

@@ -1,0 +1,165 @@
+"""Reads of artifacts, with ADK's semantics: a ``user:`` filename is the user's (any of their
+sessions sees it), any other belongs to one session; versions are numbered from 0 and the
+newest is read when none is asked. Every read takes the owner: another user's artifact reads
+as absent."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from google.genai import types
+
+from sessions_app.artifact_files import (
+    artifact_filename_problem,
+    artifact_is_user_scoped,
+    artifact_storage,
+    artifact_uri,
+)
+from sessions_app.errors import InvalidArtifactError
+from sessions_app.models import ArtifactRecord
+from sessions_app.selectors.sessions import user_pk_from_id
+from sessions_app.types import ArtifactVersion
+
+
+def artifact_scope_filter(
+    *, app_name: str, user_id: str, filename: str, session_id: str | None
+) -> dict[str, Any] | None:
+    """The lookup of an artifact's versions, None when ``user_id`` names no user.
+
+    Raises ``InvalidArtifactError`` for a malformed filename, or a session filename without
+    a session (ADK refuses it the same way).
+    """
+    problem = artifact_filename_problem(filename)
+    if problem:
+        raise InvalidArtifactError(problem)
+    user_pk = user_pk_from_id(user_id)
+    if user_pk is None:
+        return None
+    scope: dict[str, Any] = {"user_id": user_pk, "app_name": app_name, "filename": filename}
+    if artifact_is_user_scoped(filename):
+        scope["session__isnull"] = True
+    elif session_id is None:
+        raise InvalidArtifactError("Session ID must be provided for session-scoped artifacts.")
+    else:
+        scope["session_id"] = session_id
+    return scope
+
+
+def _versions(
+    *, app_name: str, user_id: str, filename: str, session_id: str | None
+) -> QuerySet[ArtifactRecord]:
+    scope = artifact_scope_filter(
+        app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
+    )
+    if scope is None:
+        return ArtifactRecord.objects.none()
+    return ArtifactRecord.objects.filter(**scope).order_by("version")
+
+
+def artifact_record_get(
+    *,
+    app_name: str,
+    user_id: str,
+    filename: str,
+    session_id: str | None = None,
+    version: int | None = None,
+) -> ArtifactRecord | None:
+    """The row of one version (the newest when ``version`` is None), or None."""
+    versions = _versions(
+        app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
+    )
+    if version is None:
+        return versions.last()
+    return versions.filter(version=version).first()
+
+
+def artifact_bytes(record: ArtifactRecord) -> bytes:
+    """The stored bytes of one version."""
+    with artifact_storage().open(record.storage_name, "rb") as handle:
+        return handle.read()
+
+
+def artifact_part(record: ArtifactRecord) -> types.Part:
+    """One version as the ``types.Part`` it was saved as (text, or inline data)."""
+    data = artifact_bytes(record)
+    if record.is_text:
+        return types.Part(text=data.decode("utf-8"))
+    return types.Part(inline_data=types.Blob(data=data, mime_type=record.mime_type))
+
+
+def artifact_load(
+    *,
+    app_name: str,
+    user_id: str,
+    filename: str,
+    session_id: str | None = None,
+    version: int | None = None,
+) -> types.Part | None:
+    """ADK's ``load_artifact``: one version as a part, None if there is none."""
+    record = artifact_record_get(
+        app_name=app_name,
+        user_id=user_id,
+        filename=filename,
+        session_id=session_id,
+        version=version,
+    )
+    return None if record is None else artifact_part(record)
+
+
+def artifact_keys_list(*, app_name: str, user_id: str, session_id: str | None = None) -> list[str]:
+    """ADK's ``list_artifact_keys``: the session's filenames and the user's (``user:``), sorted;
+    only the user's without a session."""
+    user_pk = user_pk_from_id(user_id)
+    if user_pk is None:
+        return []
+    scope = Q(session__isnull=True)
+    if session_id is not None:
+        scope |= Q(session_id=session_id)
+    names = ArtifactRecord.objects.filter(scope, user_id=user_pk, app_name=app_name)
+    return sorted(set(names.values_list("filename", flat=True)))
+
+
+def artifact_version_describe(record: ArtifactRecord) -> ArtifactVersion:
+    """A stored version as ADK's ``ArtifactVersion``."""
+    return ArtifactVersion(
+        version=record.version,
+        canonical_uri=artifact_uri(
+            app_name=record.app_name,
+            user_id=str(record.user_id),
+            session_id=record.session_id,
+            filename=record.filename,
+            version=record.version,
+        ),
+        custom_metadata=record.custom_metadata,
+        create_time=record.create_time,
+        mime_type=record.mime_type,
+    )
+
+
+def artifact_versions_list(
+    *, app_name: str, user_id: str, filename: str, session_id: str | None = None
+) -> list[ArtifactVersion]:
+    """ADK's ``list_artifact_versions``: every version, oldest first."""
+    versions = _versions(
+        app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
+    )
+    return [artifact_version_describe(record) for record in versions]
+
+
+def artifact_owned_get(*, user_pk: int, artifact_id: Any) -> ArtifactRecord | None:
+    """The user's artifact version with this public id; None for any other id, malformed,
+    unknown or another user's alike (a download link of someone else reads as absent)."""
+    try:
+        artifact_uuid = uuid.UUID(str(artifact_id))
+    except ValueError:
+        return None
+    return ArtifactRecord.objects.filter(pk=artifact_uuid, user_id=user_pk).first()
+
+
+def artifacts_of_user(*, user_pk: int) -> QuerySet[ArtifactRecord]:
+    """Every artifact version the user has, in a stable order (exports)."""
+    return ArtifactRecord.objects.filter(user_id=user_pk).order_by(
+        "app_name", "session_id", "filename", "version"
+    )

@@ -1,0 +1,128 @@
+"""Writes of artifacts with ADK's semantics: each save of a filename adds a version (from 0),
+deleting a filename removes all its versions.
+
+A save writes the file first and then its row: a file whose row could not be written is
+removed at once, and a row never points at a missing file. Rows whose deletion commits have
+their files removed right after (``sessions_app.artifact_files``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from typing import Any
+
+from django.core.files.base import ContentFile
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from google.genai import types
+
+from sessions_app.artifact_files import artifact_file_delete, artifact_storage
+from sessions_app.errors import InvalidArtifactError, SessionNotFoundError
+from sessions_app.models import ArtifactRecord, SessionRecord
+from sessions_app.selectors.artifacts import artifact_scope_filter
+
+# Concurrent saves of one filename race for the next version number; the loser of a race
+# takes the one after (the unique constraint decides), a few times at most.
+_VERSION_ATTEMPTS = 5
+
+
+def _part_payload(artifact: types.Part | dict[str, Any]) -> tuple[bytes, str, bool]:
+    """The bytes, MIME type and text-ness of a part (a dict is read as ADK's ``ensure_part``
+    does); only inline data and text are stored."""
+    try:
+        part = types.Part.model_validate(artifact) if isinstance(artifact, dict) else artifact
+    except ValueError as exc:
+        raise InvalidArtifactError(f"Not a part: {exc}") from exc
+    if part.inline_data is not None and part.inline_data.data is not None:
+        mime_type = part.inline_data.mime_type or "application/octet-stream"
+        return part.inline_data.data, mime_type, False
+    if part.text is not None:
+        return part.text.encode("utf-8"), "text/plain", True
+    raise InvalidArtifactError("An artifact is a part with inline data or text.")
+
+
+def artifact_save(
+    *,
+    app_name: str,
+    user_id: str,
+    filename: str,
+    artifact: types.Part | dict[str, Any],
+    session_id: str | None = None,
+    custom_metadata: dict[str, Any] | None = None,
+) -> ArtifactRecord:
+    """Store a new version of ``filename`` (version 0 for a new name) and return its row.
+
+    Raises ``InvalidArtifactError`` for a bad name, scope or part, and
+    ``SessionNotFoundError`` when the session is not the user's in this app.
+    """
+    scope = artifact_scope_filter(
+        app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
+    )
+    if scope is None:
+        raise SessionNotFoundError("No such user.")
+    data, mime_type, is_text = _part_payload(artifact)
+    session_pk = scope.get("session_id")
+    if (
+        session_pk is not None
+        and not SessionRecord.objects.filter(
+            pk=session_pk, user_id=scope["user_id"], app_name=app_name
+        ).exists()
+    ):
+        raise SessionNotFoundError(f"Session {session_pk} not found.")
+    storage_name = artifact_storage().save(
+        f"{scope['user_id']}/{uuid.uuid4().hex}", ContentFile(data)
+    )
+    try:
+        return _record_insert(
+            scope=scope,
+            storage_name=storage_name,
+            fields={
+                "mime_type": mime_type[:127],
+                "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "is_text": is_text,
+                "custom_metadata": dict(custom_metadata or {}),
+            },
+        )
+    except BaseException:
+        artifact_file_delete(storage_name)
+        raise
+
+
+def _record_insert(
+    *, scope: dict[str, Any], storage_name: str, fields: dict[str, Any]
+) -> ArtifactRecord:
+    lookup = {key: value for key, value in scope.items() if key != "session__isnull"}
+    attempts = 0
+    while True:
+        latest = ArtifactRecord.objects.filter(**scope).aggregate(latest=Max("version"))["latest"]
+        try:
+            with transaction.atomic():
+                return ArtifactRecord.objects.create(
+                    id=uuid.uuid4(),
+                    version=0 if latest is None else latest + 1,
+                    storage_name=storage_name,
+                    create_time=time.time(),
+                    **lookup,
+                    **fields,
+                )
+        except IntegrityError:
+            attempts += 1
+            if attempts == _VERSION_ATTEMPTS:
+                raise
+
+
+def artifact_delete(
+    *, app_name: str, user_id: str, filename: str, session_id: str | None = None
+) -> int:
+    """ADK's ``delete_artifact``: every version of ``filename`` goes, with its files once the
+    deletion commits. Returns how many versions went (0 when there were none)."""
+    scope = artifact_scope_filter(
+        app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
+    )
+    if scope is None:
+        return 0
+    deleted, _ = ArtifactRecord.objects.filter(**scope).delete()
+    return deleted
