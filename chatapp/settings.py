@@ -271,6 +271,9 @@ AGENTS: dict = {}
 # --- Chat WebSocket ---------------------------------------------------------------
 # Longest user message a turn accepts, in characters.
 CHAT_MAX_MESSAGE_CHARS = env.int("CHAT_MAX_MESSAGE_CHARS", default=8000)
+# Attachments of a chat message: the largest file, and how many go with one message.
+ATTACHMENT_MAX_BYTES = env.int("ATTACHMENT_MAX_BYTES", default=10 * 1024 * 1024)
+ATTACHMENT_MAX_COUNT = env.int("ATTACHMENT_MAX_COUNT", default=5)
 # Turns a user may start per minute over all their sockets; 0 turns the limit off.
 CHAT_TURNS_PER_MINUTE = env.int("CHAT_TURNS_PER_MINUTE", default=20)
 
@@ -399,6 +402,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": (BASE_DIR / "docs" / "api.md").read_text(),
     # One tag a part of the API, in this order, each described (docs/api.md names them too).
     "TAGS": [
+        {
+            "name": "Attachments",
+            "description": "Files attached to your chats (images, PDF, text), kept as versioned "
+            "artifacts of a session: upload, list, download.",
+        },
         {
             "name": "Sessions",
             "description": "Your chats as ADK sessions: create, list, rename, delete; their "

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from sessions_app import api
+from sessions_app import api, artifacts_api
 
 app_name = "sessions_api"
 
@@ -13,5 +13,15 @@ urlpatterns = [
     path("sessions/<str:session_id>/state/", api.SessionStateView.as_view(), name="session-state"),
     path(
         "sessions/<str:session_id>/rewind/", api.SessionRewindView.as_view(), name="session-rewind"
+    ),
+    path(
+        "sessions/<str:session_id>/artifacts/",
+        artifacts_api.SessionArtifactsView.as_view(),
+        name="session-artifacts",
+    ),
+    path(
+        "artifacts/<str:artifact_id>/content/",
+        artifacts_api.ArtifactContentView.as_view(),
+        name="artifact-content",
     ),
 ]

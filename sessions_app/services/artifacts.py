@@ -22,6 +22,7 @@ from sessions_app.artifact_files import artifact_file_delete, artifact_storage
 from sessions_app.errors import InvalidArtifactError, SessionNotFoundError
 from sessions_app.models import ArtifactRecord, SessionRecord
 from sessions_app.selectors.artifacts import artifact_scope_filter
+from sessions_app.uploads import CheckedUpload
 
 # Concurrent saves of one filename race for the next version number; the loser of a race
 # takes the one after (the unique constraint decides), a few times at most.
@@ -126,3 +127,30 @@ def artifact_delete(
         return 0
     deleted, _ = ArtifactRecord.objects.filter(**scope).delete()
     return deleted
+
+
+def attachments_store(
+    *, app_name: str, user_id: str, session_id: str, uploads: list[CheckedUpload]
+) -> list[ArtifactRecord]:
+    """Store checked uploads as artifacts of the session, all of them or none: should one
+    fail, the rows of the others roll back and their files are removed."""
+    records: list[ArtifactRecord] = []
+    try:
+        with transaction.atomic():
+            for upload in uploads:
+                records.append(
+                    artifact_save(
+                        app_name=app_name,
+                        user_id=user_id,
+                        session_id=session_id,
+                        filename=upload.filename,
+                        artifact=types.Part(
+                            inline_data=types.Blob(data=upload.data, mime_type=upload.mime_type)
+                        ),
+                    )
+                )
+    except BaseException:
+        for record in records:
+            artifact_file_delete(record.storage_name)
+        raise
+    return records

@@ -1,0 +1,203 @@
+"""The attachments REST API: upload files to one of your sessions, list them, download one.
+
+An upload is checked whole before anything is stored (type by content, size, count, name) and
+stored all or nothing; a refusal is a 400 that says why. Only the owner reaches an artifact:
+another user's session or artifact id answers the same 404 as an unknown one.
+"""
+
+from __future__ import annotations
+
+import html
+
+from django.conf import settings
+from django.http import FileResponse
+from django.http.multipartparser import MultiPartParser as DjangoMultiPartParser
+from django.http.multipartparser import MultiPartParserError
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.parsers import DataAndFiles, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from core.api import BAD_REQUEST, NOT_SIGNED_IN, TOO_LARGE, ErrorSerializer, PayloadTooLarge
+from sessions_app import selectors, services
+from sessions_app.api import NOT_FOUND, SESSION_ID, SessionStoreAPIView
+from sessions_app.artifact_files import artifact_storage
+from sessions_app.models import ArtifactRecord
+from sessions_app.uploads import uploads_check
+
+# Room for a multipart body's boundaries and headers besides the files themselves.
+_MULTIPART_OVERHEAD = 64 * 1024
+
+
+class _PathRefusingMultiPartParser(DjangoMultiPartParser):
+    """Django's multipart parser, refusing a file name that is a path where Django would keep
+    its last part: a client sending ``../../x.png`` is told so rather than stored as ``x.png``."""
+
+    def sanitize_file_name(self, file_name):
+        name = html.unescape(file_name)
+        if "/" in name or "\\" in name or name.strip() in {".", ".."}:
+            raise MultiPartParserError(
+                f"{name[:80]!r} cannot name an attachment: a filename names a file, not a path."
+            )
+        return super().sanitize_file_name(file_name)
+
+
+class AttachmentParser(MultiPartParser):
+    """DRF's multipart parser over ``_PathRefusingMultiPartParser``."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        request = parser_context["request"]
+        meta = {**request.META, "CONTENT_TYPE": media_type}
+        parser = _PathRefusingMultiPartParser(
+            meta, stream, request.upload_handlers, parser_context.get("encoding") or "utf-8"
+        )
+        try:
+            return DataAndFiles(*parser.parse())
+        except MultiPartParserError as exc:
+            raise ParseError(str(exc)) from exc
+
+
+class ArtifactSerializer(serializers.Serializer):
+    id = serializers.UUIDField(help_text="The version's public id, which its download URL carries.")
+    filename = serializers.CharField()
+    version = serializers.IntegerField(help_text="0 for the first upload of a filename.")
+    mime_type = serializers.CharField(help_text="The type its content showed.")
+    size = serializers.IntegerField(help_text="In bytes.")
+    create_time = serializers.FloatField(help_text="Seconds since the epoch.")
+    session_id = serializers.CharField(allow_null=True)
+    download_url = serializers.CharField()
+
+
+def artifact_representation(record: ArtifactRecord) -> dict:
+    return {
+        "id": str(record.pk),
+        "filename": record.filename,
+        "version": record.version,
+        "mime_type": record.mime_type,
+        "size": record.size,
+        "create_time": record.create_time,
+        "session_id": record.session_id,
+        "download_url": reverse("sessions_api:artifact-content", args=[record.pk]),
+    }
+
+
+def upload_body_limit() -> int:
+    """The longest upload body read: the most files of the largest size, and the rest."""
+    return settings.ATTACHMENT_MAX_COUNT * settings.ATTACHMENT_MAX_BYTES + _MULTIPART_OVERHEAD
+
+
+class SessionArtifactsView(SessionStoreAPIView):
+    parser_classes = [AttachmentParser]
+
+    @extend_schema(
+        operation_id="sessions_artifacts_list",
+        tags=["Attachments"],
+        summary="The files of a session, every version, oldest first",
+        description="Each version of each file attached to the session, by filename then "
+        "version, with the URL that downloads it.",
+        parameters=[SESSION_ID],
+        responses={200: ArtifactSerializer(many=True), 403: NOT_SIGNED_IN, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        record = self.owned_session(session_id)
+        artifacts = ArtifactRecord.objects.filter(session=record).order_by("filename", "version")
+        return Response([artifact_representation(each) for each in artifacts])
+
+    @extend_schema(
+        operation_id="sessions_artifacts_upload",
+        tags=["Attachments"],
+        summary="Attach files to a session (multipart, field `file`, repeated)",
+        description="Images (PNG, JPEG, WebP, GIF), PDF, plain text and Markdown, told by "
+        "their content; at most `ATTACHMENT_MAX_COUNT` files of `ATTACHMENT_MAX_BYTES` each. "
+        "A file saved under a name the session already has becomes its next version. All "
+        "files are stored or none: any refusal is a 400 naming the file and the reason. Send "
+        "the returned ids as a chat message's `attachments` to give them to the model.",
+        parameters=[SESSION_ID],
+        request={
+            "multipart/form-data": {
+                "type": "object",
+                "properties": {
+                    "file": {"type": "array", "items": {"type": "string", "format": "binary"}}
+                },
+                "required": ["file"],
+            }
+        },
+        responses={
+            201: ArtifactSerializer(many=True),
+            400: BAD_REQUEST,
+            403: NOT_SIGNED_IN,
+            404: NOT_FOUND,
+            413: TOO_LARGE,
+            415: OpenApiResponse(ErrorSerializer, description="The body is not multipart."),
+        },
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        record = self.owned_session(session_id)
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > upload_body_limit():
+            raise PayloadTooLarge(
+                f"The upload is {length:,} bytes; at most {settings.ATTACHMENT_MAX_COUNT} "
+                f"files of {settings.ATTACHMENT_MAX_BYTES:,} bytes each are accepted."
+            )
+        files = [(each.name, each.read()) for each in request.FILES.getlist("file")]
+        stored = services.attachments_store(
+            app_name=record.app_name,
+            user_id=str(request.user.pk),
+            session_id=record.pk,
+            uploads=uploads_check(files),
+        )
+        return Response(
+            [artifact_representation(each) for each in stored], status=status.HTTP_201_CREATED
+        )
+
+
+ARTIFACT_ID = OpenApiParameter(
+    "artifact_id",
+    str,
+    OpenApiParameter.PATH,
+    description="An artifact version's id. Another user's answers 404.",
+)
+
+
+class ArtifactContentView(SessionStoreAPIView):
+    @extend_schema(
+        operation_id="artifacts_content",
+        tags=["Attachments"],
+        summary="Download one of your files",
+        description="The bytes as stored, with the type their content showed. `?download=1` "
+        "asks the browser to save it rather than show it.",
+        parameters=[ARTIFACT_ID],
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(description="The file."),
+            403: NOT_SIGNED_IN,
+            404: NOT_FOUND,
+        },
+    )
+    def get(self, request: Request, artifact_id: str) -> FileResponse:
+        record = selectors.artifact_owned_get(user_pk=request.user.pk, artifact_id=artifact_id)
+        if record is None:
+            raise NotFound()
+        return artifact_file_response(record, download=request.query_params.get("download") == "1")
+
+
+def artifact_file_response(record: ArtifactRecord, *, download: bool) -> FileResponse:
+    """The stored file as a response no browser runs as a page: its checked type (text always
+    as plain text), not sniffed, sandboxed, and private to whoever fetched it."""
+    content_type = (
+        "text/plain; charset=utf-8" if record.mime_type.startswith("text/") else record.mime_type
+    )
+    response = FileResponse(
+        artifact_storage().open(record.storage_name, "rb"),
+        content_type=content_type,
+        as_attachment=download,
+        filename=record.filename,
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
