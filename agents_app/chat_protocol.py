@@ -84,6 +84,13 @@ def client_message_id_problem(client_message_id: Any) -> tuple[str, str] | None:
     return None
 
 
+def message_id_problem(message_id: Any) -> tuple[str, str] | None:
+    """The error an ``edit`` or ``regenerate`` frame naming a malformed ``message_id`` gets."""
+    if not isinstance(message_id, str) or not 0 < len(message_id) <= 128:
+        return "invalid_frame", "A message_id naming a stored event is needed."
+    return None
+
+
 def error_frame(*, code: str, message: str) -> dict[str, Any]:
     """Something was refused or failed; the socket stays usable."""
     return {"type": "error", "code": code, "message": message}

@@ -9,6 +9,7 @@ should another process take it over, the socket goes back to watching.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -18,6 +19,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from google.genai import types
 
+from agents_app.chat_edits import Rewrite, RewriteRefusedError, chat_turn_rewrite
 from agents_app.chat_protocol import MESSAGE_NOT_STORED, REPLY_NOT_STORED
 from agents_app.chat_turns import ChatTurn, runner_events_cancel
 from agents_app.runtime.runner import DuplicateTurnError, Runner
@@ -66,6 +68,46 @@ class ChatTurnDriver:
 
     async def claim_release(self, claim: HeldClaim) -> None:
         await turn_claim_release_async(claim=claim)
+
+    async def rewrite(
+        self,
+        turn: ChatTurn,
+        begin: TurnBegin,
+        *,
+        app_name: str,
+        rewrite: tuple[Rewrite, str],
+        text: str | None,
+    ) -> str | None:
+        """Rewind for an edit or a regeneration and send the rewind; the text the turn runs,
+        or None (the claim released, the client told why) when the rewind was refused."""
+        try:
+            done = await database_sync_to_async(chat_turn_rewrite)(
+                user_pk=self.user_pk,
+                app_name=app_name,
+                session_id=self.session_id,
+                rewrite=rewrite[0],
+                message_id=rewrite[1],
+                client_message_id=turn.client_message_id,
+                text=text,
+            )
+        except RewriteRefusedError as refused:
+            await self.claim_release(begin.claim)
+            await self.error(refused.code, str(refused))
+            return None
+        except (SessionNotFoundError, *DATABASE_UNAVAILABLE_ERRORS) as error:
+            logger.warning("chat rewind not made in %s: %s", self.session_id, error)
+            with contextlib.suppress(*DATABASE_UNAVAILABLE_ERRORS):
+                await self.claim_release(begin.claim)
+            await self.error(
+                "session_not_found"
+                if isinstance(error, SessionNotFoundError)
+                else DATABASE_UNAVAILABLE_CODE,
+                "The conversation could not be rewound; nothing was changed.",
+            )
+            await turn.complete_send(duplicate=False)
+            return None
+        await turn.rewind_send(done.rewind)
+        return done.text
 
     async def drive(self, turn: ChatTurn, text: str | None, begin: TurnBegin) -> None:
         """See the turn through: run it while this socket holds its claim; while a live process

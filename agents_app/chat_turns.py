@@ -92,6 +92,10 @@ class ChatTurn:
         await self._stored_events_send(stored)
         self.final = None  # a retried turn's earlier ending is not this run's
 
+    async def rewind_send(self, stored: selectors.StoredEvent) -> None:
+        """Send the rewind an edit or a regeneration stored before its turn runs."""
+        await self._stored_event_send(stored)
+
     async def event_forward(self, event: Event) -> None:
         """Send one event from the runner: a ``delta`` for streamed text, else the stored event."""
         if event.partial:

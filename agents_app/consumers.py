@@ -22,6 +22,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
+from agents_app.chat_edits import Rewrite
 from agents_app.chat_protocol import (
     CLOSE_NOT_FOUND,
     CLOSE_NOT_SIGNED_IN,
@@ -32,6 +33,7 @@ from agents_app.chat_protocol import (
     error_frame,
     frame_decode,
     max_frame_chars,
+    message_id_problem,
     notice_frame,
     pong_frame,
     user_message_problem,
@@ -125,6 +127,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     FRAME_HANDLERS = {
         "user_message": "_user_message",
         "retry": "_retry",
+        "edit": "_edit",
+        "regenerate": "_regenerate",
         "cancel": "_cancel_frame",
         "ping": "_ping_frame",
     }
@@ -329,9 +333,41 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         await self._turn_begin(client_message_id=client_message_id, text=None)
 
-    async def _turn_begin(self, *, client_message_id: str, text: str | None) -> None:
+    async def _edit(self, content: dict[str, Any]) -> None:
+        problem = user_message_problem(
+            text=content.get("text"), client_message_id=content.get("client_message_id")
+        ) or message_id_problem(content.get("message_id"))
+        await self._rewrite_begin(content, problem, Rewrite.EDIT, content.get("text"))
+
+    async def _regenerate(self, content: dict[str, Any]) -> None:
+        problem = client_message_id_problem(content.get("client_message_id")) or (
+            message_id_problem(content.get("message_id"))
+        )
+        await self._rewrite_begin(content, problem, Rewrite.REGENERATE, None)
+
+    async def _rewrite_begin(
+        self, content: dict[str, Any], problem: Any, rewrite: Rewrite, text: str | None
+    ) -> None:
+        if problem:
+            await self._error(*problem)
+            return
+        await self._turn_begin(
+            client_message_id=content["client_message_id"],
+            text=text,
+            rewrite=(rewrite, content["message_id"]),
+        )
+
+    async def _turn_begin(
+        self,
+        *,
+        client_message_id: str,
+        text: str | None,
+        rewrite: tuple[Rewrite, str] | None = None,
+    ) -> None:
         """Start, resume, retry, replay or watch the turn of a client message (``text`` None
         for a Retry), as its stored events and its claim say (``turn_claims.turn_begin``).
+        With ``rewrite`` (an edit or a regeneration, and the message it replaces) a new turn
+        first rewinds the session (``chat_edits``).
 
         The turn's state is read before the rate limit, so a re-sent message never counts as
         a new turn; a Retry that runs the model again does.
@@ -353,7 +389,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self.turns.runner = self.runner
         turn = self._turn_new(client_message_id=client_message_id)
         try:
-            begin = await self.turns.begin(turn, retry=text is None)
+            begin = await self.turns.begin(turn, retry=text is None and rewrite is None)
         except DATABASE_UNAVAILABLE_ERRORS as error:
             logger.error("chat turn not started, database unavailable: %s", error)
             await self._error(DATABASE_UNAVAILABLE_CODE, MESSAGE_NOT_STORED)
@@ -372,6 +408,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if begin.start in (TurnStart.NEW, TurnStart.RETRY) and await self._rate_limited():
             await self.turns.claim_release(begin.claim)
             return
+        if rewrite is not None and begin.start is TurnStart.NEW:
+            text = await self.turns.rewrite(
+                turn, begin, app_name=self.app_name, rewrite=rewrite, text=text
+            )
+            if text is None:
+                return
         self.turn_task = asyncio.create_task(self.turns.drive(turn, text, begin))
         work_track(self.turn_task)
         # Let the task start, so that a cancel read next always finds it inside the turn.

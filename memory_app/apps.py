@@ -32,6 +32,15 @@ def _session_pre_delete(sender, instance, origin=None, **kwargs) -> None:
         session_memories_release(session_ids=[instance.pk])
 
 
+def _session_rewound(sender, session_id: str, **kwargs) -> None:
+    """Revise, once the rewind has committed and in the background, the memories of the turns
+    a rewind took out of the history: nothing on the turn's path waits for it."""
+    from core.background import task_enqueue
+    from memory_app.tasks import session_rewound_memories_release
+
+    task_enqueue(task=session_rewound_memories_release, session_id=session_id)
+
+
 def _memory_saved(sender, instance, **kwargs) -> None:
     """Any saved memory makes every process rebuild that owner's search index."""
     from memory_app.services import memory_index_invalidate
@@ -61,8 +70,10 @@ class MemoryAppConfig(AppConfig):
         from memory_app.models import Memory
         from memory_app.permissions import memory_permissions_register
         from sessions_app.models import SessionRecord
+        from sessions_app.signals import session_rewound
 
         memory_permissions_register()
         pre_delete.connect(_session_pre_delete, sender=SessionRecord, dispatch_uid="memory-session")
+        session_rewound.connect(_session_rewound, dispatch_uid="memory-session-rewound")
         post_save.connect(_memory_saved, sender=Memory, dispatch_uid="memory-saved")
         post_delete.connect(_memory_deleted, sender=Memory, dispatch_uid="memory-deleted")

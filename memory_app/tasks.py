@@ -71,3 +71,11 @@ def memories_forget() -> dict[str, int]:
     """Expire, decay and prune memories; returns the counts."""
     report = services.memories_forget()
     return {"expired": report.expired, "decayed": report.decayed, "pruned": report.pruned}
+
+
+@shared_task(name="memory_app.tasks.session_rewound_memories_release", acks_late=True)
+def session_rewound_memories_release(*, session_id: str) -> dict[str, int]:
+    """Revise the memories of the session's rewound turns; returns how many were deleted and
+    revised. Idempotent: a second run finds nothing left to revise."""
+    report = services.session_rewound_memories_release(session_id=session_id)
+    return {"deleted": len(report.deleted), "revised": len(report.revised)}

@@ -172,11 +172,12 @@ class _Run:
 def _events_resolve(
     *, session_id: str | None, facts: list[ExtractedFact]
 ) -> dict[str, EventRecord]:
-    """The session's stored events the facts cite, by event id (ids from elsewhere are ignored)."""
+    """The session's stored events the facts cite, by event id (ids from elsewhere, and events
+    a rewind took out of the history while the facts were extracted, are ignored)."""
     wanted = {event_id for fact in facts for event_id in fact.event_ids}
     if session_id is None or not wanted:
         return {}
-    records = EventRecord.objects.filter(session_id=session_id, event_id__in=wanted)
+    records = EventRecord.objects.filter(session_id=session_id, event_id__in=wanted, rewound=False)
     return {record.event_id: record for record in records}
 
 

@@ -30,7 +30,6 @@ from memory_app.services.jobs import (
 from memory_app.services.memories import (
     ForgetReport,
     MemoryCorrectionError,
-    SessionReleaseReport,
     memories_delete_all,
     memories_forget,
     memory_correct,
@@ -38,7 +37,11 @@ from memory_app.services.memories import (
     memory_delete,
     memory_expiry_set,
     memory_facts_store,
+)
+from memory_app.services.releases import (
+    SessionReleaseReport,
     session_memories_release,
+    session_rewound_memories_release,
 )
 from memory_app.services.users import (
     memory_change_notice_send,
@@ -79,5 +82,6 @@ __all__ = [
     "memory_turn_trigger",
     "memory_turn_trigger_async",
     "session_memories_release",
+    "session_rewound_memories_release",
     "user_lock",
 ]

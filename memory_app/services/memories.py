@@ -4,13 +4,12 @@ forgetting and by a deleted session."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, prefetch_related_objects
+from django.db.models import F
 from django.utils import timezone
 
 from memory_app import selectors
@@ -25,7 +24,6 @@ from memory_app.models import (
     GenerationJob,
     Memory,
     MemoryRevision,
-    MemorySource,
     MemoryStatus,
     SourceType,
 )
@@ -374,79 +372,3 @@ def memories_forget(*, now: datetime | None = None) -> ForgetReport:
     for app_name, user_pk in touched:
         memory_index_invalidate(app_name=app_name, user_pk=user_pk)
     return ForgetReport(expired=expired, decayed=decayed, pruned=len(stale))
-
-
-# --- Session deletion ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SessionReleaseReport:
-    """Memories a deleted session took with it, and those revised because sources remain."""
-
-    deleted: list[str]
-    revised: list[str]
-
-
-def _source_list(sources) -> list[dict[str, str]]:
-    return [{"session_id": s.event.session_id, "event_id": s.event.event_id} for s in sources]
-
-
-def _release_reason(memory: Memory, session_ids: set[str]) -> str:
-    gone = sorted({s.event.session_id for s in memory.sources.all()} & session_ids)
-    if len(gone) == 1:
-        return f"Session {gone[0]} was deleted; its events no longer support this memory."
-    return f"Sessions {', '.join(gone)} were deleted; their events no longer support this memory."
-
-
-def session_memories_release(*, session_ids: Sequence[str]) -> SessionReleaseReport:
-    """Before sessions' events go: delete the memories whose only sources were in them, and for
-    those that keep sources elsewhere drop these sessions' sources with a ``sources_changed``
-    revision saying why. Session-scope memories of the sessions go too.
-
-    Must run in the deleting transaction, before the events are deleted: source links cascade
-    with the events, and afterwards no one could tell which memories relied on them alone.
-    The memories concerned are found from the sessions' events and from the sessions
-    themselves, each through its index: the cost follows what the sessions hold, not how many
-    memories and sources the whole deployment keeps (one query finding none, for a session
-    that made no memory).
-    """
-    session_ids = list(session_ids)
-    affected_ids = list(
-        MemorySource.objects.filter(event__session_id__in=session_ids)
-        .values_list("memory_id", flat=True)
-        .union(Memory.objects.filter(session_id__in=session_ids).values_list("pk", flat=True))
-    )
-    if not affected_ids:
-        return SessionReleaseReport(deleted=[], revised=[])
-    elsewhere = MemorySource.objects.filter(memory_id=OuterRef("pk")).exclude(
-        event__session_id__in=session_ids
-    )
-    affected = list(Memory.objects.filter(pk__in=affected_ids).annotate(kept=Exists(elsewhere)))
-    released = set(session_ids)
-    deleted = [m for m in affected if not m.kept or m.session_id in released]
-    revised = [m for m in affected if m.kept and m.session_id not in released]
-    prefetch_related_objects(revised, "sources__event")
-    MemoryRevision.objects.bulk_create(
-        MemoryRevision(
-            memory=memory,
-            action=MemoryRevision.Action.SOURCES_CHANGED,
-            before={"sources": _source_list(memory.sources.all())},
-            after={
-                "sources": _source_list(
-                    s for s in memory.sources.all() if s.event.session_id not in released
-                )
-            },
-            reason=_release_reason(memory, released),
-        )
-        for memory in revised
-    )
-    MemorySource.objects.filter(
-        memory__in=[m.pk for m in revised], event__session_id__in=session_ids
-    ).delete()
-    with memory_index_invalidations_merged():
-        Memory.objects.filter(pk__in=[m.pk for m in deleted]).delete()
-        for app_name, user_pk in {(m.app_name, m.user_id) for m in affected}:
-            memory_index_invalidate(app_name=app_name, user_pk=user_pk)
-    return SessionReleaseReport(
-        deleted=[str(m.pk) for m in deleted], revised=[str(m.pk) for m in revised]
-    )

@@ -33,6 +33,7 @@ from sessions_app.events import (
     timestamp_representable,
 )
 from sessions_app.models import EventRecord, SessionRecord, SessionState
+from sessions_app.signals import session_rewound
 from sessions_app.state import (
     APP_PREFIX,
     TEMP_PREFIX,
@@ -220,6 +221,9 @@ def session_rewind(
     ``sent``: the rewind event a client made (ADK's ``Runner.rewind_async`` appends one); its
     id, invocation, author, timestamp and other fields are kept, its state delta replaced by
     the one computed here.
+
+    Sends ``session_rewound`` in the transaction, so long-term memory revises the memories
+    the rewound turns made (after commit, in the background).
     """
     user_pk = selectors.user_pk_from_id(user_id)
     if user_pk is None:
@@ -280,4 +284,5 @@ def session_rewind(
         EventRecord.objects.create(
             session_id=session_id, sequence=sequence, **event_to_record_fields(event)
         )
+        session_rewound.send(sender=EventRecord, session_id=session_id)
     return event

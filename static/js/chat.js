@@ -3,7 +3,9 @@
 import { SessionsApi } from "./api.js";
 import {
   appendDelta,
+  actionButton,
   completeToolSteps,
+  editForm,
   element,
   eventEntry,
   interruptedNote,
@@ -225,11 +227,52 @@ function staleRetriesRemove() {
   }
 }
 
+/** An edit's or a regeneration's rewind: the turns it took out of the history leave the page
+ *  (the new turn's own message, pending, stays). */
+function rewoundRemove(invocationId, clientMessageId) {
+  const first = messages.querySelector(`[data-invocation-id="${CSS.escape(invocationId)}"]`);
+  keepingBottom(() => {
+    for (let node = first; node; ) {
+      const next = node.nextElementSibling;
+      if (node.dataset.clientMessageId !== clientMessageId) {
+        node.remove();
+      }
+      node = next;
+    }
+  });
+}
+
+/** Regenerate goes on the last reply only, and only while no turn runs. */
+function rewriteControlsUpdate() {
+  for (const button of messages.querySelectorAll(".regenerate-button")) {
+    button.closest(".entry-actions").remove();
+  }
+  const last = messages.lastElementChild;
+  if (turn || !last?.matches(".entry-agent[data-event-id], .entry-error[data-event-id]")) {
+    return;
+  }
+  if (last.classList.contains("streaming") || !userEntryOf(last)) {
+    return;
+  }
+  const actions = element("div", "entry-actions");
+  actions.append(actionButton("regenerate-button", "Regenerate", "Regenerate this reply"));
+  last.querySelector(".bubble")?.append(actions);
+}
+
+function userEntryOf(reply) {
+  const invocationId = reply.dataset.invocationId;
+  return invocationId
+    ? messages.querySelector(`.entry-user[data-invocation-id="${CSS.escape(invocationId)}"]`)
+    : null;
+}
+
 function showEvent(event) {
   const clientMessageId = event.custom_metadata?.client_message_id;
   const existing =
     entryById(event.id) ?? (clientMessageId ? pendingEntry(clientMessageId) : null);
-  if (existing?.dataset.responseEventId === event.id) {
+  if (event.custom_metadata?.rewrite && event.actions?.rewind_before_invocation_id) {
+    rewoundRemove(event.actions.rewind_before_invocation_id, clientMessageId);
+  } else if (existing?.dataset.responseEventId === event.id) {
     // Already shown, in the step of the call it answers.
   } else if (existing || !completeToolSteps(messages, event)) {
     placeEntry(existing, eventEntry(event));
@@ -280,6 +323,7 @@ function settleStreaming(interrupted) {
 // Turns ----------------------------------------------------------------------------------
 
 function setBusy(busy) {
+  messages.classList.toggle("busy", busy);
   sendButton.hidden = busy;
   stopButton.hidden = !busy;
   stopButton.disabled = !(busy && turn?.started);
@@ -292,6 +336,7 @@ function endTurn() {
   turn = null;
   settleStreaming(false);
   setBusy(false);
+  rewriteControlsUpdate();
 }
 
 function autoTitle(text) {
@@ -332,11 +377,16 @@ function serverError(frame) {
     if (entry) {
       keepingBottom(() => entry.remove());
     }
-    if (!input.value) {
+    const rewrite = turn.rewrite;
+    if (!input.value && !rewrite) {
       input.value = turn.text;
       autosize();
     }
     endTurn();
+    if (rewrite) {
+      // The page took the replaced turns away; nothing was rewound, so show them again.
+      openSession(sessionId).then(() => showAlert(frame.message, frame.code));
+    }
   }
 }
 
@@ -468,10 +518,93 @@ function openTurnResume(events) {
   }
 }
 
+/**
+ * Edit a sent message or regenerate the last reply: the turns from the replaced one on leave
+ * the page, the message shows pending, and the server rewinds the chat before that turn and
+ * runs it (docs/websocket-protocol.md, "Edit and regenerate").
+ */
+function rewriteTurn(frame, replaced, text) {
+  if (turn || !socket) {
+    return;
+  }
+  hideAlert();
+  const clientMessageId = newClientMessageId();
+  keepingBottom(() => {
+    while (replaced.nextElementSibling) {
+      replaced.nextElementSibling.remove();
+    }
+    replaced.remove();
+  });
+  const entry = userEntry(text, { pending: true });
+  entry.dataset.clientMessageId = clientMessageId;
+  placeEntry(null, entry);
+  conversation.scrollTop = conversation.scrollHeight;
+  turn = { clientMessageId, text, started: false, lastSeq: -1, rewrite: true };
+  setBusy(true);
+  input.focus();
+  socket.rewriteTurn(clientMessageId, frame);
+}
+
+/** Put an edit form in place of a sent message's text; Enter sends, Escape cancels. */
+function editStart(entry) {
+  if (turn || entry.querySelector(".edit-form")) {
+    return;
+  }
+  const body = entry.querySelector(".bubble-body");
+  const actions = entry.querySelector(".entry-actions");
+  const original = body.textContent;
+  const form = editForm(original);
+  const area = form.querySelector("textarea");
+  body.hidden = true;
+  actions.hidden = true;
+  body.after(form);
+  const close = () => {
+    form.remove();
+    body.hidden = false;
+    actions.hidden = false;
+    actions.querySelector(".edit-button").focus();
+  };
+  form.querySelector(".edit-cancel").addEventListener("click", close);
+  area.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      event.preventDefault();
+      event.stopPropagation();
+      close();
+    } else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = area.value;
+    if (text.trim() && !turn) {
+      rewriteTurn({ type: "edit", message_id: entry.dataset.eventId, text }, entry, text);
+    }
+  });
+  area.focus();
+  area.setSelectionRange(area.value.length, area.value.length);
+}
+
+function regenerate(reply) {
+  const asked = userEntryOf(reply);
+  if (asked) {
+    const text = asked.querySelector(".bubble-body").textContent;
+    rewriteTurn({ type: "regenerate", message_id: reply.dataset.eventId }, asked, text);
+  }
+}
+
 messages.addEventListener("click", (event) => {
-  const button = event.target.closest(".retry-button");
-  if (button) {
+  const button = event.target.closest(".retry-button, .edit-button, .regenerate-button");
+  if (!button) {
+    return;
+  }
+  if (button.classList.contains("retry-button")) {
     retryTurn(button.dataset.retry);
+  } else if (button.classList.contains("edit-button")) {
+    editStart(button.closest(".entry"));
+  } else {
+    regenerate(button.closest(".entry"));
   }
 });
 
@@ -570,6 +703,7 @@ async function openSession(id, { push = false, fresh = false } = {}) {
       }
     });
     staleRetriesRemove();
+    rewriteControlsUpdate();
     conversation.scrollTop = conversation.scrollHeight;
     revealAnchoredEvent();
     const last = events.findLast((event) => event.custom_metadata?.context);

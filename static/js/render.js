@@ -46,14 +46,48 @@ function bubble(item, author, { hiddenAuthor = false } = {}) {
   return body;
 }
 
-/** A user's message; `pending` while the server has not stored it yet. */
-export function userEntry(text, { id, pending = false } = {}) {
-  const item = entry("user", id);
+/** A small labelled button under a message (Edit, Regenerate, Copy). */
+export function actionButton(className, text, label) {
+  const button = element("button", `button button-quiet entry-action ${className}`, text);
+  button.type = "button";
+  button.setAttribute("aria-label", label);
+  return button;
+}
+
+/** A user's message; `pending` while the server has not stored it yet. A stored one can be
+ *  edited (the Edit button). */
+export function userEntry(text, { id, invocationId, pending = false } = {}) {
+  const item = entry("user", id, invocationId);
   bubble(item, "You", { hiddenAuthor: true }).textContent = text;
   if (pending) {
     item.classList.add("pending");
   }
+  if (id) {
+    const actions = element("div", "entry-actions");
+    actions.append(actionButton("edit-button", "Edit", "Edit this message"));
+    item.querySelector(".bubble").append(actions);
+  }
   return item;
+}
+
+/** The form that replaces a message's text while it is edited. */
+export function editForm(text) {
+  const form = element("form", "edit-form");
+  const label = element("label", "visually-hidden", "Edit your message");
+  const area = element("textarea", "edit-input");
+  area.id = `edit-input-${Math.random().toString(36).slice(2)}`;
+  label.htmlFor = area.id;
+  area.value = text;
+  area.rows = Math.min(8, text.split("\n").length + 1);
+  const buttons = element("div", "edit-actions");
+  const save = element("button", "button", "Send");
+  save.type = "submit";
+  save.setAttribute("aria-label", "Send the edited message");
+  const cancel = element("button", "button button-quiet edit-cancel", "Cancel");
+  cancel.type = "button";
+  buttons.append(save, cancel);
+  form.append(label, area, buttons);
+  return form;
 }
 
 /** A reply being streamed: text is appended to it by appendDelta until the final event. */
@@ -167,13 +201,17 @@ export function eventEntry(event) {
     return null;
   }
   if (event.actions?.rewind_before_invocation_id) {
+    if (event.custom_metadata?.rewrite) {
+      // An edit or a regeneration: the new turn shows in place of the one it replaced.
+      return null;
+    }
     const item = entry("system", event.id);
     item.append(element("p", "system-line", "The conversation was rewound here."));
     return item;
   }
   const text = eventText(event);
   if (event.author === "user" && text) {
-    return userEntry(text, { id: event.id });
+    return userEntry(text, { id: event.id, invocationId: event.invocation_id });
   }
   const calls = parts(event).filter((part) => part.function_call);
   const responses = parts(event).filter((part) => part.function_response);

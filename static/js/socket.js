@@ -125,6 +125,15 @@ export class ChatSocket {
     this.sendIfOpen(frame);
   }
 
+  /** Edit a sent message (`{type: "edit", message_id, text}`) or regenerate the last reply
+   *  (`{type: "regenerate", message_id}`) as the turn of a new client message; kept and sent
+   *  again on reconnect like a message (the server rewinds and runs it once). */
+  rewriteTurn(clientMessageId, frame) {
+    const full = { ...frame, client_message_id: clientMessageId };
+    this.unacknowledged.set(clientMessageId, full);
+    this.sendIfOpen(full);
+  }
+
   /** Forget a message the server refused, so that it is not sent again on reconnect. */
   forget(clientMessageId) {
     this.unacknowledged.delete(clientMessageId);

@@ -591,6 +591,22 @@ FRAMES: dict[str, WriteDoor] = {
             Probe("send", {"client_message_id": "{b_died_message}"}),
         ),
     ),
+    "edit": WriteDoor(
+        WRITES,
+        probes=(
+            Probe("send", {"message_id": "msg-{a_stopped_message}", "text": "I like coffee"}),
+            # B's messages are not in A's session: nothing of B's is rewound.
+            Probe("send", {"message_id": "msg-{b_stopped_message}", "text": HOSTILE_TEXT}),
+            Probe("send", {"message_id": "msg-{b_died_message}", "text": "go on"}),
+        ),
+    ),
+    "regenerate": WriteDoor(
+        WRITES,
+        probes=(
+            Probe("send", {"message_id": "msg-{a_stopped_message}.1"}),
+            Probe("send", {"message_id": "msg-{b_stopped_message}.1"}),
+        ),
+    ),
     "cancel": WriteDoor(WRITES, probes=(Probe("send"),)),
     "ping": WriteDoor(READS),
 }

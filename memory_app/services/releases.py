@@ -1,0 +1,131 @@
+"""Memories whose sources leave the conversation: a session deleted, or turns rewound (a user
+edited a message or asked for another reply).
+
+Both follow the memories' provenance the same way: a memory whose every source is among the
+events that left is deleted; one that keeps sources elsewhere loses these with a
+``sources_changed`` revision saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, prefetch_related_objects
+
+from memory_app.models import Memory, MemoryRevision, MemorySource
+from memory_app.services.users import memory_index_invalidate, memory_index_invalidations_merged
+
+
+@dataclass(frozen=True)
+class SessionReleaseReport:
+    """Memories whose sources all left (deleted), and those revised because sources remain."""
+
+    deleted: list[str]
+    revised: list[str]
+
+
+def _source_list(sources) -> list[dict[str, str]]:
+    return [{"session_id": s.event.session_id, "event_id": s.event.event_id} for s in sources]
+
+
+def _release(
+    *,
+    leaving: Q,
+    affected_extra: Q | None,
+    dies_anyway: Callable[[Memory], bool],
+    reason: Callable[[Memory], str],
+) -> SessionReleaseReport:
+    """Release the memories sourced from the events ``leaving`` selects (a filter on
+    ``MemorySource``); ``affected_extra`` adds memories (a filter on ``Memory``) and
+    ``dies_anyway`` says which go even with sources left."""
+    affected_query = MemorySource.objects.filter(leaving).values_list("memory_id", flat=True)
+    if affected_extra is not None:
+        affected_query = affected_query.union(
+            Memory.objects.filter(affected_extra).values_list("pk", flat=True)
+        )
+    affected_ids = list(affected_query)
+    if not affected_ids:
+        return SessionReleaseReport(deleted=[], revised=[])
+    elsewhere = MemorySource.objects.filter(memory_id=OuterRef("pk")).exclude(leaving)
+    affected = list(Memory.objects.filter(pk__in=affected_ids).annotate(kept=Exists(elsewhere)))
+    deleted = [m for m in affected if not m.kept or dies_anyway(m)]
+    revised = [m for m in affected if m.kept and not dies_anyway(m)]
+    prefetch_related_objects(revised, "sources__event")
+    leaving_ids = set(
+        MemorySource.objects.filter(leaving, memory__in=[m.pk for m in revised]).values_list(
+            "pk", flat=True
+        )
+    )
+    MemoryRevision.objects.bulk_create(
+        MemoryRevision(
+            memory=memory,
+            action=MemoryRevision.Action.SOURCES_CHANGED,
+            before={"sources": _source_list(memory.sources.all())},
+            after={
+                "sources": _source_list(s for s in memory.sources.all() if s.pk not in leaving_ids)
+            },
+            reason=reason(memory),
+        )
+        for memory in revised
+    )
+    MemorySource.objects.filter(pk__in=leaving_ids).delete()
+    with memory_index_invalidations_merged():
+        Memory.objects.filter(pk__in=[m.pk for m in deleted]).delete()
+        for app_name, user_pk in {(m.app_name, m.user_id) for m in affected}:
+            memory_index_invalidate(app_name=app_name, user_pk=user_pk)
+    return SessionReleaseReport(
+        deleted=[str(m.pk) for m in deleted], revised=[str(m.pk) for m in revised]
+    )
+
+
+def session_memories_release(*, session_ids: Sequence[str]) -> SessionReleaseReport:
+    """Before sessions' events go: delete the memories whose only sources were in them, and for
+    those that keep sources elsewhere drop these sessions' sources with a ``sources_changed``
+    revision saying why. Session-scope memories of the sessions go too.
+
+    Must run in the deleting transaction, before the events are deleted: source links cascade
+    with the events, and afterwards no one could tell which memories relied on them alone.
+    The memories concerned are found from the sessions' events and from the sessions
+    themselves, each through its index: the cost follows what the sessions hold, not how many
+    memories and sources the whole deployment keeps (one query finding none, for a session
+    that made no memory).
+    """
+    released = set(session_ids)
+
+    def reason(memory: Memory) -> str:
+        gone = sorted({s.event.session_id for s in memory.sources.all()} & released)
+        if len(gone) == 1:
+            return f"Session {gone[0]} was deleted; its events no longer support this memory."
+        return (
+            f"Sessions {', '.join(gone)} were deleted; their events no longer support this memory."
+        )
+
+    return _release(
+        leaving=Q(event__session_id__in=list(released)),
+        affected_extra=Q(session_id__in=list(released)),
+        dies_anyway=lambda memory: memory.session_id in released,
+        reason=reason,
+    )
+
+
+def session_rewound_memories_release(*, session_id: str) -> SessionReleaseReport:
+    """After a rewind of the session (an edited message, a regenerated reply): the memories
+    generated from the turns it took out of the history are revised as for a deleted session,
+    their rewound sources dropped, and those left with no source deleted.
+
+    The rewound events stay stored (the history keeps them, marked), so this can run after
+    the rewind's transaction, in the background; it covers every rewound event of the
+    session, so running it again, or once for several rewinds, changes nothing more.
+    """
+    with transaction.atomic():
+        return _release(
+            leaving=Q(event__session_id=session_id, event__rewound=True),
+            affected_extra=None,
+            dies_anyway=lambda memory: False,
+            reason=lambda memory: (
+                f"Turns of session {session_id} it came from were edited or regenerated; "
+                "they no longer support this memory."
+            ),
+        )

@@ -1,0 +1,98 @@
+"""Editing a sent message and regenerating a reply in a real browser, by keyboard: the history
+and the memories are right afterwards, and after a reload."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
+
+
+def user_messages(page: Page):
+    return page.locator("#messages .entry-user .bubble-body")
+
+
+def replies(page: Page):
+    return page.locator("#messages .entry-agent .bubble-body")
+
+
+def send(page: Page, text: str) -> None:
+    """Send a message and wait for the whole reply."""
+    before = replies(page).count()
+    composer = page.get_by_role("textbox", name="Message")
+    composer.fill(text)
+    composer.press("Enter")
+    expect(replies(page)).to_have_count(before + 1)
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+
+
+def memory_texts(page: Page, *, without: str) -> list[str]:
+    """The Memory page's memories, once ``without`` is no longer among them (the rewound
+    turn's memory is revised in the background, after the rewind committed)."""
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Memory").click()
+    items = page.locator(".memory-item .memory-text")
+    for _ in range(20):
+        expect(page.get_by_role("heading", level=1)).to_have_text("Memory")
+        if not page.locator(".memory-item", has_text=without).count():
+            break
+        page.wait_for_timeout(250)
+        page.reload()
+    return [text.strip() for text in items.all_text_contents()]
+
+
+def test_edit_a_message_and_regenerate_a_reply(chat_page: Page):
+    page = chat_page
+    send(page, "remember that my favourite colour is teal")
+    expect(page.locator("#chat-notices")).to_contain_text("Remembered: ")
+    send(page, "Hello there")
+
+    # Edit the first message with the keyboard only: the Edit button, the text, Enter.
+    edit = page.get_by_role("button", name="Edit this message").first
+    edit.focus()
+    page.keyboard.press("Enter")
+    editor = page.get_by_role("textbox", name="Edit your message")
+    expect(editor).to_be_focused()
+    expect(editor).to_have_value("remember that my favourite colour is teal")
+    page.keyboard.press("Escape")
+    expect(editor).to_have_count(0)
+    expect(edit).to_be_focused()
+    page.keyboard.press("Enter")
+    editor.fill("remember that my favourite colour is green")
+    editor.press("Enter")
+
+    expect(user_messages(page)).to_have_text(["remember that my favourite colour is green"])
+    expect(replies(page)).to_have_count(1)
+    expect(replies(page)).to_contain_text(["green"])
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    expect(page.locator("#messages")).not_to_contain_text("rewound")
+
+    send(page, "How are you?")
+    first_reply = replies(page).last.text_content()
+    regenerate = page.get_by_role("button", name="Regenerate this reply")
+    expect(regenerate).to_have_count(1)
+    regenerate.focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    expect(user_messages(page)).to_have_text(
+        ["remember that my favourite colour is green", "How are you?"]
+    )
+    expect(replies(page)).to_have_count(2)
+    expect(replies(page).last).to_have_text(first_reply)
+    expect(page.get_by_role("button", name="Regenerate this reply")).to_have_count(1)
+
+    page.reload()
+    expect(user_messages(page)).to_have_text(
+        ["remember that my favourite colour is green", "How are you?"]
+    )
+    expect(replies(page)).to_have_count(2)
+    expect(page.locator("#messages .entry-system")).to_have_count(0)
+
+    memories = memory_texts(page, without="teal")
+    assert not [text for text in memories if "teal" in text], memories
+    assert [text for text in memories if "green" in text], memories
+    green = page.locator(".memory-item", has_text="green").first
+    green.get_by_text("Why is this remembered?").click()
+    expect(green.locator("blockquote").first).to_contain_text(
+        "remember that my favourite colour is green"
+    )

@@ -1,0 +1,92 @@
+"""A rewind (an edited message, a regenerated reply) revises the memories of the turns it took
+out of the history through their provenance, as deleting a session does; and it does so
+after the rewind has committed, in the background."""
+
+import pytest
+
+from core.background import background_wait_idle
+from memory_app.models import Memory, MemoryRevision, MemorySource
+from memory_app.services import session_rewound_memories_release
+from sessions_app import services as session_services
+from tests.memory_app.support import (
+    APP,
+    lexical_only,  # noqa: F401 (fixture)
+    memory_make,
+    session_make,
+    turn_add,
+    user_events,
+)
+
+pytestmark = pytest.mark.usefixtures("lexical_only")
+
+
+def rewind(user, session, invocation_id):
+    return session_services.session_rewind(
+        app_name=APP,
+        user_id=str(user.pk),
+        session_id=session.id,
+        rewind_before_invocation_id=invocation_id,
+    )
+
+
+@pytest.fixture
+def chat(user):
+    """A session with two turns, and another session of the same user."""
+    session, other = session_make(user), session_make(user)
+    turn_add(session, "I live in Porto")
+    second = turn_add(session, "I have a cat called Miso")
+    turn_add(other, "Still in Porto")
+    return session, other, second
+
+
+def test_a_memory_only_the_rewound_turn_supported_is_deleted(user, chat):
+    session, _, second = chat
+    first_event, second_event = user_events(session.id)
+    cat = memory_make(user=user, text="The user has a cat called Miso", sources=[second_event])
+    porto = memory_make(user=user, text="The user lives in Porto", sources=[first_event])
+    rewind(user, session, second)
+
+    report = session_rewound_memories_release(session_id=session.id)
+
+    assert report.deleted == [str(cat.pk)]
+    assert report.revised == []
+    assert not Memory.objects.filter(pk=cat.pk).exists()
+    assert Memory.objects.filter(pk=porto.pk).exists()
+    assert not MemoryRevision.objects.filter(memory=porto).exists()
+
+
+def test_a_memory_with_sources_outside_the_rewound_turns_is_revised(user, chat):
+    session, other, second = chat
+    [_, rewound_event] = user_events(session.id)
+    [other_event] = user_events(other.id)
+    memory = memory_make(
+        user=user, text="The user lives in Porto", sources=[rewound_event, other_event]
+    )
+    rewind(user, session, second)
+
+    report = session_rewound_memories_release(session_id=session.id)
+
+    assert report.revised == [str(memory.pk)]
+    assert list(MemorySource.objects.filter(memory=memory).values_list("event_id", flat=True)) == [
+        other_event.pk
+    ]
+    [revision] = MemoryRevision.objects.filter(memory=memory)
+    assert revision.action == MemoryRevision.Action.SOURCES_CHANGED
+    assert "edited or regenerated" in revision.reason
+    assert revision.after["sources"] == [{"session_id": other.id, "event_id": other_event.event_id}]
+    # Running it again (a redelivered task, a later rewind) changes nothing more.
+    assert session_rewound_memories_release(session_id=session.id).revised == []
+    assert MemoryRevision.objects.filter(memory=memory).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_rewind_itself_revises_them_after_it_commits(settings, user, chat):
+    settings.BACKGROUND_TASKS = "inprocess"
+    session, _, second = chat
+    [_, rewound_event] = user_events(session.id)
+    cat = memory_make(user=user, text="The user has a cat called Miso", sources=[rewound_event])
+
+    rewind(user, session, second)
+    background_wait_idle()
+
+    assert not Memory.objects.filter(pk=cat.pk).exists()
