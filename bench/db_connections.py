@@ -22,6 +22,7 @@ import argparse
 import base64
 import json
 import os
+import secrets
 import socket
 import statistics
 import subprocess
@@ -39,7 +40,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 BUILD_DIR = BASE_DIR / "build"
 RESULTS_PATH = BUILD_DIR / "bench-db-connections.json"
 USERNAME = "bench-connections"
-PASSWORD = "bench-connections-password"
+# The benchmark's own throwaway account on its own throwaway server: a fresh password per run.
+PASSWORD = secrets.token_urlsafe(16)
 # DATABASE_POOL_MAX_SIZE of each mode; None: the setting's default.
 MODES = {"pool": None, "per-request": "0"}
 SESSION_KEY_SNIPPET = """

@@ -711,7 +711,9 @@ def test_frames_naming_another_users_message_reach_nothing_of_theirs(world):
     )
     other = world.clients[OTHER_USER]
     other_session = other.post(
-        "/api/sessions/", json.dumps({"app_name": "chat"}), content_type="application/json"
+        "/api/sessions/",
+        json.dumps({"app_name": owner_session.app_name}),
+        content_type="application/json",
     ).json()["id"]
 
     answers = asyncio.run(
