@@ -54,6 +54,7 @@ def chat(request: HttpRequest, session_id: str | None = None) -> HttpResponse:
         "app_name": app_name,
         "apps": apps,
         "sessions_url": reverse("sessions_api:session-list"),
+        "search_url": reverse("sessions_api:chats-search"),
         "chat_url": reverse("home"),
         "session_url_template": session_url,
         "socket_path_template": f"/ws/chat/{SESSION_ID_PLACEHOLDER}/",

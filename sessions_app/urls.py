@@ -1,10 +1,11 @@
 from django.urls import path
 
-from sessions_app import api, artifacts_api
+from sessions_app import api, artifacts_api, search_api
 
 app_name = "sessions_api"
 
 urlpatterns = [
+    path("search/", search_api.ChatSearchView.as_view(), name="chats-search"),
     path("sessions/", api.SessionListView.as_view(), name="session-list"),
     path("sessions/<str:session_id>/", api.SessionDetailView.as_view(), name="session-detail"),
     path(

@@ -116,6 +116,12 @@ export class SessionsApi {
     return request("GET", `/api/memory-pending/${encodeURIComponent(sessionId)}/`);
   }
 
+  /** The user's chats of the app whose title or messages hold every word: {results}. */
+  searchChats(searchUrl, query) {
+    const params = new URLSearchParams({ q: query, app_name: this.appName });
+    return request("GET", `${searchUrl}?${params}`);
+  }
+
   /** The session's state by scope: {session, user, app, merged}. */
   getState(sessionId) {
     return request("GET", this.sessionUrl(sessionId, "state/"));

@@ -17,6 +17,7 @@ import {
   streamingEntry,
   userEntry,
 } from "./render.js";
+import { ChatSearch } from "./search.js";
 import { Sidebar } from "./sidebar.js";
 import { ChatSocket, newClientMessageId } from "./socket.js";
 
@@ -661,8 +662,9 @@ async function refreshState() {
   }
 }
 
-/** Open a chat: its history (unless `fresh`, just created), its state and its socket. */
-async function openSession(id, { push = false, fresh = false } = {}) {
+/** Open a chat: its history (unless `fresh`, just created), its state and its socket;
+ *  `hash` (#event-<id>) is added to the address pushed, and the chat opens at that turn. */
+async function openSession(id, { push = false, fresh = false, hash = "" } = {}) {
   leaveCurrent();
   let loaded = [];
   const opening = openCount;
@@ -670,7 +672,7 @@ async function openSession(id, { push = false, fresh = false } = {}) {
   setTitle(sidebar.titleOf(id) || (id === config.session_id ? config.title : ""));
   setTemporary(sidebar.isTemporary(id) || (id === config.session_id && config.temporary));
   if (push) {
-    history.pushState({ sessionId: id }, "", urlFor(id));
+    history.pushState({ sessionId: id }, "", urlFor(id) + hash);
   }
   sidebar.setActive(id);
   if (!fresh) {
@@ -767,6 +769,24 @@ const sidebar = new Sidebar({
     }
   },
   onError: showAlert,
+});
+
+const eventHash = (eventId) => (eventId ? `${EVENT_ANCHOR}${encodeURIComponent(eventId)}` : "");
+
+new ChatSearch({
+  search: (query) => api.searchChats(config.search_url, query),
+  urlFor: (id, eventId) => urlFor(id) + eventHash(eventId),
+  onOpen: (id, eventId) => {
+    if (id !== sessionId) {
+      openSession(id, { push: true, hash: eventHash(eventId) });
+      return;
+    }
+    closeDrawers();
+    if (eventId) {
+      history.pushState({ sessionId: id }, "", urlFor(id) + eventHash(eventId));
+      revealAnchoredEvent();
+    }
+  },
 });
 
 // Drawers: on narrow screens the session list and the side panel slide over the chat ------

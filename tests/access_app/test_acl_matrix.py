@@ -271,6 +271,8 @@ DOORS: dict[str, Door] = {
         OWN_OBJECT, GRANT, status=405, writes=(("post", {}),)
     ),
     # REST API.
+    # Without its q, a search answers 400; what it finds is tested in sessions_app/test_search.
+    "api/search/": Door(OWN, api=True, status=400),
     "api/sessions/": Door(OWN, api=True, shows=(CONVERSATIONS,)),
     "api/sessions/<str:session_id>/": Door(
         OWN_OBJECT,

@@ -493,6 +493,7 @@ DOORS: dict[str, WriteDoor] = {
         WRITES, GRANT, probes=(Probe("post", api=False),)
     ),
     # REST API.
+    "api/search/": WriteDoor(READS),
     "api/sessions/": WriteDoor(
         WRITES,
         probes=(

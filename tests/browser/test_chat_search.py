@@ -1,0 +1,62 @@
+"""Searching one's chats from the sidebar in a real browser: a message in an old chat is
+found and opened at that message; another user's chats never show."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
+
+
+def send(page: Page, text: str) -> None:
+    """Send a message and wait for the whole reply."""
+    replies = page.locator("#messages .entry-agent .bubble-body")
+    before = replies.count()
+    composer = page.get_by_role("textbox", name="Message")
+    composer.fill(text)
+    composer.press("Enter")
+    expect(replies).to_have_count(before + 1)
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+
+
+def test_search_finds_a_message_in_an_old_chat_and_opens_it_there(new_page):
+    someone_else = new_page()
+    send(someone_else, "The Douro is where my secret vineyard is")
+
+    page = new_page()
+    send(page, "Good morning")
+    send(page, "My favourite river is the Douro, near Porto")
+    for number in range(6):
+        send(page, f"Filler message number {number}")
+    old_chat = page.url
+    page.get_by_role("link", name="New chat").click()
+    send(page, "A newer chat about tea")
+    expect(page).not_to_have_url(old_chat)
+
+    search = page.get_by_role("searchbox", name="Search your chats")
+    search.fill("dour")
+    results = page.get_by_role("list", name="Search results").get_by_role("link")
+    expect(results).to_have_count(2)  # the message and the reply that repeats it
+    expect(results.first).to_contain_text("Douro")
+    expect(page.get_by_role("list", name="Search results")).not_to_contain_text("vineyard")
+    expect(page.locator("#search-status")).to_have_text("2 results")
+    expect(page.get_by_role("list", name="Your chats")).to_be_hidden()
+
+    search.press("ArrowDown")
+    expect(results.first).to_be_focused()
+    page.keyboard.press("Enter")
+
+    expect(page).to_have_url(re.compile(re.escape(old_chat) + "#event-"))
+    anchored = page.locator("#messages .entry-anchored")
+    expect(anchored).to_have_count(1)
+    expect(anchored).to_contain_text("Douro")
+    expect(anchored).to_be_in_viewport()
+
+    search.fill("vineyard")
+    expect(page.locator("#search-status")).to_have_text("No chat or message matches.")
+    search.press("Escape")
+    expect(search).to_have_value("")
+    expect(page.get_by_role("list", name="Your chats")).to_be_visible()
