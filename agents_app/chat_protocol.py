@@ -59,9 +59,22 @@ def frame_decode(text_data: str) -> Any:
     return json.loads(text_data, parse_constant=_refuse_constant)
 
 
-def user_message_problem(*, text: Any, client_message_id: Any) -> tuple[str, str] | None:
-    """The error code and message a ``user_message`` frame is refused with, or None."""
-    if not isinstance(text, str) or not text.strip():
+def user_message_problem(
+    *, text: Any, client_message_id: Any, attachments: Any = None
+) -> tuple[str, str] | None:
+    """The error code and message a ``user_message`` frame is refused with, or None.
+
+    ``attachments``, when given, is a list of the ids of files uploaded to the session; with
+    some, the text may be empty.
+    """
+    limit = settings.ATTACHMENT_MAX_COUNT
+    if attachments is not None and (
+        not isinstance(attachments, list)
+        or len(attachments) > limit
+        or not all(isinstance(each, str) and len(each) <= 64 for each in attachments)
+    ):
+        return "invalid_frame", f"attachments must be a list of at most {limit} file ids."
+    if not isinstance(text, str) or not (text.strip() or attachments):
         return "invalid_frame", "A user_message needs a non-empty text string."
     if len(text) > settings.CHAT_MAX_MESSAGE_CHARS:
         return (

@@ -160,8 +160,11 @@ class ChatTurnDriver:
             events = self.runner.run_async(
                 user_id=str(self.user_pk),
                 session_id=self.session_id,
-                new_message=types.Content(role="user", parts=[types.Part(text=text)]),
+                new_message=types.Content(
+                    role="user", parts=[types.Part(text=text)] if text.strip() else []
+                ),
                 client_message_id=turn.client_message_id,
+                attachments=turn.attachments,
             )
         else:
             await turn.resumed_send(begin.stored)

@@ -26,6 +26,7 @@ from agents_app.chat_protocol import (
 from agents_app.runtime.turns import user_event_id_for
 from sessions_app import selectors
 from sessions_app.events import Event
+from sessions_app.models import ArtifactRecord
 
 FrameSend = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -56,6 +57,8 @@ class ChatTurn:
     final: Event | None = None
     started: float = field(default_factory=time.monotonic)
     running_told: bool = False
+    # Files of the session that go with the message (a new turn's, not a Retry's).
+    attachments: list[ArtifactRecord] = field(default_factory=list)
 
     @property
     def user_event_id(self) -> str:

@@ -60,6 +60,7 @@ from core.outages import (
 from core.shutdown import draining, work_track
 from sessions_app import selectors
 from sessions_app.errors import SessionNotFoundError
+from sessions_app.models import ArtifactRecord
 from sessions_app.services import IDENTIFIER_PATTERN
 
 logger = logging.getLogger(__name__)
@@ -319,11 +320,29 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _user_message(self, content: dict[str, Any]) -> None:
         text = content.get("text")
         client_message_id = content.get("client_message_id")
-        problem = user_message_problem(text=text, client_message_id=client_message_id)
+        attachment_ids = content.get("attachments")
+        problem = user_message_problem(
+            text=text, client_message_id=client_message_id, attachments=attachment_ids
+        )
         if problem:
             await self._error(*problem)
             return
-        await self._turn_begin(client_message_id=client_message_id, text=text)
+        attachments: list[ArtifactRecord] = []
+        if attachment_ids:
+            found = await database_sync_to_async(selectors.session_artifacts_get)(
+                user_pk=self.user.pk, session_id=self.session_id, artifact_ids=attachment_ids
+            )
+            if found is None:
+                await self._error(
+                    "attachment_not_found",
+                    "An attachment is not a file of this chat (it may have been deleted); "
+                    "attach it again.",
+                )
+                return
+            attachments = found
+        await self._turn_begin(
+            client_message_id=client_message_id, text=text, attachments=attachments
+        )
 
     async def _retry(self, content: dict[str, Any]) -> None:
         client_message_id = content.get("client_message_id")
@@ -363,6 +382,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         client_message_id: str,
         text: str | None,
         rewrite: tuple[Rewrite, str] | None = None,
+        attachments: list[ArtifactRecord] | None = None,
     ) -> None:
         """Start, resume, retry, replay or watch the turn of a client message (``text`` None
         for a Retry), as its stored events and its claim say (``turn_claims.turn_begin``).
@@ -388,6 +408,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self.runner = Runner(agent=agent, model=model_for_agent(agent))
             self.turns.runner = self.runner
         turn = self._turn_new(client_message_id=client_message_id)
+        turn.attachments = attachments or []
         try:
             begin = await self.turns.begin(turn, retry=text is None and rewrite is None)
         except DATABASE_UNAVAILABLE_ERRORS as error:

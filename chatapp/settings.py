@@ -274,6 +274,9 @@ CHAT_MAX_MESSAGE_CHARS = env.int("CHAT_MAX_MESSAGE_CHARS", default=8000)
 # Attachments of a chat message: the largest file, and how many go with one message.
 ATTACHMENT_MAX_BYTES = env.int("ATTACHMENT_MAX_BYTES", default=10 * 1024 * 1024)
 ATTACHMENT_MAX_COUNT = env.int("ATTACHMENT_MAX_COUNT", default=5)
+# Attachments up to this size go to Gemini inline in the request; larger ones through its Files
+# API (a request holds about 20 MB inline in all).
+ATTACHMENT_INLINE_MAX_BYTES = env.int("ATTACHMENT_INLINE_MAX_BYTES", default=4 * 1024 * 1024)
 # Turns a user may start per minute over all their sockets; 0 turns the limit off.
 CHAT_TURNS_PER_MINUTE = env.int("CHAT_TURNS_PER_MINUTE", default=20)
 

@@ -11,7 +11,11 @@ retries are switched off so that ``RetryPolicy`` alone decides.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
@@ -115,9 +119,13 @@ class GeminiModel:
 
     offline = False
 
+    # Files uploaded through the Files API that this instance remembers, by content digest.
+    UPLOADS_KEPT = 64
+
     def __init__(self, model: str) -> None:
         self.name = model
         self.client = _client()
+        self._uploads: OrderedDict[str, tuple[str, float]] = OrderedDict()
 
     async def generate_stream(self, request: LlmRequest) -> AsyncIterator[LlmChunk]:
         """Stream text and function calls as they arrive; usage and finish reason come last.
@@ -138,8 +146,9 @@ class GeminiModel:
         block_reason = None
         produced = False
         try:
+            contents = await self._contents_sized(request.contents)
             stream = await self.client.aio.models.generate_content_stream(
-                model=self.name, contents=request.contents, config=config
+                model=self.name, contents=contents, config=config
             )
             async with aclosing(stream):
                 async for response in stream:
@@ -166,6 +175,45 @@ class GeminiModel:
                 transient=True,
             )
         yield LlmChunk(usage_metadata=usage, finish_reason=finish_reason)
+
+    async def _contents_sized(self, contents: list[types.Content]) -> list[types.Content]:
+        """The contents with each inline file over ``ATTACHMENT_INLINE_MAX_BYTES`` sent
+        through the Files API instead (referenced by its URI): a request carries at most
+        about 20 MB inline, and a file uploaded once is reused while Gemini keeps it."""
+        limit = settings.ATTACHMENT_INLINE_MAX_BYTES
+        sized = []
+        for content in contents:
+            parts = list(content.parts or ())
+            large = [
+                index
+                for index, part in enumerate(parts)
+                if part.inline_data is not None and len(part.inline_data.data or b"") > limit
+            ]
+            for index in large:
+                parts[index] = await self._uploaded(parts[index].inline_data)
+            sized.append(types.Content(role=content.role, parts=parts) if large else content)
+        return sized
+
+    async def _uploaded(self, blob: types.Blob) -> types.Part:
+        """``blob`` as a Files API reference, uploading it unless a live upload is known."""
+        digest = hashlib.sha256(blob.data).hexdigest()
+        known = self._uploads.get(digest)
+        if known is None or known[1] <= time.time():
+            uploaded = await self.client.aio.files.upload(
+                file=io.BytesIO(blob.data),
+                config=types.UploadFileConfig(mime_type=blob.mime_type),
+            )
+            # Gemini keeps a file 48 hours; it is forgotten here an hour before that.
+            expires = (
+                uploaded.expiration_time.timestamp() - 3600
+                if uploaded.expiration_time
+                else time.time() + 3600
+            )
+            known = (uploaded.uri, expires)
+            self._uploads[digest] = known
+            while len(self._uploads) > self.UPLOADS_KEPT:
+                self._uploads.popitem(last=False)
+        return types.Part(file_data=types.FileData(file_uri=known[0], mime_type=blob.mime_type))
 
     async def generate_json(
         self,

@@ -29,6 +29,19 @@ class MemorySnippet:
     score: float = 0.0
 
 
+# The line before an attached file's bytes in a model request, naming it for the model.
+ATTACHMENT_LABEL_PREFIX = "[Attached file "
+
+
+@dataclass(frozen=True)
+class AttachmentInfo:
+    """A file attached to the message the model answers, as the offline model names it."""
+
+    filename: str
+    mime_type: str
+    size: int
+
+
 @dataclass
 class LlmRequest:
     """Everything one model call gets.
@@ -47,6 +60,8 @@ class LlmRequest:
     memories: list[MemorySnippet] = field(default_factory=list)
     purpose: str = "chat"
     not_saved_reason: str = ""  # why nothing of this chat is kept ("" when it is)
+    # Files attached to the newest user message; their bytes are parts of ``contents``.
+    attachments: list[AttachmentInfo] = field(default_factory=list)
 
 
 @dataclass

@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 # Key of an event's custom_metadata holding, by function call id, each tool call's step as a
 # person reads it ("Saved your name"); the chat and the staff console show these, not the JSON.
 TOOL_STEPS_KEY = "tool_steps"
+# Key of a user event's custom_metadata listing the files attached to the message (id, filename,
+# version, type, size), for the chat to show them; the content holds references to them.
+ATTACHMENTS_KEY = "attachments"
 
 # The instants a datetime can hold (years 1 to 9999), as seconds since the epoch: an event's
 # timestamp outside them is refused, as every page and job that shows or reads the event's

@@ -8,7 +8,9 @@ the three calls ``GeminiModel`` makes, at the paths the client uses:
 - ``POST /{version}/models/{model}:generateContent``: one JSON response;
 - ``POST /{version}/models/{model}:batchEmbedContents``: ``{"embeddings": [...]}``
 
-(the version is the client's choice: ``v1`` for google-genai 3.x).
+(the version is the client's choice: ``v1`` for google-genai 3.x), and the Files API's
+resumable upload (``POST /upload/{version}/files``: a start, then the bytes), whose files
+are kept in ``files`` by name.
 
 Each test scripts the answers: every generation request takes the next
 ``Reply``, ``HttpError``, ``FailMidStream`` or ``Stall`` queued with ``push``;
@@ -35,6 +37,7 @@ from urllib.parse import parse_qs, urlsplit
 EMBEDDING_DIMENSIONS = 8
 
 _PATH = re.compile(r"^/(?P<version>v1\w*)/models/(?P<model>[^/:]+):(?P<action>\w+)$")
+_UPLOAD_PATH = re.compile(r"^/upload/v1\w*/files$")
 
 _STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
@@ -155,6 +158,17 @@ Script = Reply | HttpError | FailMidStream | Stall
 
 
 @dataclass
+class UploadedFile:
+    """A file uploaded through the Files API."""
+
+    name: str
+    uri: str
+    mime_type: str
+    data: bytes = b""
+    complete: bool = False
+
+
+@dataclass
 class RecordedRequest:
     """One request as the server received it."""
 
@@ -192,6 +206,9 @@ class _Handler(BaseHTTPRequestHandler):
         match = _PATH.match(url.path)
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if _UPLOAD_PATH.match(url.path):
+            self._upload(parse_qs(url.query), raw)
+            return
         request = RecordedRequest(
             method="POST",
             path=url.path,
@@ -222,9 +239,54 @@ class _Handler(BaseHTTPRequestHandler):
             message = f"fake Gemini: {type(script).__name__} cannot answer {request.action}"
             self._send_json(500, error_body(500, message))
 
-    def _send_json(self, status: int, body: dict[str, Any]) -> None:
+    def _upload(self, query: dict[str, list[str]], raw: bytes) -> None:
+        """The resumable upload: a start names the file, then chunks carry its bytes."""
+        fake = self.server.fake
+        command = self.headers.get("X-Goog-Upload-Command", "")
+        if command == "start":
+            described = json.loads(raw or b"{}").get("file", {})
+            uploaded = fake.file_new(
+                mime_type=described.get("mimeType")
+                or self.headers.get("X-Goog-Upload-Header-Content-Type", "")
+            )
+            self._send_json(
+                200,
+                {},
+                headers={
+                    "X-Goog-Upload-URL": f"{fake.url}{urlsplit(self.path).path}"
+                    f"?upload_id={uploaded.name}",
+                    "X-Goog-Upload-Status": "active",
+                },
+            )
+            return
+        uploaded = fake.files[query["upload_id"][0]]
+        uploaded.data += raw
+        if "finalize" not in command:
+            self._send_json(200, {}, headers={"X-Goog-Upload-Status": "active"})
+            return
+        uploaded.complete = True
+        self._send_json(
+            200,
+            {
+                "file": {
+                    "name": uploaded.name,
+                    "uri": uploaded.uri,
+                    "mimeType": uploaded.mime_type,
+                    "sizeBytes": str(len(uploaded.data)),
+                    "state": "ACTIVE",
+                    "expirationTime": "2099-01-01T00:00:00Z",
+                }
+            },
+            headers={"X-Goog-Upload-Status": "final"},
+        )
+
+    def _send_json(
+        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -268,6 +330,7 @@ class FakeGemini:
 
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
+        self.files: dict[str, UploadedFile] = {}
         self.stopping = threading.Event()
         self._script: deque[Script] = deque()
         self._embedding_script: deque[HttpError | Stall] = deque()
@@ -302,6 +365,14 @@ class FakeGemini:
             self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    def file_new(self, *, mime_type: str) -> UploadedFile:
+        """A file the Files API is about to receive."""
+        with self._lock:
+            name = f"files/upload-{len(self.files) + 1}"
+            uploaded = UploadedFile(name=name, uri=f"{self.url}/v1beta/{name}", mime_type=mime_type)
+            self.files[name] = uploaded
+            return uploaded
 
     def push(self, *answers: Script) -> None:
         """Queue answers for the next generation requests, in order."""

@@ -32,7 +32,7 @@ from django.conf import settings
 from google.genai import types
 
 from agents_app.runtime.context import SUMMARY_PREFIX, estimate_tokens
-from core.llm import LlmChunk, LlmRequest
+from core.llm import ATTACHMENT_LABEL_PREFIX, AttachmentInfo, LlmChunk, LlmRequest
 from memory_app.wording import memory_said_to_user, sentence
 
 OFFLINE_MODEL_NAME = "offline"
@@ -56,7 +56,44 @@ _SET = re.compile(
 
 
 def _text(content: types.Content) -> str:
-    return "".join(part.text or "" for part in content.parts or ())
+    """What the user wrote: the lines naming attached files are the server's, not theirs."""
+    return "".join(
+        part.text
+        for part in content.parts or ()
+        if part.text and not part.text.startswith(ATTACHMENT_LABEL_PREFIX)
+    )
+
+
+_TYPE_WORDS = {
+    "image/png": "a PNG image",
+    "image/jpeg": "a JPEG image",
+    "image/webp": "a WebP image",
+    "image/gif": "a GIF image",
+    "application/pdf": "a PDF document",
+    "text/plain": "a text file",
+    "text/markdown": "a Markdown file",
+}
+
+
+def _size_words(size: int) -> str:
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+def _attachments_received(attachments: list[AttachmentInfo]) -> str:
+    """The files of the message by name, type and size, so a user sees the model got them."""
+    described = [
+        f"{each.filename} ({_TYPE_WORDS.get(each.mime_type, each.mime_type)}, "
+        f"{_size_words(each.size)})"
+        for each in attachments
+    ]
+    listed = (
+        described[0] if len(described) == 1 else ", ".join(described[:-1]) + " and " + described[-1]
+    )
+    return f"I received {listed}."
 
 
 def _call(name: str, **args: Any) -> LlmChunk:
@@ -191,6 +228,9 @@ class OfflineModel:
             return _call("set_state", key="user:name", value=match["name"])
         if "set_state" in tools and (match := _SET.match(text)):
             return _call("set_state", key=match["key"], value=match["value"])
+        if request.attachments:
+            received = _attachments_received(request.attachments)
+            return received + " " + _reply(request, text) if text.strip() else received
         return _reply(request, text)
 
     async def generate_stream(self, request: LlmRequest) -> AsyncIterator[LlmChunk]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -27,6 +27,7 @@ from google.genai import types
 
 from agents_app.redaction import event_redact
 from agents_app.runtime.agents import AgentConfig
+from agents_app.runtime.attachments import attachment_parts, attachments_metadata
 from agents_app.runtime.compaction import compaction_due, compaction_request
 from agents_app.runtime.memory_hooks import (
     MemoryPermissions,
@@ -54,12 +55,14 @@ from core.llm import Llm, LlmChunk, ModelError, RetryPolicy, generate_with_retri
 from core.log_context import log_context_bind
 from sessions_app.errors import DuplicateEventError, SessionNotFoundError
 from sessions_app.events import (
+    ATTACHMENTS_KEY,
     TOOL_STEPS_KEY,
     Event,
     EventActions,
     new_event_id,
     new_invocation_id,
 )
+from sessions_app.models import ArtifactRecord
 from sessions_app.services import SessionService
 from sessions_app.state import output_key_state_delta
 from sessions_app.types import Session
@@ -111,8 +114,13 @@ class Runner:
         session_id: str,
         new_message: types.Content,
         client_message_id: str | None = None,
+        attachments: Sequence[ArtifactRecord] = (),
     ) -> AsyncIterator[Event]:
         """Yield the invocation's events: the stored user event, partial text, stored replies.
+
+        ``attachments`` are files of the session that go with the message: the user event
+        holds references to them and names them in its ``artifact_delta``, as ADK's runner
+        does for the files it saves from a message.
 
         Raises SessionNotFoundError for a session the user does not have,
         DuplicateTurnError when ``client_message_id`` was already stored, and
@@ -124,11 +132,22 @@ class Runner:
         user_event = Event(
             invocation_id=invocation_id,
             author="user",
-            content=types.Content(role="user", parts=new_message.parts),
+            content=types.Content(
+                role="user", parts=[*(new_message.parts or ()), *attachment_parts(attachments)]
+            ),
+            actions=EventActions(
+                artifact_delta={record.filename: record.version for record in attachments}
+            )
+            if attachments
+            else EventActions(),
         )
+        metadata: dict[str, Any] = {}
         if client_message_id:
             user_event.id = user_event_id_for(client_message_id)
-            user_event.custom_metadata = {"client_message_id": client_message_id}
+            metadata["client_message_id"] = client_message_id
+        if attachments:
+            metadata[ATTACHMENTS_KEY] = attachments_metadata(attachments)
+        user_event.custom_metadata = metadata or None
         try:
             await self.sessions.append_event(session, self._redacted(user_event))
         except DuplicateEventError:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents_app.runtime.agents import AgentConfig
+from agents_app.runtime.attachments import contents_attachments_read
 from agents_app.runtime.context import history_prepare
 from agents_app.runtime.memory_hooks import MemoryPermissions
 from agents_app.runtime.templating import ReadonlyContext, instruction_resolve
@@ -141,10 +142,14 @@ async def turn_request_build(
             f"\n\nNothing said in this chat is kept ({not_saved}). If the user asks you to "
             "remember something, tell them plainly that it is not saved, and why."
         )
+    contents, attachments = await contents_attachments_read(
+        history.contents, app_name=session.app_name, user_id=session.user_id
+    )
     return LlmRequest(
         model=agent.model,
         system_instruction=instruction,
-        contents=history.contents,
+        contents=contents,
+        attachments=attachments,
         tools=[tool.declaration for tool in tools.values()],
         state=state,
         memories=list(report.memories),

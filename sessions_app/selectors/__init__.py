@@ -11,6 +11,7 @@ from sessions_app.selectors.artifacts import (
     artifact_version_describe,
     artifact_versions_list,
     artifacts_of_user,
+    session_artifacts_get,
 )
 from sessions_app.selectors.events import (
     StoredEvent,
@@ -64,6 +65,7 @@ __all__ = [
     "artifacts_of_user",
     "scoped_states_get",
     "session_app_name_read",
+    "session_artifacts_get",
     "session_get",
     "session_get_read",
     "session_latest_compaction",

@@ -163,3 +163,24 @@ def artifacts_of_user(*, user_pk: int) -> QuerySet[ArtifactRecord]:
     return ArtifactRecord.objects.filter(user_id=user_pk).order_by(
         "app_name", "session_id", "filename", "version"
     )
+
+
+def session_artifacts_get(
+    *, user_pk: int, session_id: str, artifact_ids: list[str]
+) -> list[ArtifactRecord] | None:
+    """The versions with these ids, in the order given, if every one is a file of this
+    session of the user; None when any is not (unknown, malformed, another session's or
+    another user's alike)."""
+    try:
+        wanted = [uuid.UUID(str(each)) for each in artifact_ids]
+    except ValueError:
+        return None
+    found = {
+        record.pk: record
+        for record in ArtifactRecord.objects.filter(
+            pk__in=wanted, user_id=user_pk, session_id=session_id
+        )
+    }
+    if len(set(wanted)) != len(wanted) or set(found) != set(wanted):
+        return None
+    return [found[each] for each in wanted]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from google.genai import types
 
@@ -302,3 +304,37 @@ async def test_embed_rate_limit_is_a_transient_model_error(gemini, fake_gemini):
 
     assert (raised.value.code, raised.value.transient) == ("rate_limited", True)
     assert fake_gemini.requests[0].model == "text-embedding-004"
+
+
+async def test_a_small_file_goes_inline_and_a_large_one_through_the_files_api_once(
+    gemini, fake_gemini, settings
+):
+    settings.ATTACHMENT_INLINE_MAX_BYTES = 1000
+    small = b"\x89PNG small image bytes"
+    large = b"%PDF-" + b"x" * 5000
+    message = types.Content(
+        role="user",
+        parts=[
+            types.Part(text="What is in these?"),
+            types.Part(inline_data=types.Blob(data=small, mime_type="image/png")),
+            types.Part(inline_data=types.Blob(data=large, mime_type="application/pdf")),
+        ],
+    )
+    fake_gemini.push(Reply([text_chunk("A logo."), final_chunk()]))
+    fake_gemini.push(Reply([text_chunk("Still a logo."), final_chunk()]))
+
+    await collect(gemini.generate_stream(chat_request(message)))
+    await collect(gemini.generate_stream(chat_request(message)))
+
+    [uploaded] = fake_gemini.files.values()
+    assert (uploaded.data, uploaded.mime_type, uploaded.complete) == (
+        large,
+        "application/pdf",
+        True,
+    )
+    for request in fake_gemini.requests:
+        parts = request.body["contents"][0]["parts"]
+        assert parts[0] == {"text": "What is in these?"}
+        assert parts[1]["inlineData"]["mime_type"] == "image/png"
+        assert base64.urlsafe_b64decode(parts[1]["inlineData"]["data"]) == small
+        assert parts[2] == {"fileData": {"file_uri": uploaded.uri, "mime_type": "application/pdf"}}
