@@ -8,7 +8,7 @@ PORT ?= 8000
 export PYTHONPATH := $(CURDIR)
 export DJANGO_SETTINGS_MODULE ?= chatapp.settings
 
-.PHONY: run test test-local-embeddings test-adk lint install build migrate staff-user bench clean
+.PHONY: run test test-local-embeddings test-adk lint install build migrate staff-user bench clean vendor
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is needed, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -27,7 +27,24 @@ build:
 migrate: install build
 	$(BIN)/python manage.py migrate --noinput
 
-run: migrate
+# Code blocks in the chat are highlighted by highlight.js (npm registry, BSD-3-Clause): its ES
+# module build is vendored into static/ and committed, so running the app needs neither npm nor
+# a build step; `make vendor` fetches the pinned version again with npm.
+HIGHLIGHT_VERSION := 11.12.0
+HIGHLIGHT_JS := static/vendor/highlight/highlight.min.js
+NPM_PREFIX := build/npm
+
+$(HIGHLIGHT_JS):
+	npm install --prefix $(NPM_PREFIX) --no-save --no-audit --no-fund @highlightjs/cdn-assets@$(HIGHLIGHT_VERSION)
+	mkdir -p $(@D)
+	cp $(NPM_PREFIX)/node_modules/@highlightjs/cdn-assets/es/highlight.min.js $@
+	cp $(NPM_PREFIX)/node_modules/@highlightjs/cdn-assets/LICENSE $(@D)/LICENSE
+
+vendor:
+	rm -f $(HIGHLIGHT_JS)
+	$(MAKE) $(HIGHLIGHT_JS)
+
+run: migrate $(HIGHLIGHT_JS)
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py ensure_demo_user
 	@echo "Serving on http://$(HOST):$(PORT)/ (Ctrl+C to stop)"
@@ -53,7 +70,7 @@ $(CHROMIUM):
 	$(SUDO) apt-get update
 	$(SUDO) apt-get install -y chromium
 
-test: install build lint $(CHROMIUM)
+test: install build lint $(CHROMIUM) $(HIGHLIGHT_JS)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/python -m pytest
 

@@ -246,7 +246,7 @@ function rewoundRemove(invocationId, clientMessageId) {
 /** Regenerate goes on the last reply only, and only while no turn runs. */
 function rewriteControlsUpdate() {
   for (const button of messages.querySelectorAll(".regenerate-button")) {
-    button.closest(".entry-actions").remove();
+    button.remove();
   }
   const last = messages.lastElementChild;
   if (turn || !last?.matches(".entry-agent[data-event-id], .entry-error[data-event-id]")) {
@@ -255,9 +255,34 @@ function rewriteControlsUpdate() {
   if (last.classList.contains("streaming") || !userEntryOf(last)) {
     return;
   }
-  const actions = element("div", "entry-actions");
-  actions.append(actionButton("regenerate-button", "Regenerate", "Regenerate this reply"));
-  last.querySelector(".bubble")?.append(actions);
+  const bubble = last.querySelector(".bubble");
+  let actions = bubble?.querySelector(":scope > .entry-actions");
+  if (bubble && !actions) {
+    actions = element("div", "entry-actions");
+    bubble.append(actions);
+  }
+  actions?.append(actionButton("regenerate-button", "Regenerate", "Regenerate this reply"));
+}
+
+const COPIED_SECONDS = 2;
+
+/** Copy a reply (its Markdown) or a code block to the clipboard, and say so on the button. */
+async function copyText(button) {
+  const entry = button.closest(".entry");
+  const block = button.closest(".code-block");
+  const text = block ? block.querySelector("pre").textContent : entry.dataset.text;
+  let said = "Copied";
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch {
+    said = "Could not copy";
+  }
+  button.textContent = said;
+  button.setAttribute("aria-label", said);
+  setTimeout(() => {
+    button.textContent = "Copy";
+    button.setAttribute("aria-label", button.dataset.label);
+  }, COPIED_SECONDS * 1000);
 }
 
 function userEntryOf(reply) {
@@ -596,11 +621,15 @@ function regenerate(reply) {
 }
 
 messages.addEventListener("click", (event) => {
-  const button = event.target.closest(".retry-button, .edit-button, .regenerate-button");
+  const button = event.target.closest(
+    ".retry-button, .edit-button, .regenerate-button, .copy-button",
+  );
   if (!button) {
     return;
   }
-  if (button.classList.contains("retry-button")) {
+  if (button.classList.contains("copy-button")) {
+    copyText(button);
+  } else if (button.classList.contains("retry-button")) {
     retryTurn(button.dataset.retry);
   } else if (button.classList.contains("edit-button")) {
     editStart(button.closest(".entry"));

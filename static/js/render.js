@@ -2,6 +2,8 @@
 // only ever goes in through textContent; the one exception is an event's `html`, which the
 // server rendered from Markdown through an allow-list (sessions_app.markdown).
 
+import hljs from "../vendor/highlight/highlight.min.js";
+
 /** Create an element with a class and, optionally, its text. */
 export function element(tag, className, text) {
   const node = document.createElement(tag);
@@ -68,6 +70,30 @@ export function userEntry(text, { id, invocationId, pending = false } = {}) {
     item.querySelector(".bubble").append(actions);
   }
   return item;
+}
+
+/** A Copy button: copies `text`, or the text of `source` (an element) when clicked. */
+export function copyButton(label) {
+  const button = actionButton("copy-button", "Copy", label);
+  button.dataset.label = label;
+  return button;
+}
+
+/**
+ * A reply's rendered Markdown, finished in the page: code blocks highlighted (highlight.js;
+ * it escapes what it wraps, so the server's allow-listed HTML stays safe) and each given a
+ * Copy button.
+ */
+export function codeBlocksFinish(body) {
+  for (const pre of body.querySelectorAll("pre")) {
+    const code = pre.querySelector("code");
+    if (code) {
+      hljs.highlightElement(code);
+    }
+    const block = element("div", "code-block");
+    pre.replaceWith(block);
+    block.append(pre, copyButton("Copy code"));
+  }
 }
 
 /** The form that replaces a message's text while it is edited. */
@@ -226,6 +252,7 @@ export function eventEntry(event) {
     if (typeof event.html === "string" && !event.error_code) {
       body.innerHTML = event.html;
       body.classList.add("rich");
+      codeBlocksFinish(body);
     } else {
       body.textContent = text;
     }
@@ -234,6 +261,12 @@ export function eventEntry(event) {
     } else if (event.error_code) {
       noteOn(item, event.error_message || "The assistant could not answer.");
       item.dataset.errorCode = event.error_code;
+    }
+    if (text && !failed) {
+      item.dataset.text = text;
+      const actions = element("div", "entry-actions");
+      actions.append(copyButton("Copy this reply"));
+      item.querySelector(".bubble").append(actions);
     }
     const retryId = event.turn_complete ? retryableClientMessageId(event) : null;
     if (retryId) {

@@ -1,5 +1,6 @@
-"""Searching one's chats from the sidebar in a real browser: a message in an old chat is
-found and opened at that message; another user's chats never show."""
+"""Finding things in the chat, in a real browser: search from the sidebar finds a message in
+an old chat and opens it there, another user's chats never show; replies and code blocks
+copy with one click, and code blocks are highlighted."""
 
 from __future__ import annotations
 
@@ -60,3 +61,29 @@ def test_search_finds_a_message_in_an_old_chat_and_opens_it_there(new_page):
     search.press("Escape")
     expect(search).to_have_value("")
     expect(page.get_by_role("list", name="Your chats")).to_be_visible()
+
+
+CODE = 'def greet(name):\n    return f"Hello, {name}"\n'
+
+
+def test_code_blocks_are_highlighted_and_replies_and_code_copy(new_page):
+    page = new_page(permissions=["clipboard-read", "clipboard-write"])
+    composer = page.get_by_role("textbox", name="Message")
+    composer.fill(f"Look at this:\n```python\n{CODE}```\nThanks")
+    composer.press("Enter")
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+
+    code = page.locator("#messages .entry-agent .code-block pre code")
+    expect(code).to_have_count(1)
+    expect(code.locator(".hljs-keyword").first).to_have_text("def")
+    expect(code.locator(".hljs-string")).to_contain_text('f"Hello, {name}"')
+
+    page.get_by_role("button", name="Copy code").click()
+    expect(page.locator(".code-block").get_by_role("button", name="Copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()") == CODE
+
+    page.get_by_role("button", name="Copy this reply").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator(".entry-actions").get_by_role("button", name="Copied")).to_be_visible()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied.startswith("You said: \u201cLook at this:\n```python\n" + CODE), copied
