@@ -41,7 +41,12 @@ from agents_app.chat_protocol import (
 from agents_app.chat_turn_driver import ChatTurnDriver
 from agents_app.chat_turns import ChatTurn
 from agents_app.rate_limits import chat_turn_rate_limit_exceeded
-from agents_app.runtime.agents import AgentConfig, agent_for_app
+from agents_app.runtime.agents import (
+    AgentConfig,
+    agent_for_app,
+    agent_from_app,
+    agent_from_settings,
+)
 from agents_app.runtime.models import model_for_agent
 from agents_app.runtime.runner import Runner
 from agents_app.selectors import app_get, app_usable_by
@@ -78,9 +83,11 @@ def _turn_agent(*, app_name: str, user: Any) -> AgentConfig | None:
     """The app's agent as configured now, so a change in the console applies from the next
     turn; None when the user may no longer use the app."""
     app = app_get(name=app_name)
-    if app is not None and not app_usable_by(app=app, user=user):
+    if app is None:
+        return agent_from_settings(app_name)
+    if not app_usable_by(app=app, user=user):
         return None
-    return agent_for_app(app_name)
+    return agent_from_app(app)
 
 
 async def _owned_session_app(*, user_pk: int, session_id: str) -> str | None:
@@ -196,6 +203,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         try:
             app_name = await _owned_session_app(user_pk=user.pk, session_id=session_id)
+            if app_name is not None:
+                agent = await database_sync_to_async(agent_for_app)(app_name)
         except DATABASE_UNAVAILABLE_ERRORS as error:
             # Accepted only to say why: a socket closed before the handshake completes
             # reaches the client as a bare HTTP 403, with neither code nor reason.
@@ -210,7 +219,6 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.user = user
         self.session_id = session_id
         self.app_name = app_name
-        agent = await database_sync_to_async(agent_for_app)(app_name)
         self.runner = Runner(agent=agent, model=model_for_agent(agent))
         self.turns = ChatTurnDriver(
             runner=self.runner,
@@ -400,16 +408,18 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if draining():
             await self._error("server_shutting_down", SHUTTING_DOWN)
             return
-        agent = await _turn_agent(app_name=self.app_name, user=self.user)
-        if agent is None:
-            await self._error("app_forbidden", f"You may no longer use the app {self.app_name!r}.")
-            return
-        if self.runner.agent != agent:
-            self.runner = Runner(agent=agent, model=model_for_agent(agent))
-            self.turns.runner = self.runner
         turn = self._turn_new(client_message_id=client_message_id)
         turn.attachments = attachments or []
         try:
+            agent = await _turn_agent(app_name=self.app_name, user=self.user)
+            if agent is None:
+                await self._error(
+                    "app_forbidden", f"You may no longer use the app {self.app_name!r}."
+                )
+                return
+            if self.runner.agent != agent:
+                self.runner = Runner(agent=agent, model=model_for_agent(agent))
+                self.turns.runner = self.runner
             begin = await self.turns.begin(turn, retry=text is None and rewrite is None)
         except DATABASE_UNAVAILABLE_ERRORS as error:
             logger.error("chat turn not started, database unavailable: %s", error)
