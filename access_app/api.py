@@ -18,7 +18,15 @@ from rest_framework.views import APIView
 
 from access_app import selectors, services
 from access_app.models import AccessGrant, AccessScope, AuditLogEntry
-from core.api import NOT_SIGNED_IN, ErrorSerializer, StrictCharField
+from core.api import (
+    NOT_SIGNED_IN,
+    TOO_LARGE,
+    UNSUPPORTED,
+    ErrorSerializer,
+    JSONAPIView,
+    StrictCharField,
+    bad_request,
+)
 
 
 class GrantSerializer(serializers.ModelSerializer):
@@ -101,8 +109,9 @@ GRANT_ID = OpenApiParameter(
 )
 
 
-class GrantListView(generics.ListAPIView):
-    """Grants the user gave, newest first (active and ended)."""
+class GrantListView(generics.ListAPIView, JSONAPIView):
+    """Grants the user gave, newest first (active and ended); JSON bodies only, read as every
+    API of the apps reads them (``JSONAPIView``)."""
 
     serializer_class = GrantSerializer
     pagination_class = NewestFirstPagination
@@ -130,8 +139,15 @@ class GrantListView(generics.ListAPIView):
         request=GrantCreateSerializer,
         responses={
             201: GrantSerializer,
-            400: OpenApiResponse(description="Invalid input: `{field: [messages]}`."),
+            400: bad_request(
+                "a `grantee` that is no active staff account (an unknown user name too, "
+                "and your own)",
+                f"an `expires_at` not in the future or more than {services.GRANT_MAX_DAYS} "
+                "days ahead",
+            ),
             403: NOT_SIGNED_IN,
+            413: TOO_LARGE,
+            415: UNSUPPORTED,
         },
     )
     def post(self, request: Request) -> Response:

@@ -117,10 +117,28 @@ class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField(help_text="What was wrong, in words a person can act on.")
 
 
-BAD_REQUEST = OpenApiResponse(
-    OpenApiTypes.OBJECT,
-    description='Invalid input, nothing written: `{"detail": message}` or `{field: [messages]}`.',
+# What every operation refuses though the types of its schema allow it: the store holds no
+# NUL and no lone surrogate, and a deep JSON document costs the parser without any use.
+REFUSED_EVERYWHERE = (
+    "a string holding a NUL (`\\u0000`) character (in the body or the query string) or a "
+    f"lone surrogate; JSON nested more than {MAX_JSON_DEPTH} levels deep"
 )
+
+
+def bad_request(*refused: str) -> OpenApiResponse:
+    """The 400 of an operation, naming in the schema what the operation refuses on purpose
+    (beyond what the schema's types say), so a client learns it from the schema and not
+    from a refusal."""
+    return OpenApiResponse(
+        OpenApiTypes.OBJECT,
+        description='Invalid input, nothing written: `{"detail": message}` or '
+        "`{field: [messages]}`, in words a person can act on. Refused: "
+        + "; ".join((*refused, REFUSED_EVERYWHERE))
+        + ".",
+    )
+
+
+BAD_REQUEST = bad_request()
 NOT_SIGNED_IN = OpenApiResponse(ErrorSerializer, description="Not signed in.")
 TOO_LARGE = OpenApiResponse(ErrorSerializer, description="The body is over the upload limit.")
 UNSUPPORTED = OpenApiResponse(ErrorSerializer, description="The body is not JSON.")

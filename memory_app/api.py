@@ -23,6 +23,7 @@ from core.api import (
     BadRequest,
     ErrorSerializer,
     JSONAPIView,
+    bad_request,
     request_data_validated,
 )
 from memory_app import selectors, services
@@ -63,7 +64,11 @@ class MemoryListView(JSONAPIView):
         "meaning, recency, importance), active memories only, best first, one page.",
         summary="Your memories of an app by topic, or the best matches of a search",
         parameters=[MemoryQuerySerializer],
-        responses={200: MemoryPageSerializer, 400: BAD_REQUEST, 403: NOT_SIGNED_IN},
+        responses={
+            200: MemoryPageSerializer,
+            400: bad_request("a `page` past the last page (the message says how many there are)"),
+            403: NOT_SIGNED_IN,
+        },
     )
     def get(self, request: Request) -> Response:
         query = request_data_validated(MemoryQuerySerializer, request.query_params)
@@ -165,7 +170,10 @@ class MemoryCorrectView(JSONAPIView):
         request=MemoryCorrectSerializer,
         responses={
             200: MemorySerializer,
-            400: BAD_REQUEST,
+            400: bad_request(
+                "an empty `text`",
+                "text that reads like an instruction to the assistant or holds a secret",
+            ),
             403: NOT_SIGNED_IN,
             404: MEMORY_NOT_FOUND,
             413: TOO_LARGE,
@@ -196,7 +204,14 @@ class PendingMemoryView(JSONAPIView):
         summary="What of a chat is waiting to be remembered",
         description="Your messages in the session not yet turned into memories, and the memory "
         "job that will, if one is queued or running. Another user's session answers 404.",
-        responses={200: PendingMemorySerializer, 403: NOT_SIGNED_IN, 404: ErrorSerializer},
+        responses={
+            200: PendingMemorySerializer,
+            403: NOT_SIGNED_IN,
+            404: OpenApiResponse(
+                ErrorSerializer,
+                description="You have no session with this id (also another user's).",
+            ),
+        },
     )
     def get(self, request: Request, session_id: str) -> Response:
         pending = selectors.session_pending_memory(user_pk=request.user.pk, session_id=session_id)

@@ -23,6 +23,7 @@ from core.api import (
     Conflict,
     ErrorSerializer,
     JSONAPIView,
+    bad_request,
     request_data_validated,
 )
 from sessions_app import end_user, selectors, services
@@ -122,7 +123,11 @@ class SessionListView(SessionStoreAPIView):
         "the answer's `next_page_token` as `page_token` for the next page.",
         summary="List your sessions of an app, most recently updated first",
         parameters=[SessionListQuerySerializer],
-        responses={200: SessionPageSerializer, 400: BAD_REQUEST, 403: NOT_SIGNED_IN},
+        responses={
+            200: SessionPageSerializer,
+            400: bad_request("a `page_token` this service did not issue"),
+            403: NOT_SIGNED_IN,
+        },
     )
     def get(self, request: Request) -> Response:
         query = request_data_validated(SessionListQuerySerializer, request.query_params)
@@ -159,7 +164,7 @@ class SessionListView(SessionStoreAPIView):
         request=SessionCreateSerializer,
         responses={
             201: SessionSerializer,
-            400: BAD_REQUEST,
+            400: bad_request("`app:` keys in `state`, each named"),
             403: OpenApiResponse(
                 ErrorSerializer, description="Not signed in, or you may not use this app."
             ),
@@ -295,7 +300,16 @@ class SessionEventsView(SessionStoreAPIView):
         request=EventCreateSerializer,
         responses={
             201: StoredEventSerializer,
-            400: BAD_REQUEST,
+            400: bad_request(
+                "an `author` other than `user` (an empty one too)",
+                "a `content.role` other than `user`, and `function_call` parts",
+                "`app:` keys in `actions.state_delta`",
+                "the actions only agents take: `compaction`, `transfer_to_agent`, `escalate`",
+                "`partial` events and `actions.rewind_before_invocation_id`",
+                "an empty `id`",
+                "a tool call id repeated in `long_running_tool_ids`",
+                "a `timestamp` outside years 1-9999",
+            ),
             403: NOT_SIGNED_IN,
             404: NOT_FOUND,
             409: OpenApiResponse(
@@ -362,7 +376,9 @@ class SessionRewindView(SessionStoreAPIView):
         request=RewindSerializer,
         responses={
             201: StoredEventSerializer,
-            400: BAD_REQUEST,
+            400: bad_request(
+                "an `invocation_id` that is empty or that the session's history does not hold"
+            ),
             403: NOT_SIGNED_IN,
             404: NOT_FOUND,
             413: TOO_LARGE,

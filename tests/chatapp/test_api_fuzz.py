@@ -48,12 +48,15 @@ schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application(), 
 
 
 @schema.hook
-def before_generate_path_parameters(context, strategy):
-    """Half the generated ids are the user's real objects, so handlers get past the 404."""
+def flatmap_path_parameters(context, path_parameters):
+    """Half the generated ids are the user's real objects, so handlers get past the 404 (the
+    path's other parameters, such as a service path's ``app_name``, stay generated)."""
     real = {
         name: value for name, value in REAL_IDS.items() if f"{{{name}}}" in context.operation.path
     }
-    return st.one_of(strategy, st.just(real)) if real else strategy
+    if not real:
+        return st.just(path_parameters)
+    return st.sampled_from([path_parameters, {**(path_parameters or {}), **real}])
 
 
 @schema.hook

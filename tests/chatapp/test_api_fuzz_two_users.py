@@ -73,16 +73,18 @@ def _other() -> str:
 
 
 @schema.hook
-def before_generate_path_parameters(context, strategy):
-    """Half the ids are the acting user's own objects, the rest the other user's or made up."""
+def flatmap_path_parameters(context, path_parameters):
+    """A third of the ids are the acting user's own objects, a third the other user's, the
+    rest made up (the path's other parameters, such as ``app_name``, stay generated)."""
     names = [
         name for name in ("session_id", "memory_id") if f"{{{name}}}" in context.operation.path
     ]
     if not names:
-        return strategy
+        return st.just(path_parameters)
+    generated = path_parameters or {}
     own = {name: USERS[_acting["who"]][name] for name in names}
     theirs = {name: USERS[_other()][name] for name in names}
-    return st.one_of(strategy, st.just(own), st.just(theirs))
+    return st.sampled_from([generated, {**generated, **own}, {**generated, **theirs}])
 
 
 def _plant(key: str) -> None:
