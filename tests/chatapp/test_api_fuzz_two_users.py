@@ -7,8 +7,9 @@ deleted ...), signed in as one user while the other user's session and memory id
 as path parameters half of the time. Every answer must be free of 5xx, and must hold none of
 the other user's ids, user name or words. Run both ways (A probing B, B probing A), bounded
 and derandomised: ``FUZZ_STATEFUL_EXAMPLES`` scenarios of at most ``FUZZ_STATEFUL_STEPS`` calls
-each (30 and 8 by default: about 300 calls each way, a minute and a half for both). With
-the session API's owner check removed, this budget finds the leak (tried).
+each (30 and 8 by default: about 300 calls each way, about two minutes for both on SQLite
+and on PostgreSQL), every scenario starting from the same two users and data. With the
+session API's owner check removed, this budget finds the leak (tried).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 
 import pytest
 import schemathesis
+from django.contrib.auth import get_user_model
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -27,18 +29,7 @@ from sessions_app.events import Event, EventActions
 from tests.chatapp.test_api_fuzz import CONFIG
 from tests.factories import MemoryFactory, UserFactory
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.timeout(900),
-    # On PostgreSQL Hypothesis stops with FlakyStrategyDefinition: the inferred links'
-    # preconditions draw differently when a scenario is replayed against a database the first
-    # run changed, and a run takes five times as long. Runs in CI's SQLite pass; making it
-    # replay-safe on PostgreSQL is open work of issue 11 (see the session's report).
-    pytest.mark.skipif(
-        os.environ.get("DATABASE_URL", "").startswith("postgres"),
-        reason="stateful fuzzing is not replay-safe on PostgreSQL yet (issue 11)",
-    ),
-]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
 EXAMPLES = int(os.environ.get("FUZZ_STATEFUL_EXAMPLES", "30"))
 STEPS = int(os.environ.get("FUZZ_STATEFUL_STEPS", "8"))
@@ -89,8 +80,9 @@ def flatmap_path_parameters(context, path_parameters):
 
 def _plant(key: str) -> None:
     """A user with a session (events, state of every scope) and a memory, each holding their
-    word."""
+    word; whatever an earlier scenario left of the user is deleted first."""
     data = USERS[key]
+    get_user_model().objects.filter(username=data["username"]).delete()
     user = UserFactory(username=data["username"], password=PASSWORD)
     session = services.session_create(
         app_name="chat",
@@ -119,6 +111,15 @@ def _secrets_of(key: str) -> list[str]:
 class TwoUsers(schema.as_state_machine()):
     """Every call signed in as the acting user; every answer checked for the other's data."""
 
+    def setup(self) -> None:
+        """Every scenario starts from the same two users and data. Hypothesis may run a
+        scenario's choices again (to replay or shrink it) and requires the same draws each
+        time; which links are open depends on the answers, so the answers must not depend
+        on what earlier scenarios wrote (on PostgreSQL a run stopped with
+        FlakyStrategyDefinition when they did)."""
+        _plant("a")
+        _plant("b")
+
     def get_call_kwargs(self, case) -> dict:
         token = base64.b64encode(f"{USERS[_acting['who']]['username']}:{PASSWORD}".encode())
         return {"headers": {"Authorization": f"Basic {token.decode()}"}}
@@ -137,10 +138,9 @@ class TwoUsers(schema.as_state_machine()):
 
 @pytest.fixture
 def two_users(settings):
+    """Fast password checks, and no lockout for the wrong credentials the run may send."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.AXES_FAILURE_LIMIT = 1_000_000
-    _plant("a")
-    _plant("b")
 
 
 @pytest.mark.parametrize("acting", ["a", "b"])
