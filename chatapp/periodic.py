@@ -21,6 +21,8 @@ from datetime import datetime, timedelta
 from celery import schedules
 from django.conf import settings
 from django.db import DatabaseError, connections
+from django.db.models import F
+from django.utils import timezone
 from django_celery_beat.schedulers import DatabaseScheduler, ModelEntry
 
 from core.background import background_submit
@@ -93,8 +95,8 @@ def periodic_entries() -> dict[str, PeriodicEntry]:
 
 
 def periodic_due(*, entries: dict[str, PeriodicEntry], last_run: dict[str, datetime]) -> list[str]:
-    """The task names due now, with ``last_run`` moved on for them. An entry seen for the first
-    time starts its clock now, so nothing runs at process start."""
+    """The names of the entries due now, with ``last_run`` moved on for them. An entry seen for
+    the first time starts its clock now, so nothing runs at process start."""
     due = []
     for name, entry in entries.items():
         if name not in last_run:
@@ -102,8 +104,19 @@ def periodic_due(*, entries: dict[str, PeriodicEntry], last_run: dict[str, datet
             continue
         if entry.schedule.is_due(last_run[name]).is_due:
             last_run[name] = entry.schedule.now()
-            due.append(entry.task)
+            due.append(name)
     return due
+
+
+def periodic_run_record(*, name: str) -> None:
+    """Note on the ``PeriodicTask`` row that its task was started now, as beat does, so
+    the console's "Last run" and run count are true in the embedded mode too. An update, not a
+    save: a save would tell beat's schedulers the schedules changed."""
+    from django_celery_beat.models import PeriodicTask
+
+    PeriodicTask.objects.filter(name=name).update(
+        last_run_at=timezone.now(), total_run_count=F("total_run_count") + 1
+    )
 
 
 def periodic_start() -> threading.Thread | None:
@@ -136,11 +149,17 @@ def periodic_start() -> threading.Thread | None:
                     connections.close_all()
                 refreshed = time.monotonic()
             for name in periodic_due(entries=entries, last_run=last_run):
-                task = app.tasks.get(name)
+                task = app.tasks.get(entries[name].task)
                 if task is None:
-                    logger.error("periodic task %s is not a registered task", name)
+                    logger.error("periodic task %s is not a registered task", entries[name].task)
                     continue
                 background_submit(task=task, kwargs={}, log_context={})
+                try:
+                    periodic_run_record(name=name)
+                except DatabaseError:
+                    logger.exception("could not record the run of periodic task %s", name)
+                finally:
+                    connections.close_all()
 
     thread = threading.Thread(target=loop, name="periodic", daemon=True)
     thread.start()

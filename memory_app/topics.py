@@ -110,6 +110,18 @@ MANAGED_TOPICS: tuple[TopicSpec, ...] = (
 )
 
 MANAGED_TOPIC_KEYS = frozenset(topic.key for topic in MANAGED_TOPICS)
+MANAGED_TOPIC_LABELS = {topic.key: topic.label for topic in MANAGED_TOPICS}
+
+
+def topic_label(*, key: str, label: str = "") -> str:
+    """How a topic reads to a person: ``label`` (the app's own, when it names one), else the
+    managed topic's, else the key written out ("Other" for no topic). Never a bare slug: staff
+    and users read topics, extraction keeps the keys."""
+    if label:
+        return label
+    if key in MANAGED_TOPIC_LABELS:
+        return MANAGED_TOPIC_LABELS[key]
+    return key.replace("_", " ").strip().capitalize() if key else "Other"
 
 
 def _examples(rows: object) -> tuple[dict[str, str], ...]:

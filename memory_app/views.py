@@ -23,7 +23,7 @@ from memory_app import selectors, services
 from memory_app.models import MEMORY_STATUS_NOTES, Memory, MemoryRevision, SourceType
 from memory_app.selectors import event_text
 from memory_app.serializers import SEARCH_LIMIT, revision_actor, source_excerpt, source_url
-from memory_app.topics import topics_for_app
+from memory_app.topics import topic_label, topics_for_app
 from sessions_app import services as session_services
 
 PAGE_SIZE = 100
@@ -89,7 +89,7 @@ def _item(
 ) -> MemoryItem:
     return MemoryItem(
         memory=memory,
-        topic_label=_topic_label(labels, memory.topic),
+        topic_label=topic_label(key=memory.topic, label=labels.get(memory.topic, "")),
         source_label=SourceType(memory.source_type).label,
         status_note=STATUS_NOTES.get(memory.status, ""),
         score=score,
@@ -133,10 +133,6 @@ def _last_change(memory: Memory) -> ChangeItem | None:
         chat = reverse("chat-session", kwargs={"session_id": event.session_id})
         change.said_url = f"{chat}#event-{event.event_id}"
     return change
-
-
-def _topic_label(labels: dict[str, str], key: str) -> str:
-    return labels.get(key) or (key.replace("_", " ").capitalize() if key else "Other")
 
 
 @login_required

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from core.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin, console_time
 from memory_app import selectors
 from memory_app.admin.actions import _apply
 from memory_app.models import GenerationJob
@@ -49,21 +49,20 @@ class StatusChart:
 
 @admin.register(GenerationJob)
 class GenerationJobAdmin(ReadOnlyAdmin):
+    # One time column (the link to the job), a short session id and the attempts told with the
+    # status keep the table within the console at 1400 px, beside the navigation and the
+    # filters (the app is one of those); a job's page has every field in full.
     list_display = [
-        "id",
-        "status",
+        "created",
+        "status_shown",
         "trigger",
         "user",
-        "app_name",
         "session_link",
-        "attempts",
-        "short_error",
-        "created_at",
-        "started_at",
-        "finished_at",
         "duration",
         "memory_count",
+        "short_error",
     ]
+    list_display_links = ["created"]
     list_filter = ["status", "trigger", "app_name"]
     search_fields = ["id", "user__username", "session__id", "error"]
     list_select_related = ["user"]
@@ -91,12 +90,27 @@ class GenerationJobAdmin(ReadOnlyAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(memory_total=Count("memories"))
 
+    @admin.display(description="status", ordering="status")
+    def status_shown(self, job: GenerationJob) -> str:
+        if job.attempts <= 1:
+            return job.get_status_display()
+        return f"{job.get_status_display()} after {job.attempts} attempts"
+
     @admin.display(description="session")
     def session_link(self, job: GenerationJob) -> str:
         if job.session_id is None:
             return "(deleted)"
         url = reverse("admin:sessions_app_sessionrecord_change", args=[quote(job.session_id)])
-        return format_html('<a href="{}">{}</a>', url, Truncator(job.session_id).chars(16))
+        return format_html(
+            '<a href="{}" title="{}">{}</a>',
+            url,
+            job.session_id,
+            Truncator(job.session_id).chars(9),
+        )
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, job: GenerationJob) -> str:
+        return console_time(job.created_at)
 
     @admin.display(description="error")
     def short_error(self, job: GenerationJob) -> str:

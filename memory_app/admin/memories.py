@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.admin.utils import quote, unquote
+from django.db.models import OuterRef, Subquery
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.text import Truncator
@@ -19,11 +20,14 @@ from access_app.selectors import (
     staff_has_global_view,
     staff_may_view_user_data,
 )
-from core.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin, console_time
 from memory_app import selectors
 from memory_app.admin.actions import _apply, _back_to, reason_confirmed, sessions_regenerate
-from memory_app.models import TRUST, Memory, MemoryStatus, SourceType
+from memory_app.models import TRUST, Memory, MemoryStatus, MemoryTopic, SourceType
 from memory_app.services import review
+from memory_app.topics import topic_label
+from sessions_app.admin import conversation_entry
+from sessions_app.models import EventRecord
 
 CONFIDENCE_RANGES = {
     "low": ("Below 0.4", 0.0, 0.4),
@@ -45,6 +49,62 @@ class ConfidenceRangeFilter(admin.SimpleListFilter):
             return queryset
         _label, low, high = CONFIDENCE_RANGES[self.value()]
         return queryset.filter(confidence__gte=low, confidence__lt=high)
+
+
+class TopicFilter(admin.SimpleListFilter):
+    """The topics memories are filed under, by their labels."""
+
+    title = "topic"
+    parameter_name = "topic"
+
+    def lookups(self, request, model_admin):
+        keys = (
+            model_admin.get_queryset(request)
+            .order_by("topic")
+            .values_list("topic", flat=True)
+            .distinct()
+        )
+        labels = dict(
+            MemoryTopic.objects.exclude(label="").order_by("-managed").values_list("key", "label")
+        )
+        return sorted(
+            ((key, topic_label(key=key, label=labels.get(key, ""))) for key in keys),
+            key=lambda lookup: lookup[1].casefold(),
+        )
+
+    def queryset(self, request, queryset):
+        if self.value() is None:
+            return queryset
+        return queryset.filter(topic=self.value())
+
+
+def snapshot_lines(snapshot) -> list[tuple[str, str]]:
+    """A revision's snapshot as (field, value) lines; scores to two places, as everywhere else."""
+    if not isinstance(snapshot, dict):
+        return []
+    return [(key, _snapshot_value(key, value)) for key, value in snapshot.items()]
+
+
+def _snapshot_value(key: str, value) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if key == "topic" and isinstance(value, str):
+        return topic_label(key=value)
+    return str(value)
+
+
+def source_speaker(event: EventRecord) -> str:
+    """Who a source turn is from, named as the conversation view names them; a tool call says
+    so, or words an agent passed to ``create_memory`` would read as its reply."""
+    calls = sorted(
+        {
+            part["function_call"].get("name") or "tool"
+            for part in (event.content or {}).get("parts") or []
+            if isinstance(part, dict) and isinstance(part.get("function_call"), dict)
+        }
+    )
+    speaker = conversation_entry(event).role
+    return f"{speaker}, {' and '.join(calls)} call" if calls else speaker
 
 
 class QuarantinedFilter(admin.SimpleListFilter):
@@ -90,22 +150,23 @@ def _memory_action(*, name: str, description: str, service, permission: str, rea
 
 @admin.register(Memory)
 class MemoryAdmin(ReadOnlyAdmin):
+    # Fits the console at 1400 px beside the navigation and the filters (the app is one of
+    # those); a memory's page has every field.
     list_display = [
         "short_text",
         "user",
-        "app_name",
         "scope",
-        "topic",
+        "topic_shown",
         "source_type",
-        "confidence",
+        "confidence_shown",
         "status",
-        "updated_at",
+        "updated",
     ]
     list_filter = [
         ("user", admin.RelatedOnlyFieldListFilter),
         "app_name",
         "scope",
-        "topic",
+        TopicFilter,
         "source_type",
         "status",
         ConfidenceRangeFilter,
@@ -126,7 +187,7 @@ class MemoryAdmin(ReadOnlyAdmin):
                     "app_name",
                     "scope",
                     "session",
-                    "topic",
+                    "topic_shown",
                     "status",
                     "review_reason",
                 ]
@@ -138,8 +199,8 @@ class MemoryAdmin(ReadOnlyAdmin):
                 "classes": ["collapse"],
                 "fields": [
                     "source_type",
-                    "confidence",
-                    "importance",
+                    "confidence_shown",
+                    "importance_shown",
                     "created_at",
                     "updated_at",
                     "expires_at",
@@ -207,6 +268,22 @@ class MemoryAdmin(ReadOnlyAdmin):
     def short_text(self, memory: Memory) -> str:
         return Truncator(memory.text).chars(90)
 
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, memory: Memory) -> str:
+        return console_time(memory.updated_at)
+
+    @admin.display(description="topic", ordering="topic")
+    def topic_shown(self, memory: Memory) -> str:
+        return topic_label(key=memory.topic, label=getattr(memory, "topic_app_label", None) or "")
+
+    @admin.display(description="confidence", ordering="confidence")
+    def confidence_shown(self, memory: Memory) -> str:
+        return f"{memory.confidence:.2f}"
+
+    @admin.display(description="importance", ordering="importance")
+    def importance_shown(self, memory: Memory) -> str:
+        return f"{memory.importance:.2f}"
+
     def has_memory_review_permission(self, request) -> bool:
         return request.user.has_perm("memory_app.review_quarantine")
 
@@ -244,7 +321,11 @@ class MemoryAdmin(ReadOnlyAdmin):
         return {**super().get_model_perms(request), "view": self.has_view_permission(request)}
 
     def get_queryset(self, request):
-        return memories_visible_to_staff(staff=request.user, queryset=super().get_queryset(request))
+        app_label = MemoryTopic.objects.filter(
+            app_name=OuterRef("app_name"), key=OuterRef("topic")
+        ).values("label")[:1]
+        queryset = super().get_queryset(request).annotate(topic_app_label=Subquery(app_label))
+        return memories_visible_to_staff(staff=request.user, queryset=queryset)
 
     def changelist_view(self, request, extra_context=None):
         response = super().changelist_view(request, extra_context=extra_context)
@@ -278,7 +359,14 @@ class MemoryAdmin(ReadOnlyAdmin):
                     "admin:sessions_app_sessionrecord_change", args=[quote(event.session_id)]
                 )
                 link = f"{url}#event-{event.event_id}"
-            sources.append({"source": source, "event": event, "link": link})
+            sources.append(
+                {
+                    "source": source,
+                    "event": event,
+                    "link": link,
+                    "speaker": source_speaker(event),
+                }
+            )
         actions = [
             (name, description)
             for name, (_function, _name, description) in self.get_actions(request).items()
@@ -286,7 +374,14 @@ class MemoryAdmin(ReadOnlyAdmin):
         ]
         return {
             "provenance_sources": sources,
-            "revisions": selectors.memory_revisions(memory_id=memory.pk),
+            "revisions": [
+                {
+                    "revision": revision,
+                    "before": snapshot_lines(revision.before),
+                    "after": snapshot_lines(revision.after),
+                }
+                for revision in selectors.memory_revisions(memory_id=memory.pk)
+            ],
             "generation_job": memory.job,
             "trust_rank": TRUST[SourceType(memory.source_type)],
             "trust_levels": len(TRUST),

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection
 
+from memory_app.extraction.facts import EXCERPT_CHARS
 from memory_app.models import (
     AppIndexVersion,
     GenerationJob,
@@ -126,6 +127,13 @@ def session_user_event_get(*, session_id: str, invocation_id: str) -> EventRecor
 def event_text(record: EventRecord) -> str:
     """The text parts of a stored event, thoughts left out."""
     return content_text(record.content)
+
+
+def event_excerpt(record: EventRecord) -> str:
+    """What was said in a stored event, on one line and cut to a source's excerpt length: the
+    words a reviewer checks a memory against, kept with the source."""
+    text = " ".join(event_text(record).split())
+    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
 
 
 def content_text(content: dict | None) -> str:

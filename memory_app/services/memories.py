@@ -119,6 +119,7 @@ def memory_create_explicit(
         confidence=0.9,
         importance=0.7,
         event_ids=[user_event.event_id] if user_event else [],
+        excerpt=selectors.event_excerpt(user_event) if user_event else "",
     )
     sequence = (user_event.sequence, user_event.sequence) if user_event else None
     return memory_facts_store(

@@ -82,13 +82,15 @@ def staff_scenario(server: Server, *, owner: str) -> dict[str, str]:
     return json.loads(server.shell(script).strip().splitlines()[-1])
 
 
-def staff_sign_in(page, server: Server) -> None:
-    """Sign in to the staff console with the reviewer's account."""
+def staff_sign_in(
+    page, server: Server, *, username: str = REVIEWER, password: str = REVIEWER_PASSWORD
+) -> None:
+    """Sign in to the staff console, with the reviewer's account unless told another."""
     from playwright.sync_api import expect
 
     page.goto(f"{server.base_url}/admin/login/")
-    page.get_by_label("Username").fill(REVIEWER)
-    page.get_by_label("Password").fill(REVIEWER_PASSWORD)
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
     expect(
         page.get_by_role("heading", name="Memories, conversations and schedules")

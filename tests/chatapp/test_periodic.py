@@ -3,6 +3,7 @@ what they changed."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -10,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from chatapp.celery import app
@@ -17,6 +19,7 @@ from chatapp.periodic import (
     EditableDatabaseScheduler,
     periodic_due,
     periodic_entries,
+    periodic_run_record,
     periodic_start,
     periodic_tasks_install,
 )
@@ -85,10 +88,33 @@ def test_the_in_process_runner_follows_the_edited_rows():
     assert started == []
     forget_only = {"memories-forget": entries["memories-forget"]}
     assert periodic_due(entries=forget_only, last_run=an_hour_ago) == []
-    assert sorted(periodic_due(entries=entries, last_run=three_hours_ago)) == sorted(
-        settings.CELERY_BEAT_SCHEDULE[name]["task"] for name in entries
-    )
+    assert sorted(periodic_due(entries=entries, last_run=three_hours_ago)) == sorted(entries)
     assert three_hours_ago["memories-forget"] > last_run["memories-forget"]
+
+
+@pytest.mark.django_db
+def test_a_run_in_the_web_process_shows_in_the_console_as_beats_would():
+    """Issue 17: on the embedded default every task read "Last run: -", though they ran."""
+    member = UserFactory(is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(member)
+    sweep = PeriodicTask.objects.get(name="turns-sweep")
+    before = timezone.now()
+
+    periodic_run_record(name="turns-sweep")
+    periodic_run_record(name="turns-sweep")
+
+    sweep.refresh_from_db()
+    assert sweep.last_run_at >= before
+    assert sweep.total_run_count == 2
+    assert not PeriodicTask.objects.exclude(name="turns-sweep").filter(last_run_at__isnull=False)
+    page = client.get(reverse("admin:django_celery_beat_periodictask_change", args=[sweep.pk]))
+    shown = re.search(
+        r"Last Run Datetime:</label>\s*<div class=\"readonly\">(.*?)</div>",
+        page.content.decode(),
+        re.S,
+    )
+    assert shown and shown.group(1).strip() not in ("", "-")
 
 
 def test_the_periodic_thread_starts_only_where_the_web_process_keeps_the_schedule(settings):
