@@ -103,8 +103,10 @@ def test_notices_arriving_together_stack_and_each_can_be_dismissed(new_page, vie
     expect(notices(page)).to_have_count(0, timeout=15_000)
 
 
-def test_deleting_all_data_elsewhere_says_so_once_in_an_open_chat(new_page, server):
-    page = new_page()
+@pytest.mark.parametrize("viewport", SCREENS)
+def test_deleting_all_data_elsewhere_says_so_once_in_an_open_chat(new_page, server, viewport):
+    """Issue 17: the open chat said it twice, as a notice and as an alert."""
+    page = new_page(viewport)
     turn(page, "hello there")
     other = page.context.new_page()
     other.goto(f"{server.base_url}/settings/delete/")
@@ -115,6 +117,8 @@ def test_deleting_all_data_elsewhere_says_so_once_in_an_open_chat(new_page, serv
     expect(page.get_by_role("alert")).to_contain_text("All your chats and memories were deleted.")
     expect(page.get_by_text("All your chats and memories were deleted.")).to_have_count(1)
     expect(page.locator("#messages .entry")).to_have_count(0)
+    if viewport is PHONE:
+        page.get_by_role("button", name="Chats").click()
     expect(page.get_by_text("No chats yet.")).to_be_visible()
 
 
