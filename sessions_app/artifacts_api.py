@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from django.conf import settings
-from django.http import FileResponse
+from django.http import FileResponse, HttpResponse
 from django.http.multipartparser import MultiPartParser as DjangoMultiPartParser
 from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
@@ -26,6 +26,7 @@ from sessions_app import selectors, services
 from sessions_app.api import NOT_FOUND, SESSION_ID, SessionStoreAPIView
 from sessions_app.artifact_files import artifact_storage
 from sessions_app.models import ArtifactRecord
+from sessions_app.thumbnails import thumbnail_png
 from sessions_app.uploads import uploads_check
 
 # Room for a multipart body's boundaries and headers besides the files themselves.
@@ -69,6 +70,7 @@ class ArtifactSerializer(serializers.Serializer):
     create_time = serializers.FloatField(help_text="Seconds since the epoch.")
     session_id = serializers.CharField(allow_null=True)
     download_url = serializers.CharField()
+    thumbnail_url = serializers.CharField(allow_null=True, help_text="Images only.")
 
 
 def artifact_representation(record: ArtifactRecord) -> dict:
@@ -81,6 +83,9 @@ def artifact_representation(record: ArtifactRecord) -> dict:
         "create_time": record.create_time,
         "session_id": record.session_id,
         "download_url": reverse("sessions_api:artifact-content", args=[record.pk]),
+        "thumbnail_url": reverse("sessions_api:artifact-thumbnail", args=[record.pk])
+        if record.mime_type.startswith("image/")
+        else None,
     }
 
 
@@ -165,7 +170,18 @@ ARTIFACT_ID = OpenApiParameter(
 )
 
 
-class ArtifactContentView(SessionStoreAPIView):
+class ArtifactReadView(SessionStoreAPIView):
+    """Base of the views that send an artifact: only its owner reads it; anyone else gets the
+    404 of an unknown id."""
+
+    def readable(self, artifact_id: str) -> ArtifactRecord:
+        record = selectors.artifact_owned_get(user_pk=self.request.user.pk, artifact_id=artifact_id)
+        if record is None:
+            raise NotFound()
+        return record
+
+
+class ArtifactContentView(ArtifactReadView):
     @extend_schema(
         operation_id="artifacts_content",
         tags=["Attachments"],
@@ -180,10 +196,34 @@ class ArtifactContentView(SessionStoreAPIView):
         },
     )
     def get(self, request: Request, artifact_id: str) -> FileResponse:
-        record = selectors.artifact_owned_get(user_pk=request.user.pk, artifact_id=artifact_id)
-        if record is None:
-            raise NotFound()
+        record = self.readable(artifact_id)
         return artifact_file_response(record, download=request.query_params.get("download") == "1")
+
+
+class ArtifactThumbnailView(ArtifactReadView):
+    @extend_schema(
+        operation_id="artifacts_thumbnail",
+        tags=["Attachments"],
+        summary="A small preview of one of your images",
+        description="A PNG at most 320 pixels on its longer side, made from an attached image "
+        "(the first frame of an animation). Files that are not images answer 404.",
+        parameters=[ARTIFACT_ID],
+        responses={
+            (200, "image/png"): OpenApiResponse(description="The preview."),
+            403: NOT_SIGNED_IN,
+            404: NOT_FOUND,
+        },
+    )
+    def get(self, request: Request, artifact_id: str) -> HttpResponse:
+        record = self.readable(artifact_id)
+        if not record.mime_type.startswith("image/"):
+            raise NotFound("Only images have a preview.")
+        response = HttpResponse(
+            thumbnail_png(selectors.artifact_bytes(record)), content_type="image/png"
+        )
+        response["X-Content-Type-Options"] = "nosniff"
+        response["Cache-Control"] = "private, max-age=3600"
+        return response
 
 
 def artifact_file_response(record: ArtifactRecord, *, download: bool) -> FileResponse:

@@ -25,4 +25,9 @@ urlpatterns = [
         artifacts_api.ArtifactContentView.as_view(),
         name="artifact-content",
     ),
+    path(
+        "artifacts/<str:artifact_id>/thumbnail/",
+        artifacts_api.ArtifactThumbnailView.as_view(),
+        name="artifact-thumbnail",
+    ),
 ]

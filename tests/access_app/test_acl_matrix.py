@@ -38,10 +38,13 @@ from agents_app.consumers import CLOSE_NOT_FOUND, CLOSE_NOT_SIGNED_IN
 from chatapp.middleware import PROBES
 from chatapp.routing import websocket_urlpatterns
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource, MemoryTopic
+from sessions_app import services
 from sessions_app.events import Event
 from sessions_app.models import EventRecord, SessionRecord
+from sessions_app.uploads import uploads_check
 from tests.factories import AccessGrantFactory, MemoryFactory, StaffFactory, UserFactory
 from tests.memory_app.support import session_make, turn_add
+from tests.sample_files import image_bytes
 
 # --- The data and who may read it ---------------------------------------------------------
 
@@ -99,6 +102,8 @@ class World:
     grant_id: int
     topic_id: int
     audit_id: int
+    artifact_id: str
+    image_id: str
 
     def fingerprint(self) -> tuple:
         """Everything a forbidden write could change, to compare before and after."""
@@ -175,7 +180,20 @@ def world(db) -> World:
     for role, user in users.items():
         clients[role] = Client()
         clients[role].force_login(user)
+    notes, image = services.attachments_store(
+        app_name="chat",
+        user_id=str(owner.pk),
+        session_id=session.id,
+        uploads=uploads_check(
+            [
+                (f"{MARKERS[CONVERSATIONS]}.txt", f"notes {MARKERS[CONVERSATIONS]}".encode()),
+                ("logo.png", image_bytes("PNG")),
+            ]
+        ),
+    )
     return World(
+        artifact_id=str(notes.pk),
+        image_id=str(image.pk),
         owner=owner,
         clients=clients,
         users=users,
@@ -291,6 +309,15 @@ DOORS: dict[str, Door] = {
     "api/sessions/<str:session_id>/state/": Door(OWN_OBJECT, SESSION, api=True),
     "api/sessions/<str:session_id>/rewind/": Door(
         OWN_OBJECT, SESSION, api=True, status=405, writes=(("post", {"invocation_id": "x"}),)
+    ),
+    "api/sessions/<str:session_id>/artifacts/": Door(
+        OWN_OBJECT, SESSION, api=True, shows=(CONVERSATIONS,), writes=(("post", {}),)
+    ),
+    "api/artifacts/<str:artifact_id>/content/": Door(
+        OWN_OBJECT, {"artifact_id": "artifact_id"}, api=True, shows=(CONVERSATIONS,)
+    ),
+    "api/artifacts/<str:artifact_id>/thumbnail/": Door(
+        OWN_OBJECT, {"artifact_id": "image_id"}, api=True
     ),
     "api/memories/": Door(OWN, api=True, shows=(MEMORIES,)),
     "api/memories/<str:memory_id>/": Door(

@@ -54,9 +54,11 @@ from core.notices import user_group_name
 from memory_app.models import Memory, MemoryStatus
 from sessions_app import services as session_services
 from sessions_app.events import Event, EventActions, new_invocation_id
+from sessions_app.uploads import uploads_check
 from tests.access_app.test_acl_matrix import _routes
 from tests.factories import StaffFactory, UserFactory
 from tests.memory_app.support import lexical_only, memory_make, session_make, turn_add  # noqa: F401
+from tests.sample_files import image_bytes
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -98,9 +100,16 @@ def _data_make(user, *, name: str, tone: str) -> dict[str, str]:
     memory = memory_make(user=user, text=f"{name} likes green tea in the garden")
     held = memory_make(user=user, text=f"{name} said: always answer in rhyme")
     Memory.objects.filter(pk=held.pk).update(status=MemoryStatus.QUARANTINED)
+    [image] = session_services.attachments_store(
+        app_name=APP,
+        user_id=str(user.pk),
+        session_id=session.id,
+        uploads=uploads_check([("logo.png", image_bytes("PNG"))]),
+    )
     return {
         "session": session.id,
         "other_session": other.id,
+        "image": str(image.pk),
         "invocation": invocation,
         "memory": str(memory.pk),
         "held_memory": str(held.pk),
@@ -220,6 +229,7 @@ def victim_view(world: World) -> dict[str, Any]:
             view[session["id"]] = _json(b, base + "?num_recent_events=1000")
             view[session["id"] + " state"] = _json(b, base + "state/")
             view[session["id"] + " events"] = _json(b, base + "events/?include_rewound=true")
+            view[session["id"] + " files"] = _json(b, base + "artifacts/")
         view[f"memories {app}"] = _json(b, f"/api/memories/?app_name={app}")
         view[f"search {app}"] = _json(b, f"/api/memories/?app_name={app}&q=green+tea+garden")
     view["memory settings"] = _json(b, "/api/memory-settings/")
@@ -511,6 +521,11 @@ DOORS: dict[str, WriteDoor] = {
         WRITES, SESSION, probes=tuple(Probe("post", event) for event in FORGED_EVENTS)
     ),
     "api/sessions/<str:session_id>/state/": WriteDoor(READS, SESSION),
+    "api/sessions/<str:session_id>/artifacts/": WriteDoor(
+        WRITES, SESSION, probes=(Probe("post", {"file": "x"}),)
+    ),
+    "api/artifacts/<str:artifact_id>/content/": WriteDoor(READS, {"artifact_id": "a_image"}),
+    "api/artifacts/<str:artifact_id>/thumbnail/": WriteDoor(READS, {"artifact_id": "a_image"}),
     "api/sessions/<str:session_id>/rewind/": WriteDoor(
         WRITES,
         SESSION,

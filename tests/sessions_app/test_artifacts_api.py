@@ -1,11 +1,15 @@
 """The attachments REST API, with hostile input: a clear error, nothing stored, nothing served."""
 
+import io
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from PIL import Image
 from rest_framework.test import APIClient
 
 from sessions_app import services
 from sessions_app.models import ArtifactRecord
+from tests.factories import AccessGrantFactory, StaffFactory
 from tests.sample_files import image_bytes, pdf_bytes
 
 PNG = image_bytes("PNG")
@@ -197,3 +201,41 @@ def test_signed_out_gets_nothing(session, user):
         client.post(url(session.id), {"file": upload("a.png", PNG)}, format="multipart").status_code
         == 403
     )
+
+
+def test_an_image_has_a_small_png_preview_and_a_pdf_has_none(api_client, session):
+    big = image_bytes("JPEG", (1200, 600))
+    stored = api_client.post(
+        url(session.id),
+        {"file": [upload("photo.jpg", big), upload("spec.pdf", PDF)]},
+        format="multipart",
+    ).json()
+    photo, spec = stored
+
+    preview = api_client.get(photo["thumbnail_url"])
+
+    assert preview.status_code == 200
+    assert preview["Content-Type"] == "image/png"
+    with Image.open(io.BytesIO(preview.content)) as image:
+        assert (image.format, image.size) == ("PNG", (320, 160))
+    assert spec["thumbnail_url"] is None
+    assert api_client.get(f"/api/artifacts/{spec['id']}/thumbnail/").status_code == 404
+
+
+def test_staff_get_the_404_of_an_unknown_file_through_the_api(user, session):
+    """Staff read a user's conversations in the staff console, by role or grant; the
+    self-service API answers its user's own files only."""
+    record = services.artifact_save(
+        app_name="chat",
+        user_id=str(user.pk),
+        session_id=session.id,
+        filename="a.png",
+        artifact={"inlineData": {"data": PNG, "mimeType": "image/png"}},
+    )
+    staff = StaffFactory(is_superuser=True)
+    AccessGrantFactory(owner=user, grantee=staff, scope="conversations")
+    client = APIClient()
+    client.force_authenticate(staff)
+
+    assert client.get(f"/api/artifacts/{record.pk}/content/").status_code == 404
+    assert client.get(f"/api/artifacts/{record.pk}/thumbnail/").status_code == 404
