@@ -6,6 +6,8 @@ the worker made from the chat announced on the socket that is open on the other 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.multiprocess.stack import frames_of, reply_text
@@ -37,7 +39,13 @@ async def test_a_session_moves_between_processes_and_worker_notices_reach_every_
     assert frames_of(remembered, "error") == []
     notice = await on_b.wait_for(lambda frame: frame["type"] == "notice", timeout=60)
     assert notice["notice"]["kind"] == "memory"
-    assert notice["notice"]["message"] == "Remembered: your name is Ada, and you live in Lisbon."
+    # The offline extractor keeps the name, the home, and the greeting turn as a key
+    # conversation detail, dated the day it was said.
+    assert re.fullmatch(
+        r"Remembered: your name is Ada; on \d{1,2} [A-Z][a-z]+ \d{4} you said "
+        r"“Hello from the first process\.”; and you live in Lisbon\.",
+        notice["notice"]["message"],
+    ), notice["notice"]["message"]
     await on_a.wait_for(lambda frame: frame["type"] == "notice")
 
     status, events, _ = browser.api(
