@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
-from django.conf import settings
 from google.genai import types
 
 from agents_app.chat_edits import Rewrite, RewriteRefusedError, chat_turn_rewrite
@@ -30,9 +29,9 @@ from agents_app.turn_claims import (
     TurnBegin,
     TurnStart,
     turn_begin_async,
+    turn_claim_keep,
     turn_claim_release_async,
-    turn_claim_release_if_ended,
-    turn_claim_renew_async,
+    turn_claim_release_if_ended_async,
 )
 from core.metrics import turn_observe, turn_outcome
 from core.outages import DATABASE_UNAVAILABLE_CODE, DATABASE_UNAVAILABLE_ERRORS
@@ -165,19 +164,23 @@ class ChatTurnDriver:
                 ),
                 client_message_id=turn.client_message_id,
                 attachments=turn.attachments,
+                claim=claim,
             )
         else:
             await turn.resumed_send(begin.stored)
             events = self.runner.continue_async(
                 user_id=str(self.user_pk), session_id=self.session_id, progress=begin.progress
             )
-        keeper = asyncio.create_task(self._claim_keep(claim, asyncio.current_task()))
+        turn_task = asyncio.current_task()
+        keeper = asyncio.create_task(
+            turn_claim_keep(claim=claim, lost=lambda: turn_task.cancel(CANCEL_TAKEN_OVER))
+        )
         database_down = False
         try:
             async for event in events:
                 await turn.event_forward(event)
         except (DuplicateTurnError, TurnTakenOverError):
-            await self._claim_release_if_ended(claim)
+            await turn_claim_release_if_ended_async(claim=claim)
             return False
         except SessionNotFoundError:
             await self.error("session_not_found", "This session no longer exists.")
@@ -196,7 +199,7 @@ class ChatTurnDriver:
             if reason == CANCEL_TAKEN_OVER:
                 asyncio.current_task().uncancel()
                 return False
-            await self._claim_release_if_ended(claim)
+            await turn_claim_release_if_ended_async(claim=claim)
             if self.closing():
                 raise
         except Exception:
@@ -214,26 +217,3 @@ class ChatTurnDriver:
         )
         await turn.complete_send(duplicate=False)
         return True
-
-    async def _claim_keep(self, claim: HeldClaim, turn_task: asyncio.Task) -> None:
-        """Renew the turn's claim while it runs; should another process have taken it over,
-        stop the turn (it stores nothing more: the turn is the other process's now)."""
-        while True:
-            await asyncio.sleep(settings.TURN_LEASE_SECONDS / 3)
-            try:
-                kept = await turn_claim_renew_async(claim=claim)
-            except DATABASE_UNAVAILABLE_ERRORS as error:
-                logger.warning("turn claim not renewed, database unavailable: %s", error)
-                continue
-            if not kept:
-                logger.warning("turn claim lost in session %s; stopping", self.session_id)
-                turn_task.cancel(CANCEL_TAKEN_OVER)
-                return
-
-    async def _claim_release_if_ended(self, claim: HeldClaim) -> None:
-        """Release the claim if the turn has its final event (one stored while it was cut
-        short); an open turn keeps it, for a re-send or the sweeper to end it."""
-        try:
-            await database_sync_to_async(turn_claim_release_if_ended)(claim=claim)
-        except DATABASE_UNAVAILABLE_ERRORS as error:
-            logger.warning("turn claim not released, database unavailable: %s", error)

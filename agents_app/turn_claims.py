@@ -1,8 +1,9 @@
 """Claims on chat turns: each turn runs in exactly one process, and none is silently lost.
 
-A turn of a client message is claimed (a ``TurnClaim`` row) just before its
-user message is stored, and the claim is released once its final event
-(reply, error or interruption) is. While the turn runs, its process renews
+Every turn is claimed (a ``TurnClaim`` row) just before its user message is
+stored (by the chat socket, or by the runner when its caller holds no claim),
+and the claim is released once its final event (reply, error or interruption)
+is. While the turn runs, its process renews
 the claim a third of ``TURN_LEASE_SECONDS`` apart. So an open turn (stored,
 no final event) always has a claim row, and the row says whether a live
 process holds it:
@@ -29,14 +30,30 @@ event of a turn is named after its place in the turn (``runtime.turns``), so
 of two processes only one can store the event at a given place, and the
 other, refused, stops. A process also learns it lost the claim when a
 renewal finds the fence moved on, and stops then.
+
+On a turn's path, on PostgreSQL, a claim is written without waiting for its
+commit to be flushed to disk (``synchronous_commit`` off for that transaction
+alone): the flush is what a commit costs (4 ms at p50 here, tens of ms when the
+disk is busy), and a turn writes its claim twice (taken, released). Losing such
+a write to a crash of the database server itself is harmless. A taken claim is
+followed by the turn's own events, whose commits do wait for the flush, and
+PostgreSQL flushes its log in order, so a claim is on disk before any event it
+guards is; a takeover lost with nothing stored after it leaves the old, expired
+claim, which a re-send or the sweeper takes over again, and its would-be holder
+finds its fence gone at its first renewal. A lost renewal leaves a lease older
+than it is, renewed again a few seconds later, well inside the lease. A lost
+release leaves a claim on an ended turn, which the sweeper releases. Nothing
+is written synchronously-off outside the turn's path (the sweeper).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -54,10 +71,11 @@ from agents_app.runtime.turns import (
     tool_calls_interrupted_content,
 )
 from core import async_database
+from core.outages import DATABASE_UNAVAILABLE_ERRORS
 from sessions_app import selectors, services
 from sessions_app.errors import DuplicateEventError, SessionNotFoundError
 from sessions_app.events import Event
-from sessions_app.models import SessionRecord
+from sessions_app.models import EventRecord, SessionRecord
 from sessions_app.types import Session
 
 logger = logging.getLogger(__name__)
@@ -143,23 +161,39 @@ async def turn_begin_async(
 ) -> TurnBegin:
     """``turn_begin`` from an event loop: on PostgreSQL its read and its claim go from the
     loop itself (``core.async_database``), so starting a turn never waits for the one
-    database thread of the process."""
+    database thread of the process.
+
+    A new message, the common case, costs one round trip: the turn's events are read and
+    its claim is taken in the same query, the claim only if the user's message is not
+    stored (so a re-sent message never claims an ended turn, not even for a moment). A
+    message already stored, or a Retry, takes its claim after the read, if it runs here.
+    """
     if not async_database.available():
         return await database_sync_to_async(turn_begin)(
             session_id=session_id, user_event_id=user_event_id, holder=holder, retry=retry
         )
-    stored = await selectors.store_read_async(
-        selectors.stored_events_of_turn_read(session_id=session_id, user_event_id=user_event_id)
-    )
-    begin = _turn_begin_from(stored, retry=retry)
-    if begin.start in _CLAIMED:
-        now = time.time()
-        row = await _claim_statement_async(_claim_insert(session_id, user_event_id, holder, now))
-        if row is None:
-            row = await _claim_statement_async(
-                _claim_takeover(session_id, user_event_id, holder, now)
+    read = selectors.stored_events_of_turn_read(session_id=session_id, user_event_id=user_event_id)
+    if retry:
+        begin = _turn_begin_from(await selectors.store_read_async(read), retry=True)
+        taken = None
+    else:
+        claim_new = _claim_insert_if_new(session_id, user_event_id, holder, time.time())
+        try:
+            *results, _, taken = await async_database.fetch_each(
+                [*read.statements, _COMMIT_UNFLUSHED, claim_new], repeatable=False
             )
-        begin = _claimed(begin, HeldClaim(id=row[0], fence=row[1]) if row else None)
+        except IntegrityError:
+            raise SessionNotFoundError("The session is gone.") from None
+        begin = _turn_begin_from(read.assemble(results), retry=False)
+    if taken:
+        # Taken only while the message was not stored, so the read, made just before, found
+        # it not stored either (events go only with their session): the turn is new.
+        return _claimed(begin, HeldClaim(id=taken[0][0], fence=taken[0][1]))
+    if begin.start in _CLAIMED:
+        claim = await turn_claim_take_async(
+            session_id=session_id, user_event_id=user_event_id, holder=holder
+        )
+        begin = _claimed(begin, claim)
     return begin
 
 
@@ -180,6 +214,7 @@ def _claimed(begin: TurnBegin, claim: HeldClaim | None) -> TurnBegin:
 
 
 _TABLE = TurnClaim._meta.db_table
+_EVENTS = EventRecord._meta.db_table
 
 
 def _claim_insert(session_id: str, user_event_id: str, holder: str, now: float) -> tuple[str, list]:
@@ -189,6 +224,20 @@ def _claim_insert(session_id: str, user_event_id: str, holder: str, now: float) 
         "renewed_at) VALUES (%s, %s, %s, 1, %s, %s) "
         "ON CONFLICT (session_id, user_event_id) DO NOTHING RETURNING id, fence",
         [session_id, user_event_id, holder, now, now],
+    )
+
+
+def _claim_insert_if_new(
+    session_id: str, user_event_id: str, holder: str, now: float
+) -> tuple[str, list]:
+    """A new claim if the turn's user message is not stored and the turn has no claim; else
+    no row."""
+    return (
+        f"INSERT INTO {_TABLE} (session_id, user_event_id, holder, fence, created_at, "
+        "renewed_at) SELECT %s::varchar, %s::varchar, %s::varchar, 1, %s::float8, %s::float8 "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {_EVENTS} WHERE session_id = %s AND event_id = %s) "
+        "ON CONFLICT (session_id, user_event_id) DO NOTHING RETURNING id, fence",
+        [session_id, user_event_id, holder, now, now, session_id, user_event_id],
     )
 
 
@@ -204,12 +253,35 @@ def _claim_takeover(
     )
 
 
-async def _claim_statement_async(statement: tuple[str, list]) -> tuple | None:
+# Sent before a claim's write in the same query (one transaction): its commit does not wait for
+# the flush to disk. Why that is harmless: the module's docstring.
+_COMMIT_UNFLUSHED = ("SELECT set_config('synchronous_commit', 'off', true)", [])
+
+
+async def _claim_write_async(statement: tuple[str, list]) -> tuple | None:
+    """The row ``statement`` returns, if any: one round trip from the event loop, its commit
+    not flushed (``_COMMIT_UNFLUSHED``)."""
     try:
-        (rows,) = await async_database.fetch_each([statement], repeatable=False)
+        _, rows = await async_database.fetch_each([_COMMIT_UNFLUSHED, statement], repeatable=False)
     except IntegrityError:
         raise SessionNotFoundError("The session is gone.") from None
     return rows[0] if rows else None
+
+
+async def turn_claim_take_async(
+    *, session_id: str, user_event_id: str, holder: str
+) -> HeldClaim | None:
+    """``turn_claim_take`` from an event loop: on PostgreSQL without the database thread, and
+    without waiting for the disk."""
+    if not async_database.available():
+        return await database_sync_to_async(turn_claim_take)(
+            session_id=session_id, user_event_id=user_event_id, holder=holder
+        )
+    now = time.time()
+    row = await _claim_write_async(_claim_insert(session_id, user_event_id, holder, now))
+    if row is None:
+        row = await _claim_write_async(_claim_takeover(session_id, user_event_id, holder, now))
+    return HeldClaim(id=row[0], fence=row[1]) if row else None
 
 
 def turn_claim_take(*, session_id: str, user_event_id: str, holder: str) -> HeldClaim | None:
@@ -239,16 +311,33 @@ async def turn_claim_renew_async(*, claim: HeldClaim) -> bool:
     """``turn_claim_renew`` from an event loop, on PostgreSQL without the database thread."""
     if not async_database.available():
         return await database_sync_to_async(turn_claim_renew)(claim=claim)
-    (rows,) = await async_database.fetch_each(
-        [
-            (
-                f"UPDATE {_TABLE} SET renewed_at = %s WHERE id = %s AND fence = %s RETURNING id",
-                [time.time(), claim.id, claim.fence],
-            )
-        ],
-        repeatable=False,
+    row = await _claim_write_async(
+        (
+            f"UPDATE {_TABLE} SET renewed_at = %s WHERE id = %s AND fence = %s RETURNING id",
+            [time.time(), claim.id, claim.fence],
+        )
     )
-    return bool(rows)
+    return row is not None
+
+
+async def turn_claim_keep(*, claim: HeldClaim, lost: Callable[[], None] | None = None) -> None:
+    """Renew ``claim`` a third of ``TURN_LEASE_SECONDS`` apart for as long as its turn runs
+    (the caller cancels this task when the turn is over). Once another process has taken the
+    claim over, call ``lost`` and stop: the turn is the other process's now, and its events'
+    ids refuse whatever this one would still store. A renewal the database does not answer is
+    logged and tried again at the next one; the lease outlasts two missed renewals."""
+    while True:
+        await asyncio.sleep(settings.TURN_LEASE_SECONDS / 3)
+        try:
+            kept = await turn_claim_renew_async(claim=claim)
+        except DATABASE_UNAVAILABLE_ERRORS as error:
+            logger.warning("turn claim %s not renewed, database unavailable: %s", claim.id, error)
+            continue
+        if not kept:
+            logger.warning("turn claim %s was taken over by another process", claim.id)
+            if lost is not None:
+                lost()
+            return
 
 
 def turn_claim_release(*, claim: HeldClaim) -> None:
@@ -262,14 +351,11 @@ async def turn_claim_release_async(*, claim: HeldClaim) -> None:
     if not async_database.available():
         await database_sync_to_async(turn_claim_release)(claim=claim)
         return
-    await async_database.fetch_each(
-        [
-            (
-                f"DELETE FROM {_TABLE} WHERE id = %s AND fence = %s RETURNING id",
-                [claim.id, claim.fence],
-            )
-        ],
-        repeatable=False,
+    await _claim_write_async(
+        (
+            f"DELETE FROM {_TABLE} WHERE id = %s AND fence = %s RETURNING id",
+            [claim.id, claim.fence],
+        )
     )
 
 
@@ -288,6 +374,16 @@ def turn_claim_release_if_ended(*, claim: HeldClaim) -> bool:
         return False
     turn_claim_release(claim=claim)
     return True
+
+
+async def turn_claim_release_if_ended_async(*, claim: HeldClaim) -> bool:
+    """``turn_claim_release_if_ended`` from an event loop, for a turn cut short: a database
+    outage leaves the claim (logged) for the sweeper to deal with."""
+    try:
+        return await database_sync_to_async(turn_claim_release_if_ended)(claim=claim)
+    except DATABASE_UNAVAILABLE_ERRORS as error:
+        logger.warning("turn claim %s not released, database unavailable: %s", claim.id, error)
+        return False
 
 
 @dataclass

@@ -13,16 +13,19 @@ with ``turn_complete`` and the context report), already summarised the way a
 long session is: a compaction event covers what lies outside the kept window,
 and the memory watermark stands at the last event, so no background job is
 due; then ``ANALYZE``, as after any bulk load. Each turn is then the chat
-consumer's: ``Runner.run_async`` with the app's agent and the registered
-memory provider (permissions, preload search of the user's memories,
+consumer's: the turn's claim taken as the socket takes it (``turn_begin_async``:
+the turn's events read, the claim written), ``Runner.run_async`` with the app's
+agent and the registered memory provider (permissions, preload search of the user's memories,
 templated instruction, history, two appended events, the memory trigger
-check, the compaction check), the process tuned as servers are
+check, the compaction check), then the claim released, the process tuned as servers are
 (``chatapp.process.process_tune_gc``). The model is a stub that answers at
 once; the time spent inside it is measured and subtracted, so "turn" is all
 but model time. After each turn its two events are deleted again (untimed), so
 every turn sees the same 1,000-event session.
 
-Per phase, timed around the runner's calls to its collaborators: session load
+Per phase, timed around the runner's calls to its collaborators: the turn's
+claim (taken before the turn, released after it; "turn without its claim" is the
+whole turn less this phase, measured in the same run), session load
 (the session with its recent events and latest compaction, from the event
 loop on PostgreSQL, in the database thread on SQLite), memory permissions,
 memory preload (search of 10,000 memories with the process's embedder,
@@ -61,6 +64,7 @@ from google.genai import types
 BASE_DIR = Path(__file__).resolve().parent.parent
 APP_NAME = "bench-turn"
 PHASES = (
+    "turn claim (take, release)",
     "session load",
     "memory permissions",
     "memory preload (search)",
@@ -70,9 +74,11 @@ PHASES = (
     "other (hops, glue)",
 )
 TOTAL = "turn, all but model time"
+UNCLAIMED = "turn without its claim"
 REPLY = "until the reply is stored"
 CPU = "turn, CPU time of this process"
 MODEL = "model stub (subtracted)"
+CLAIM = PHASES[0]
 
 _FACT_TEMPLATES = (
     "The user likes {a} and {b}.",
@@ -295,24 +301,42 @@ async def turns_run(
 ) -> list[dict[str, float]]:
     from asgiref.sync import sync_to_async
 
+    from agents_app.runtime.turns import user_event_id_for
+    from agents_app.turn_claims import holder_name, turn_begin_async, turn_claim_release_async
+
+    claim_take = phases.timed_async(CLAIM, turn_begin_async)
+    claim_release = phases.timed_async(CLAIM, turn_claim_release_async)
     delete = sync_to_async(turn_events_delete)
     samples = []
     for number, text in enumerate(texts, start=1):
         phases.current = defaultdict(float)
         model.seconds = 0.0
         message = types.Content(role="user", parts=[types.Part(text=text)])
+        client_message_id = f"bench-{number}"
         started = time.perf_counter()
         cpu_started = time.process_time()
         stored = 0
         reply_stored = 0.0
+        begin = await claim_take(
+            session_id=session_id,
+            user_event_id=user_event_id_for(client_message_id),
+            holder=holder_name("bench"),
+        )
+        if begin.claim is None:
+            raise RuntimeError(f"turn {client_message_id} was not claimed: {begin.start}")
         async for event in runner.run_async(
-            user_id=user_id, session_id=session_id, new_message=message
+            user_id=user_id,
+            session_id=session_id,
+            new_message=message,
+            client_message_id=client_message_id,
+            claim=begin.claim,
         ):
             stored += not event.partial
             if event.error_code:
                 raise RuntimeError(f"turn failed: {event.error_code}: {event.error_message}")
             if event.turn_complete:
                 reply_stored = time.perf_counter() - started
+        await claim_release(claim=begin.claim)
         elapsed = time.perf_counter() - started
         cpu = time.process_time() - cpu_started
         if stored != 2:
@@ -323,6 +347,7 @@ async def turns_run(
         sample = {phase: seconds * 1000 for phase, seconds in phases.current.items()}
         sample[MODEL] = model.seconds * 1000
         sample[TOTAL] = (elapsed - model.seconds) * 1000
+        sample[UNCLAIMED] = sample[TOTAL] - sample.get(CLAIM, 0.0)
         sample[REPLY] = (reply_stored - model.seconds) * 1000
         sample[CPU] = (cpu - model.seconds) * 1000
         sample["other (hops, glue)"] = sample[TOTAL] - sum(
@@ -412,7 +437,7 @@ def main(argv: list[str] | None = None) -> None:
             "p50_ms": round(percentile([s.get(name, 0.0) for s in samples], 0.50), 3),
             "p95_ms": round(percentile([s.get(name, 0.0) for s in samples], 0.95), 3),
         }
-        for name in (*PHASES, MODEL, TOTAL, REPLY, CPU)
+        for name in (*PHASES, MODEL, TOTAL, UNCLAIMED, REPLY, CPU)
     }
     results = {
         "machine": {
@@ -437,7 +462,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{len(samples)} turns; load average {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f}"
     )
     print(f"{'phase':<36} {'p50 ms':>8} {'p95 ms':>8}")
-    for name in (*PHASES, TOTAL, REPLY, CPU, MODEL):
+    for name in (*PHASES, TOTAL, UNCLAIMED, REPLY, CPU, MODEL):
         print(f"{name:<36} {figures[name]['p50_ms']:>8.2f} {figures[name]['p95_ms']:>8.2f}")
     print(f"bar: {TOTAL} p95 < 15 ms")
     print(f"Figures written to {out.relative_to(BASE_DIR)}.")

@@ -47,9 +47,18 @@ from agents_app.runtime.turns import (
     TurnProgress,
     TurnRun,
     cancel_reason,
+    server_message_id,
     text_content,
     tool_calls_interrupted_content,
     user_event_id_for,
+)
+from agents_app.turn_claims import (
+    HeldClaim,
+    holder_name,
+    turn_claim_keep,
+    turn_claim_release_async,
+    turn_claim_release_if_ended_async,
+    turn_claim_take_async,
 )
 from core.llm import Llm, LlmChunk, ModelError, RetryPolicy, generate_with_retries
 from core.log_context import log_context_bind
@@ -115,6 +124,7 @@ class Runner:
         new_message: types.Content,
         client_message_id: str | None = None,
         attachments: Sequence[ArtifactRecord] = (),
+        claim: HeldClaim | None = None,
     ) -> AsyncIterator[Event]:
         """Yield the invocation's events: the stored user event, partial text, stored replies.
 
@@ -122,14 +132,68 @@ class Runner:
         holds references to them and names them in its ``artifact_delta``, as ADK's runner
         does for the files it saves from a message.
 
+        Every turn is claimed (``agents_app.turn_claims``), so that should this process die
+        before the turn's final event, the sweeper stores the reply as interrupted, and its
+        events are named after their place in the turn. ``claim`` is the turn's claim when the
+        caller took it (the chat socket does, to learn whether the turn is to run here); else
+        the runner claims the turn, renews the claim while the turn runs and gives it up once
+        the turn has ended. A turn without a ``client_message_id`` gets one made here, kept in
+        the user event's metadata like a client's, so that Retry can name it.
+
         Raises SessionNotFoundError for a session the user does not have,
-        DuplicateTurnError when ``client_message_id`` was already stored, and
-        TurnTakenOverError when another process stored the turn's next event.
+        DuplicateTurnError when ``client_message_id`` was already stored or its turn is
+        claimed elsewhere, and TurnTakenOverError when another process stored the turn's next
+        event.
         """
         session, compaction = await self._session_load(user_id=user_id, session_id=session_id)
+        client_message_id = client_message_id or server_message_id()
+        user_event_id = user_event_id_for(client_message_id)
+        own_claim = None
+        if claim is None:
+            own_claim = await turn_claim_take_async(
+                session_id=session.id, user_event_id=user_event_id, holder=holder_name("runner")
+            )
+            if own_claim is None:
+                raise DuplicateTurnError(user_event_id)
+        events = self._user_turn(
+            session=session,
+            compaction=compaction,
+            new_message=new_message,
+            user_event_id=user_event_id,
+            client_message_id=client_message_id,
+            attachments=attachments,
+        )
+        if own_claim is None:
+            async for event in events:
+                yield event
+            return
+        keeper = asyncio.create_task(turn_claim_keep(claim=own_claim))
+        try:
+            async for event in events:
+                yield event
+        except BaseException:
+            # Cut short: an open turn keeps its claim, for the sweeper to end it.
+            keeper.cancel()
+            await turn_claim_release_if_ended_async(claim=own_claim)
+            raise
+        keeper.cancel()
+        await turn_claim_release_async(claim=own_claim)
+
+    async def _user_turn(
+        self,
+        *,
+        session: Session,
+        compaction: Event | None,
+        new_message: types.Content,
+        user_event_id: str,
+        client_message_id: str,
+        attachments: Sequence[ArtifactRecord],
+    ) -> AsyncIterator[Event]:
+        """The turn of a new user message, its user event stored first."""
         invocation_id = new_invocation_id()
         log_context_bind(invocation_id=invocation_id)
         user_event = Event(
+            id=user_event_id,
             invocation_id=invocation_id,
             author="user",
             content=types.Content(
@@ -141,23 +205,16 @@ class Runner:
             if attachments
             else EventActions(),
         )
-        metadata: dict[str, Any] = {}
-        if client_message_id:
-            user_event.id = user_event_id_for(client_message_id)
-            metadata["client_message_id"] = client_message_id
+        metadata: dict[str, Any] = {"client_message_id": client_message_id}
         if attachments:
             metadata[ATTACHMENTS_KEY] = attachments_metadata(attachments)
-        user_event.custom_metadata = metadata or None
+        user_event.custom_metadata = metadata
         try:
             await self.sessions.append_event(session, self._redacted(user_event))
         except DuplicateEventError:
             raise DuplicateTurnError(user_event.id) from None
         yield user_event
-        run = TurnRun(
-            invocation_id=invocation_id,
-            user_event_id=user_event.id if client_message_id else None,
-            position=1,
-        )
+        run = TurnRun(invocation_id=invocation_id, user_event_id=user_event.id, position=1)
         async for event in self._turn(
             session=session,
             compaction=compaction,

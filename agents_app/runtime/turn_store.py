@@ -52,8 +52,6 @@ class TurnStore:
         try:
             return await self.sessions.append_event(session, event)
         except DuplicateEventError:
-            if run.user_event_id is None:
-                raise
             raise TurnTakenOverError(
                 f"Event {event.id!r} of the turn was stored by another process."
             ) from None

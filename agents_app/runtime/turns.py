@@ -1,7 +1,8 @@
 """A chat turn as its stored events show it: where it stands, and the ids of what comes next.
 
-The events of a turn that began with a client message are named after their
-place in it: the user's message is ``msg-<client_message_id>``, the events
+The events of a turn are named after their place in it (a turn whose caller
+named no client message id gets one made by the server): the user's message is
+``msg-<client_message_id>``, the events
 the agent stores after it ``msg-<client_message_id>.1``, ``.2`` and so on.
 Since an event id is unique within its session, two processes that both
 believe they run the turn (one of them a zombie whose claim was taken over)
@@ -14,12 +15,13 @@ at no cost to the append itself.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from google.genai import types
 
-from sessions_app.events import Event, new_event_id
+from sessions_app.events import Event
 
 # The final event of a turn whose process stopped before the turn ended (shutdown or crash).
 SERVER_STOPPED = "server_stopped"
@@ -39,6 +41,12 @@ TOOL_CALL_INTERRUPTED = (
 )
 
 
+def server_message_id() -> str:
+    """A ``client_message_id`` made by the server, for a turn whose caller named none: every
+    turn's events are named after their place in it, and every turn can be retried."""
+    return "srv-" + uuid.uuid4().hex
+
+
 def user_event_id_for(client_message_id: str) -> str:
     """The stored id of the user event of a client message: the unique key that dedupes turns."""
     return f"msg-{client_message_id}"
@@ -48,7 +56,7 @@ class TurnRun:
     """One run of a turn: the ids its events get, and what is under way should it be cut
     short (the reply streamed so far, tool calls stored but not answered)."""
 
-    def __init__(self, *, invocation_id: str, user_event_id: str | None, position: int) -> None:
+    def __init__(self, *, invocation_id: str, user_event_id: str, position: int) -> None:
         self.invocation_id = invocation_id
         self.user_event_id = user_event_id
         self.position = position
@@ -57,10 +65,8 @@ class TurnRun:
         self.unanswered: list[types.FunctionCall] = []
 
     def next_id(self) -> str:
-        """The id of the next event stored: its place in the turn for a client message's turn
-        (the fence between two processes running it), else a fresh one."""
-        if self.user_event_id is None:
-            return new_event_id()
+        """The id of the next event stored: its place in the turn (the fence between two
+        processes running it)."""
         event_id = turn_event_id(user_event_id=self.user_event_id, position=self.position)
         self.position += 1
         return event_id

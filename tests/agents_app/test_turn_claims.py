@@ -2,10 +2,12 @@
 turn starts, leases that run out when their process dies, and the sweeper that ends the turns
 nobody came back for."""
 
+import asyncio
 import threading
 import time
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connections
 from google.genai import types
 
@@ -15,12 +17,16 @@ from agents_app.turn_claims import (
     HeldClaim,
     TurnStart,
     turn_begin,
+    turn_begin_async,
     turn_claim_release,
+    turn_claim_release_async,
     turn_claim_release_if_ended,
     turn_claim_renew,
+    turn_claim_renew_async,
     turn_claim_take,
     turns_sweep,
 )
+from core import async_database
 from sessions_app import services
 from sessions_app.errors import SessionNotFoundError
 from sessions_app.events import Event, new_invocation_id
@@ -259,3 +265,48 @@ def test_two_processes_claiming_one_turn_at_once_get_it_once(session, requires_p
         thread.join()
 
     assert sorted(start.value for start in outcomes) == ["resume"] + ["running"] * 7
+
+
+async def test_from_an_event_loop_a_new_message_is_claimed_once_and_an_ended_one_never(
+    session, requires_postgres
+):
+    """The socket's path on PostgreSQL: the read and the claim of a new message in one query;
+    eight sockets sending it at once start it once; a re-send of the ended turn replays it
+    without claiming it, not even for a moment."""
+    begins = await asyncio.gather(
+        *(
+            turn_begin_async(session_id=session.id, user_event_id="msg-m1", holder=f"s{n}")
+            for n in range(8)
+        )
+    )
+    assert sorted(begin.start.value for begin in begins) == ["new"] + ["running"] * 7
+    (claimed,) = [begin for begin in begins if begin.claim is not None]
+    user_event = await sync_to_async(_message)(session)
+    await sync_to_async(_agent_event)(session, user_event, 1, turn_complete=True)
+    await turn_claim_release_async(claim=claimed.claim)
+
+    again = await turn_begin_async(session_id=session.id, user_event_id="msg-m1", holder="s9")
+
+    assert again.start is TurnStart.ANSWERED and again.claim is None
+    assert await TurnClaim.objects.acount() == 0
+
+
+async def test_claim_writes_leave_the_connections_flushing_every_other_commit(
+    session, requires_postgres
+):
+    """A claim's commit skips the flush to disk; the events written on the same kept
+    connections afterwards must not."""
+    begin = await turn_begin_async(session_id=session.id, user_event_id="msg-m1", holder="a")
+    assert await turn_claim_renew_async(claim=begin.claim) is True
+    await turn_claim_release_async(claim=begin.claim)
+
+    settings_seen = await asyncio.gather(
+        *(
+            async_database.fetch_each(
+                [("SELECT current_setting('synchronous_commit'), pg_sleep(0.2)::text", [])]
+            )
+            for _ in range(async_database.CONNECTIONS_PER_LOOP)
+        )
+    )
+
+    assert [rows[0][0][0] for rows in settings_seen] == ["on"] * async_database.CONNECTIONS_PER_LOOP

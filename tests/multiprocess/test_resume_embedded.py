@@ -1,17 +1,20 @@
 """A turn survives the death of its process on the embedded default (``make run``): one daphne
 process on SQLite, whose own periodic runner sweeps. The process is killed (SIGKILL) mid-turn
-and started again; the user's message gets exactly one answer (issue 16)."""
+and started again, or stopped (SIGTERM); the user's message gets exactly one answer (issue
+16)."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.multiprocess.stack import (
+    TURN_TIMINGS,
     Browser,
     Daphne,
     async_wait_until,
@@ -20,7 +23,7 @@ from tests.multiprocess.stack import (
     manage,
     reply_text,
 )
-from tests.multiprocess.test_resume import LONG_TEXT, SLOW
+from tests.multiprocess.test_resume import LONG_TEXT, SHORT_TEXT, SLOW
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -113,3 +116,39 @@ async def test_a_killed_process_started_again_sweeps_the_turn_nobody_resent(embe
         ("msg-embedded-2", None, None, ""),
         ("msg-embedded-2.1", True, 1, "server_stopped"),
     ]
+
+
+async def test_sigterm_finishes_short_turns_and_stores_the_rest_interrupted_in_time(embedded):
+    web = embedded.start(**SLOW)
+    browser = Browser(web.base_url).sign_up()
+    long_session, short_session = browser.session_create(), browser.session_create()
+    long_socket = await browser.socket(long_session)
+    await long_socket.send({"type": "user_message", "text": LONG_TEXT, "client_message_id": "long"})
+    await long_socket.wait_for(lambda frame: frame["type"] == "delta" and frame["seq"] >= 1)
+    short_socket = await browser.socket(short_session)
+    await short_socket.send(
+        {"type": "user_message", "text": SHORT_TEXT, "client_message_id": "short"}
+    )
+    await short_socket.wait_for(lambda frame: frame["type"] == "delta")
+    stopped_at = time.monotonic()
+
+    web.terminate()
+    web.process.wait(timeout=30)
+    took = time.monotonic() - stopped_at
+
+    assert took < float(TURN_TIMINGS["TURN_SHUTDOWN_GRACE_SECONDS"]) + 5, f"took {took:.1f} s"
+    await short_socket.wait_for(lambda frame: frame["type"] == "turn_complete")
+    await long_socket.wait_for(lambda frame: frame["type"] == "turn_complete")
+    assert reply_text(short_socket.frames) == f"You said: \u201c{SHORT_TEXT}\u201d."
+    assert frames_of(short_socket.frames, "turn_complete")[0]["interrupted"] is False
+    assert frames_of(long_socket.frames, "turn_complete")[0]["interrupted"] is True
+    assert [error["code"] for error in frames_of(long_socket.frames, "error")] == ["server_stopped"]
+    assert _events(embedded, short_session) == [
+        ("msg-short", None, None, ""),
+        ("msg-short.1", True, None, ""),
+    ]
+    assert _events(embedded, long_session) == [
+        ("msg-long", None, None, ""),
+        ("msg-long.1", True, 1, "server_stopped"),
+    ]
+    assert embedded.rows("SELECT count(*) FROM agents_app_turnclaim") == [(0,)]

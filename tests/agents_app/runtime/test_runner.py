@@ -421,6 +421,7 @@ async def test_a_turn_streamed_to_a_socket_never_waits_for_the_database_thread(
             session_id=session.id,
             new_message=message,
             client_message_id="m-1",
+            claim=begin.claim,
         ):
             await chat_turn.event_forward(event)
         await turn_claim_release_async(claim=begin.claim)
