@@ -42,8 +42,8 @@ guards is; a takeover lost with nothing stored after it leaves the old, expired
 claim, which a re-send or the sweeper takes over again, and its would-be holder
 finds its fence gone at its first renewal. A lost renewal leaves a lease older
 than it is, renewed again a few seconds later, well inside the lease. A lost
-release leaves a claim on an ended turn, which the sweeper releases. Nothing
-is written synchronously-off outside the turn's path (the sweeper).
+release leaves a claim on an ended turn, which the sweeper releases. The
+sweeper's own writes, off the turn's path, are flushed as usual.
 """
 
 from __future__ import annotations
