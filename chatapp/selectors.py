@@ -6,6 +6,7 @@ The export is a generator of JSON text, written piece by piece while the rows ar
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySourc
 from memory_app.selectors import memory_settings_get
 from memory_app.serializers import revision_actor
 from sessions_app.models import EventRecord, SessionRecord, SessionState, UserState
+from sessions_app.selectors import artifact_bytes, artifacts_of_user
 
 EXPORT_FORMAT = "agent-memory-export/1"
 CHUNK_ROWS = 500
@@ -199,6 +201,27 @@ def _user_state(user_pk: int) -> dict[str, dict[str, Any]]:
     return by_app
 
 
+def _artifacts(user_pk: int) -> Iterator[str]:
+    """Every file the user attached or saved, each version with its bytes (base64), one at a
+    time: a file is in memory only while it is written out."""
+    for record in artifacts_of_user(user_pk=user_pk).iterator(chunk_size=CHUNK_ROWS):
+        yield _json(
+            {
+                "id": record.pk,
+                "app_name": record.app_name,
+                "session_id": record.session_id,
+                "filename": record.filename,
+                "version": record.version,
+                "mime_type": record.mime_type,
+                "size": record.size,
+                "sha256": record.sha256,
+                "create_time": record.create_time,
+                "custom_metadata": record.custom_metadata,
+                "data_base64": base64.b64encode(artifact_bytes(record)).decode("ascii"),
+            }
+        )
+
+
 def _pieces(user) -> Iterator[str]:
     settings_row = memory_settings_get(user_pk=user.pk)
     head = {
@@ -219,6 +242,8 @@ def _pieces(user) -> Iterator[str]:
     yield _json(head)[:-1]
     yield ',"sessions":'
     yield from _sessions(user.pk)
+    yield ',"artifacts":'
+    yield from _array(_artifacts(user.pk))
     yield ',"memories":'
     yield from _memories(user.pk)
     yield ',"memory_jobs":'
@@ -233,10 +258,11 @@ def _pieces(user) -> Iterator[str]:
 def user_data_export(*, user) -> Iterator[str]:
     """Everything kept about ``user`` as one JSON document, in pieces of about 64 KiB.
 
-    Sessions with their state and every stored event (rewound ones too, marked), ``user:``
-    state by app, memories with their sources and revisions, generation jobs, memory
-    settings, the access grants the user gave and the log of staff access to their data.
-    App-scope state and memories are shared by every user and are not theirs to take.
+    Sessions with their state and every stored event (rewound ones too, marked), the files
+    attached to them (every version, bytes included), ``user:`` state by app, memories with
+    their sources and revisions, generation jobs, memory settings, the access grants the user
+    gave and the log of staff access to their data. App-scope state and memories are shared
+    by every user and are not theirs to take.
     """
     buffer: list[str] = []
     size = 0

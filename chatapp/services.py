@@ -27,7 +27,7 @@ from memory_app.services import (
     memory_index_invalidations_merged,
     user_lock,
 )
-from sessions_app.models import EventRecord, SessionRecord, UserState
+from sessions_app.models import ArtifactRecord, EventRecord, SessionRecord, UserState
 
 logger = logging.getLogger(__name__)
 
@@ -90,10 +90,11 @@ def _admin_log_release(*, user_pk: int, memory_ids: list[str], delete_account: b
 
 def user_data_delete(*, user, delete_account: bool) -> DataDeletionReport:
     """Delete everything kept about ``user``: sessions with their events and state, ``user:``
-    state, memories with sources, revisions and embeddings, generation jobs, access grants
-    they gave or hold, the audit log of staff access to their data, admin log entries about
-    those rows, and shared memories that only their conversations supported; with the account,
-    the failed sign-ins kept under its name; for an app's end user, the service API's requests
+    state, attached files (rows now, files from storage once the deletion commits), memories
+    with sources, revisions and embeddings, generation jobs, access grants they gave or hold,
+    the audit log of staff access to their data, admin log entries about those rows, and
+    shared memories that only their conversations supported; with the account, the failed
+    sign-ins kept under its name; for an app's end user, the service API's requests
     made for them and their link to the app.
 
     The audit log goes too: it is the user's record of staff access to data that no longer
@@ -132,6 +133,7 @@ def user_data_delete(*, user, delete_account: bool) -> DataDeletionReport:
             .get(SessionRecord._meta.label, 0)
         )
         UserState.objects.filter(user_id=user_pk).delete()
+        ArtifactRecord.objects.filter(user_id=user_pk).delete()
         access_data_delete(user=user)
         ServiceRequest.objects.filter(end_user_id=user_pk).delete()
         EndUser.objects.filter(user_id=user_pk).delete()

@@ -6,6 +6,7 @@ row still points at the user or holds a marker planted in their messages, state 
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -45,6 +46,7 @@ from memory_app.services import jobs as memory_jobs
 from sessions_app import services as session_services
 from sessions_app.events import Event, EventActions, new_invocation_id
 from sessions_app.models import AppState, SessionRecord
+from sessions_app.uploads import uploads_check
 from tests.factories import UserFactory
 from tests.memory_app.support import (  # noqa: F401 (fixture)
     APP,
@@ -52,10 +54,12 @@ from tests.memory_app.support import (  # noqa: F401 (fixture)
     memory_make,
     user_events,
 )
+from tests.sample_files import image_bytes
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lexical_only")]
 
 PASSWORD = "correct horse battery staple"
+PNG = image_bytes("PNG")
 
 
 @pytest.fixture(autouse=True)
@@ -138,11 +142,29 @@ def plant(user, marker: str) -> dict:
         object_id=memory.id,
         reason=f"support ticket about {marker}",
     )
+    attached = session_services.attachments_store(
+        app_name=APP,
+        user_id=str(user.pk),
+        session_id=session.id,
+        uploads=uploads_check([(f"{marker}.txt", f"notes on {marker}".encode())]),
+    )[0]
+    kept = session_services.artifact_save(
+        app_name=APP,
+        user_id=str(user.pk),
+        filename=f"user:{marker}.png",
+        artifact=types.Part(inline_data=types.Blob(data=PNG, mime_type="image/png")),
+    )
     return {
         "session_id": session.id,
         "memory_ids": [str(memory.id), str(session_memory.id)],
         "shared_id": shared.id,
+        "artifact_ids": [str(attached.pk), str(kept.pk)],
     }
+
+
+def artifact_files_of(folder, user_pk: int) -> list:
+    """The files the storage holds for the user: the deletion walk looks on disk too."""
+    return sorted(path for path in (folder / str(user_pk)).rglob("*") if path.is_file())
 
 
 def _text_columns(model) -> list[models.Field]:
@@ -192,7 +214,9 @@ def rows_pointing_at(user_pk: int, *, allowed: set[str]) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("delete_account", [False, True])
-def test_no_row_anywhere_holds_the_users_content_after_deletion(user, other_user, delete_account):
+def test_no_row_anywhere_holds_the_users_content_after_deletion(
+    user, other_user, delete_account, artifacts_dir, django_capture_on_commit_callbacks
+):
     marker = f"zqx{uuid.uuid4().hex}"
     other_marker = f"zqy{uuid.uuid4().hex}"
     planted = plant(user, marker)
@@ -203,8 +227,15 @@ def test_no_row_anywhere_holds_the_users_content_after_deletion(user, other_user
         rows_pointing_at(user.pk, allowed=set())
     )
 
-    report = chat_services.user_data_delete(user=user, delete_account=delete_account)
+    assert len(artifact_files_of(artifacts_dir, user.pk)) == 2
 
+    with django_capture_on_commit_callbacks(execute=True):
+        report = chat_services.user_data_delete(user=user, delete_account=delete_account)
+
+    assert artifact_files_of(artifacts_dir, user.pk) == []
+    assert len(artifact_files_of(artifacts_dir, other_user.pk)) == 2
+    for identifier in planted["artifact_ids"]:
+        assert rows_holding(identifier) == {}
     assert report.sessions == 1
     assert report.memories == 2
     assert report.shared_memories == 1
@@ -226,6 +257,7 @@ def test_no_row_anywhere_holds_the_users_content_after_deletion(user, other_user
         "sessions_app.EventRecord",
         "sessions_app.SessionState",
         "sessions_app.UserState",
+        "sessions_app.ArtifactRecord",
         "memory_app.Memory",
         "memory_app.MemorySource",
         "memory_app.MemoryRevision",
@@ -338,6 +370,12 @@ def test_export_has_every_session_event_state_memory_and_setting(signed_in, user
     assert entry["object_id"] == planted["memory_ids"][0]
     assert entry["reason"] == f"support ticket about {marker}"
     assert "other-user-secret" not in json.dumps(data)
+    files = {each["filename"]: each for each in data["artifacts"]}
+    assert set(files) == {f"{marker}.txt", f"user:{marker}.png"}
+    assert base64.b64decode(files[f"{marker}.txt"]["data_base64"]) == f"notes on {marker}".encode()
+    assert files[f"{marker}.txt"]["session_id"] == planted["session_id"]
+    assert base64.b64decode(files[f"user:{marker}.png"]["data_base64"]) == PNG
+    assert files[f"user:{marker}.png"]["session_id"] is None
 
 
 def test_export_of_a_long_history_streams_in_many_pieces(signed_in, user):
