@@ -435,6 +435,12 @@ SPECTACULAR_SETTINGS = {
             "description": "Everything kept about you as one JSON document (the Settings "
             "page's Export my data).",
         },
+        {
+            "name": "Apps",
+            "description": "The service-account API of an app's own agents, with a key of "
+            "the app: its end users' sessions, state and memories, the app's shared memories, "
+            "generation jobs.",
+        },
     ],
     "VERSION": "0.1.0",
     # 3.1: event bodies are described by the Event model's own (JSON Schema 2020-12) schema.
@@ -454,6 +460,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "chatapp.schema.responses_add_throttled",
+        "agents_app.service_api.reference.service_operations_describe",
     ],
 }
 

@@ -190,6 +190,6 @@ def test_the_api_reference_is_one_click_away_and_describes_each_part(
     navigation(page).get_by_role("link", name="API").click()
 
     expect(page).to_have_url(f"{server.base_url}/api/docs/")
-    for part in ("Sessions", "Memories", "Memory settings", "Access", "Export"):
+    for part in ("Sessions", "Memories", "Memory settings", "Access", "Export", "Apps"):
         expect(page.locator(".opblock-tag", has_text=part).first).to_be_visible()
     expect(page.get_by_text("Another user's object answers")).to_be_visible()
