@@ -27,21 +27,28 @@ build:
 migrate: install build
 	$(BIN)/python manage.py migrate --noinput
 
-# Code blocks in the chat are highlighted by highlight.js (npm registry, BSD-3-Clause): its ES
-# module build is vendored into static/ and committed, so running the app needs neither npm nor
-# a build step; `make vendor` fetches the pinned version again with npm.
+# From the npm registry, vendored and committed so that neither running the app nor the tests
+# need npm or a build step; `make vendor` fetches the pinned versions again with npm.
+# highlight.js (BSD-3-Clause) highlights the chat's code blocks: its ES module build, in static/.
+# axe-core (MPL-2.0) checks every page in the browser tests (tests/browser/test_accessibility.py).
 HIGHLIGHT_VERSION := 11.12.0
 HIGHLIGHT_JS := static/vendor/highlight/highlight.min.js
+AXE_VERSION := 4.14.1
+AXE_JS := tests/browser/vendor/axe.min.js
 NPM_PREFIX := build/npm
+NPM_MODULES := $(NPM_PREFIX)/node_modules
 
-$(HIGHLIGHT_JS):
-	npm install --prefix $(NPM_PREFIX) --no-save --no-audit --no-fund @highlightjs/cdn-assets@$(HIGHLIGHT_VERSION)
-	mkdir -p $(@D)
-	cp $(NPM_PREFIX)/node_modules/@highlightjs/cdn-assets/es/highlight.min.js $@
-	cp $(NPM_PREFIX)/node_modules/@highlightjs/cdn-assets/LICENSE $(@D)/LICENSE
+$(HIGHLIGHT_JS) $(AXE_JS):
+	npm install --prefix $(NPM_PREFIX) --no-save --no-audit --no-fund \
+		@highlightjs/cdn-assets@$(HIGHLIGHT_VERSION) axe-core@$(AXE_VERSION)
+	mkdir -p $(dir $(HIGHLIGHT_JS)) $(dir $(AXE_JS))
+	cp $(NPM_MODULES)/@highlightjs/cdn-assets/es/highlight.min.js $(HIGHLIGHT_JS)
+	cp $(NPM_MODULES)/@highlightjs/cdn-assets/LICENSE $(dir $(HIGHLIGHT_JS))LICENSE
+	cp $(NPM_MODULES)/axe-core/axe.min.js $(AXE_JS)
+	cp $(NPM_MODULES)/axe-core/LICENSE $(dir $(AXE_JS))axe-LICENSE
 
 vendor:
-	rm -f $(HIGHLIGHT_JS)
+	rm -f $(HIGHLIGHT_JS) $(AXE_JS)
 	$(MAKE) $(HIGHLIGHT_JS)
 
 run: migrate $(HIGHLIGHT_JS)
@@ -70,7 +77,7 @@ $(CHROMIUM):
 	$(SUDO) apt-get update
 	$(SUDO) apt-get install -y chromium
 
-test: install build lint $(CHROMIUM) $(HIGHLIGHT_JS)
+test: install build lint $(CHROMIUM) $(HIGHLIGHT_JS) $(AXE_JS)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/python -m pytest
 
