@@ -16,6 +16,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agents_app.memory_provider import DjangoMemoryProvider
+from agents_app.services import app_ensure
 from chatapp.asgi import application
 from chatapp.services import user_data_delete
 from core.background import background_wait_idle
@@ -62,6 +63,8 @@ async def close_thread_connections(transactional_db):
 
 @pytest.fixture
 def owner(transactional_db):
+    # A transactional test before this one may have flushed the app the migrations seed.
+    app_ensure(name=APP)
     return UserFactory()
 
 
