@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q, QuerySet
 
+from agents_app import key_cache
 from agents_app.models import App, EndUser, ServiceAccountKey
 
 
@@ -53,3 +55,46 @@ def key_from_secret(*, key: str) -> ServiceAccountKey | None:
         .first()
     )
     return found if found is not None and found.is_valid(key) else None
+
+
+def key_verified(*, key: str) -> ServiceAccountKey | None:
+    """``key_from_secret``, a verified key kept for ``SERVICE_KEY_CACHE_SECONDS`` by the digest
+    of ``key`` (``agents_app.key_cache``)."""
+    digest = key_cache.key_digest(key)
+    found = key_cache.key_kept(digest=digest)
+    if found is None:
+        found = key_from_secret(key=key)
+        if found is not None:
+            key_cache.key_keep(digest=digest, key=found)
+    return found
+
+
+async def key_verified_async(*, key: str) -> ServiceAccountKey | None:
+    """``key_verified`` from an event loop: a kept key costs no hop to a thread."""
+    digest = key_cache.key_digest(key)
+    found = key_cache.key_kept(digest=digest)
+    if found is None:
+        found = await sync_to_async(key_from_secret)(key=key)
+        if found is not None:
+            key_cache.key_keep(digest=digest, key=found)
+    return found
+
+
+async def end_user_pk_async(*, app: App, external_id: str, afresh: bool = False) -> int | None:
+    """The account id of the app's end user ``external_id``, None for an unknown one; kept for
+    ``SERVICE_KEY_CACHE_SECONDS`` unless ``afresh`` (a caller that found nothing of a kept
+    account looks again afresh: it may have been deleted and made anew)."""
+    if not afresh:
+        kept = key_cache.end_user_pk_kept(app_pk=app.pk, external_id=external_id)
+        if kept is not None:
+            return kept
+    user_pk = (
+        await EndUser.objects.filter(app=app, external_id=external_id)
+        .values_list("user_id", flat=True)
+        .afirst()
+    )
+    if user_pk is None:
+        key_cache.end_user_forget(app_pk=app.pk, external_id=external_id)
+    else:
+        key_cache.end_user_keep(app_pk=app.pk, external_id=external_id, user_pk=user_pk)
+    return user_pk

@@ -7,11 +7,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents_app.models import ALL_SCOPES, App, EndUser, ServiceAccount, ServiceAccountKey
+from agents_app import key_cache
+from agents_app.models import (
+    ALL_SCOPES,
+    App,
+    EndUser,
+    ServiceAccount,
+    ServiceAccountKey,
+    ServiceRequest,
+)
+from core import async_database
 
 # A key's last use is written at most this often: a write per request would double the
 # database work of the API's hottest calls for a time nobody needs to the second.
@@ -85,17 +95,89 @@ def service_account_create(
 
 
 def service_key_revoke(*, key: ServiceAccountKey) -> None:
-    """Revoke ``key`` for good: the next request with it answers 401."""
+    """Revoke ``key`` for good: the next request with it answers 401 (in other processes,
+    within ``SERVICE_KEY_CACHE_SECONDS``: ``agents_app.key_cache``)."""
     ServiceAccountKey.objects.filter(pk=key.pk).update(revoked=True)
+    key_cache.key_forget(hashed_key=key.hashed_key)
+
+
+def service_key_use_due(*, key: ServiceAccountKey) -> bool:
+    """Whether ``key``'s last use is older than ``LAST_USED_RESOLUTION`` (or never noted)."""
+    return key.last_used_at is None or timezone.now() - key.last_used_at >= LAST_USED_RESOLUTION
 
 
 def service_key_used(*, key: ServiceAccountKey) -> None:
     """Note that ``key`` was used now (at most once per ``LAST_USED_RESOLUTION``)."""
-    now = timezone.now()
-    if key.last_used_at is not None and now - key.last_used_at < LAST_USED_RESOLUTION:
+    if not service_key_use_due(key=key):
         return
+    now = timezone.now()
     ServiceAccountKey.objects.filter(pk=key.pk).update(last_used_at=now)
     key.last_used_at = now
+
+
+_SERVICE_REQUEST_COLUMNS = (
+    "created_at",
+    "app_name",
+    "service_account_id",
+    "key_prefix",
+    "method",
+    "route",
+    "status_code",
+    "detail",
+    "end_user_id",
+)
+
+
+def _service_request_insert_sql() -> str:
+    table = ServiceRequest._meta.db_table
+    columns = ", ".join(
+        ServiceRequest._meta.get_field(name).column for name in _SERVICE_REQUEST_COLUMNS
+    )
+    values = ", ".join(["%s"] * len(_SERVICE_REQUEST_COLUMNS))
+    return f"INSERT INTO {table} ({columns}) VALUES ({values}) RETURNING id"
+
+
+def service_request_record(
+    *,
+    app_name: str,
+    service_account_id: int | None,
+    key_prefix: str,
+    method: str,
+    route: str,
+    status_code: int,
+    detail: str,
+    end_user_id: int | None,
+) -> None:
+    """The audit row of one request of the service-account API and its outcome."""
+    ServiceRequest.objects.create(
+        app_name=app_name[:128],
+        service_account_id=service_account_id,
+        key_prefix=key_prefix[:16],
+        method=method[:8],
+        route=route[:200],
+        status_code=status_code,
+        detail=detail[:300],
+        end_user_id=end_user_id,
+    )
+
+
+async def service_request_record_async(**fields) -> None:
+    """``service_request_record`` from an event loop: on PostgreSQL one prepared statement
+    from the loop's own connection (``core.async_database``), else a hop to a thread."""
+    if not async_database.available():
+        await sync_to_async(service_request_record)(**fields)
+        return
+    values = {
+        "created_at": timezone.now(),
+        **fields,
+        "app_name": fields["app_name"][:128],
+        "key_prefix": fields["key_prefix"][:16],
+        "method": fields["method"][:8],
+        "route": fields["route"][:200],
+        "detail": fields["detail"][:300],
+    }
+    params = [values[name] for name in _SERVICE_REQUEST_COLUMNS]
+    await async_database.fetch_each([(_service_request_insert_sql(), params)], repeatable=False)
 
 
 def _username_for(*, app: App, external_id: str) -> str:

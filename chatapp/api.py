@@ -66,6 +66,6 @@ class EndUserDeleteView(UsersAdminView):
     )
     def delete(self, request: Request, app_name: str, user_id: str) -> Response:
         end_user = self.end_user_required(user_id)
-        self.end_user_record = None
+        self.end_user_pk = None
         user_data_delete(user=end_user.user, delete_account=True)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -28,6 +28,7 @@ from django.contrib.auth import SESSION_KEY
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.utils.deprecation import MiddlewareMixin
+from whitenoise.middleware import WhiteNoiseMiddleware
 
 from chatapp import health, metrics
 from core.log_context import log_context_bind, log_context_clear, request_id_from
@@ -111,6 +112,39 @@ class RequestIdMiddleware(_SyncAndAsyncMiddleware):
         log_context_clear()
         log_context_bind(request_id=request_id)
         return request_id
+
+
+class StaticFilesMiddleware(WhiteNoiseMiddleware):
+    """whitenoise's static files, in both Django modes.
+
+    whitenoise's middleware is sync only: in the middle of the chain it made every request
+    under daphne hop to a thread and back, and so paid two thread switches before any view
+    ran. Here a request that is no static file goes on in the chain's own mode; a static file
+    is served as whitenoise serves it (its file work in a thread under ASGI).
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        super().__init__(get_response)
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
+        return super().__call__(request)
+
+    async def _acall(self, request: HttpRequest) -> Any:
+        if self.autorefresh:
+            static_file = await sync_to_async(self.find_file)(request.path_info)
+        else:
+            static_file = self.files.get(request.path_info)
+        if static_file is not None:
+            return await sync_to_async(self.serve)(static_file, request)
+        return await self.get_response(request)
 
 
 class ProbeMiddleware(_SyncAndAsyncMiddleware):

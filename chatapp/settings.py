@@ -82,21 +82,24 @@ INSTALLED_APPS = [
     "access_app",
 ]
 
+# Django's security, session, CSRF and clickjacking middlewares keep their own names: `check
+# --deploy` looks for those names (and skips its HTTPS and cookie checks without them); the
+# others run their hooks on the event loop under ASGI (chatapp.loop_middleware).
 MIDDLEWARE = [
     # Probes (/healthz, /readyz, /metrics) are answered before the host check and the
     # HTTPS redirect: orchestrators call them over plain HTTP by address.
     "chatapp.middleware.RequestIdMiddleware",
     "chatapp.middleware.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "csp.middleware.CSPMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "chatapp.loop_middleware.CSPMiddleware",
+    "chatapp.middleware.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "chatapp.middleware.LogUserMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "chatapp.loop_middleware.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "chatapp.loop_middleware.AuthenticationMiddleware",
     "chatapp.middleware.TimeZoneMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "chatapp.loop_middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Innermost, so it sees the view's exception first: a database outage becomes a 503.
     "chatapp.middleware.DatabaseUnavailableMiddleware",
@@ -399,6 +402,10 @@ API_THROTTLE_ANON_RATE = env.str("API_THROTTLE_ANON_RATE", default="60/minute")
 API_THROTTLE_SERVICE_ACCOUNT_RATE = env.str(
     "API_THROTTLE_SERVICE_ACCOUNT_RATE", default="12000/minute"
 )
+# Seconds a process keeps an API key it verified (and an end user it looked up), so that the
+# service-account API's hot calls skip those statements; a key revoked in another process is
+# refused within this time (agents_app.key_cache). 0: verify on every request.
+SERVICE_KEY_CACHE_SECONDS = env.float("SERVICE_KEY_CACHE_SECONDS", default=5.0)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent memory API",
     # The overview above the operations, also linked from the README.

@@ -11,7 +11,9 @@ import logging
 import time
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, caches
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http import HttpRequest
 
 from core.outages import REDIS_ERRORS
@@ -20,6 +22,27 @@ logger = logging.getLogger(__name__)
 
 # The wall clock, a name of its own so that tests can hold it inside one window.
 _clock = time.time
+_counters: BaseCache | None = None
+
+
+def _counter_cache() -> BaseCache:
+    """The default cache, one client for the whole process.
+
+    ``django.core.cache.cache`` is one client per thread and per async task: under ASGI every
+    request made its own, and with Redis opened a new connection (and its handshake) for its
+    two counting commands. The counters are the same keys in the same cache either way.
+    """
+    global _counters
+    if _counters is None:
+        _counters = caches.create_connection(DEFAULT_CACHE_ALIAS)
+    return _counters
+
+
+@receiver(setting_changed)
+def _counter_cache_forget(*, setting: str, **kwargs) -> None:
+    global _counters
+    if setting == "CACHES":
+        _counters = None
 
 
 def window_count_exceeded(*, key: str, limit: int, window_seconds: int) -> bool:
@@ -38,6 +61,7 @@ def window_count_exceeded(*, key: str, limit: int, window_seconds: int) -> bool:
     window_key = f"{key}:{window}"
     # Twice the window, so the counter cannot expire while its window is current.
     timeout = 2 * window_seconds
+    cache = _counter_cache()
     try:
         cache.add(window_key, 0, timeout=timeout)
         try:

@@ -104,6 +104,37 @@ def app_settings_read_afresh():
         forget()
 
 
+@pytest.fixture(autouse=True)
+def async_database_only_in_transactional_tests(request, monkeypatch):
+    """A test run in a transaction (``django_db`` without ``transaction=True``) writes on
+    Django's connection and never commits: the event loop's own connections
+    (``core.async_database``) cannot see its rows, so async code there takes Django's
+    connection, as it does on SQLite. Transactional tests reach the database as production
+    does."""
+    names = request.fixturenames
+    if "transactional_db" in names or "live_server" in names:
+        return
+    marker = request.node.get_closest_marker("django_db")
+    if marker is not None:
+        if marker.kwargs.get("transaction", marker.args[0] if marker.args else False):
+            return
+    elif "db" not in names:
+        return
+    from core import async_database
+
+    monkeypatch.setattr(async_database, "available", lambda: False)
+
+
+@pytest.fixture(autouse=True)
+def service_keys_verified_afresh():
+    """Each test verifies API keys afresh: a process keeps the keys it verified for a few
+    seconds (agents_app.key_cache), and tests change keys behind the services' back."""
+    from agents_app.key_cache import forget_all
+
+    yield
+    forget_all()
+
+
 @pytest.fixture
 def user(db):
     return UserFactory()

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 
+from asgiref.sync import sync_to_async
+from django.http import HttpResponse
+from django.http.response import HttpResponseBase
+from django.utils.functional import classproperty
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import APIException, NotFound
 from rest_framework.permissions import SAFE_METHODS
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from agents_app import selectors, services
-from agents_app.models import App, EndUser, Scope, ServiceRequest
+from agents_app.models import App, EndUser, Scope, ServiceAccountKey
 from agents_app.service_api.auth import BearerKeyAuthentication, HasScope, ServicePrincipal
 from core.api import ErrorSerializer
 from core.throttling import APIServiceAccountRateThrottle
 from sessions_app.api import SessionStoreAPIView
 
 END_USER_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,128}\Z")
-DETAIL_MAX = 300
 
 APP_NAME = OpenApiParameter(
     "app_name", str, OpenApiParameter.PATH, description="The app of the key; any other: 404."
@@ -45,7 +51,7 @@ class ServiceAPIView(SessionStoreAPIView):
     read_scope = Scope.SESSIONS_READ
     write_scope = Scope.SESSIONS_WRITE
     app: App | None = None
-    end_user_record: EndUser | None = None
+    end_user_pk: int | None = None
 
     def required_scope(self, request) -> str:
         scope = self.read_scope if request.method in SAFE_METHODS else self.write_scope
@@ -57,7 +63,10 @@ class ServiceAPIView(SessionStoreAPIView):
         if kwargs.get("app_name") != app.name:
             raise NotFound(f"This key has no app named {kwargs.get('app_name')!r}.")
         self.app = app
-        services.service_key_used(key=request.user.key)
+        self.key_use_note(request.user.key)
+
+    def key_use_note(self, key: ServiceAccountKey) -> None:
+        services.service_key_used(key=key)
 
     def end_user(self, user_id: str, *, create: bool = False) -> EndUser | None:
         """The app's end user ``user_id``; created on a write, None on a read of an unknown
@@ -70,7 +79,7 @@ class ServiceAPIView(SessionStoreAPIView):
             record = services.end_user_ensure(app=self.app, external_id=user_id)
         else:
             record = selectors.end_user_get(app=self.app, external_id=user_id)
-        self.end_user_record = record
+        self.end_user_pk = record.user_id if record is not None else None
         return record
 
     def end_user_required(self, user_id: str) -> EndUser:
@@ -79,21 +88,105 @@ class ServiceAPIView(SessionStoreAPIView):
             raise NotFound(f"The app has no user {user_id!r}.")
         return record
 
-    def finalize_response(self, request, response, *args, **kwargs):
-        response = super().finalize_response(request, response, *args, **kwargs)
+    def audit_fields(self, request, response, kwargs) -> dict:
+        """The ``ServiceRequest`` row of this request and its outcome."""
         principal = getattr(request, "_user", None)
         key = principal.key if isinstance(principal, ServicePrincipal) else None
         detail = ""
         if response.status_code >= 400 and isinstance(getattr(response, "data", None), dict):
-            detail = str(response.data.get("detail", response.data))[:DETAIL_MAX]
-        ServiceRequest.objects.create(
-            app_name=kwargs.get("app_name", "")[:128],
-            service_account=key.service_account if key else None,
-            key_prefix=key.prefix if key else getattr(request, "key_prefix", "")[:16],
-            method=request.method[:8],
-            route=request.resolver_match.route[:200] if request.resolver_match else "",
-            status_code=response.status_code,
-            detail=detail,
-            end_user=self.end_user_record.user if self.end_user_record else None,
-        )
+            detail = str(response.data.get("detail", response.data))
+        return {
+            "app_name": kwargs.get("app_name", ""),
+            "service_account_id": key.service_account_id if key else None,
+            "key_prefix": key.prefix if key else getattr(request, "key_prefix", ""),
+            "method": request.method,
+            "route": request.resolver_match.route if request.resolver_match else "",
+            "status_code": response.status_code,
+            "detail": detail,
+            "end_user_id": self.end_user_pk,
+        }
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        services.service_request_record(**self.audit_fields(request, response, kwargs))
         return response
+
+
+class AsyncServiceAPIView(ServiceAPIView):
+    """A ``ServiceAPIView`` whose handlers are coroutines, for the calls an agent makes at
+    every step (ADK's ``append_event`` and ``get_session``).
+
+    The request stays on the event loop from the key to the audit row: a key and an end user
+    verified lately are kept in the process (``agents_app.key_cache``), the session store and
+    the audit row are reached from the loop on PostgreSQL (``core.async_database``), and the
+    response is rendered here, so that Django does not hop to a thread to render it. A sync
+    view pays two thread hops and a statement for the key and one for the end user on every
+    call, which cost more than the store's own work.
+    """
+
+    @classproperty
+    def view_is_async(cls) -> bool:
+        return True
+
+    async def dispatch(self, request, *args, **kwargs):
+        self.args = args
+        self.kwargs = kwargs
+        request = self.initialize_request(request, *args, **kwargs)
+        self.request = request
+        self.headers = self.default_response_headers
+        try:
+            await self._authenticate(request)
+            self.initial(request, *args, **kwargs)
+            method = request.method.lower()
+            handler = getattr(self, method, None) if method in self.http_method_names else None
+            response = (handler or self.http_method_not_allowed)(request, *args, **kwargs)
+            if inspect.isawaitable(response):
+                response = await response
+        except Exception as exc:
+            response = self.handle_exception(exc)
+        response = APIView.finalize_response(self, request, response, *args, **kwargs)
+        await services.service_request_record_async(**self.audit_fields(request, response, kwargs))
+        self.response = response
+        return _rendered(response)
+
+    async def _authenticate(self, request) -> None:
+        """DRF's authentication, done before ``initial`` so that it finds the caller set."""
+        authenticator = self.get_authenticators()[0]
+        try:
+            result = await authenticator.authenticate_async(request)
+        except APIException:
+            request._not_authenticated()
+            raise
+        if result is None:
+            request._not_authenticated()
+            return
+        request._authenticator = authenticator
+        request.user, request.auth = result
+        if services.service_key_use_due(key=result[1]):
+            await sync_to_async(services.service_key_used)(key=result[1])
+
+    def key_use_note(self, key: ServiceAccountKey) -> None:
+        """Noted in ``_authenticate``, from the loop."""
+
+    async def end_user_pk_of(self, user_id: str, *, afresh: bool = False) -> int | None:
+        """The account id of the app's end user ``user_id``; None for an unknown or malformed
+        one. Kept in the process a few seconds unless ``afresh``."""
+        if not END_USER_ID.fullmatch(user_id):
+            return None
+        user_pk = await selectors.end_user_pk_async(
+            app=self.app, external_id=user_id, afresh=afresh
+        )
+        self.end_user_pk = user_pk
+        return user_pk
+
+
+def _rendered(response: HttpResponseBase) -> HttpResponseBase:
+    """``response`` rendered, as a plain response if it was a DRF one: Django renders a
+    response that can be rendered in a thread hop of its own, even a rendered one."""
+    if not isinstance(response, Response):
+        return response
+    response.render()
+    plain = HttpResponse(content=response.content, status=response.status_code)
+    for header, value in response.items():
+        plain[header] = value
+    return plain

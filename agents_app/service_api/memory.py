@@ -20,6 +20,7 @@ from agents_app.redaction import event_redact
 from agents_app.service_api.base import APP_NAME, NO_KEY, NO_SCOPE, UNKNOWN, USER_ID
 from agents_app.service_api.base import ServiceAPIView as _ServiceAPIView
 from agents_app.service_api.serializers import (
+    AppMemoryUpdateSerializer,
     JobSerializer,
     MemoryCreateSerializer,
     MemoryEventsSerializer,
@@ -37,6 +38,7 @@ from memory_app.services.app_memories import (
     app_memories,
     app_memory_create,
     app_memory_delete,
+    app_memory_update,
 )
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
@@ -293,6 +295,34 @@ class AppMemoryListView(ServiceAPIView):
 
 
 class AppMemoryDetailView(ServiceAPIView):
+    @extend_schema(
+        operation_id="v1_app_memories_partial_update",
+        summary="Correct one of the app's shared memories (its text, its topic)",
+        description="Recorded as an `updated` revision with the old text, naming the service "
+        "account; the memory stays bootstrapped.",
+        parameters=[APP_NAME, MEMORY_ID],
+        request=AppMemoryUpdateSerializer,
+        responses={200: OpenApiResponse(description="The memory."), **BODY_ERRORS},
+    )
+    def patch(self, request: Request, app_name: str, memory_id: str) -> Response:
+        data = request_data_validated(AppMemoryUpdateSerializer, request.data)
+        if not _is_uuid(memory_id):
+            raise NotFound("No such app memory.")
+        account = request.user.key.service_account
+        try:
+            memory = app_memory_update(
+                app_name=app_name,
+                memory_id=memory_id,
+                text=data.get("text"),
+                topic=data.get("topic"),
+                reason=f"corrected by the service account {account.name!r}",
+            )
+        except AppMemoryError as error:
+            raise ValidationError({"text": [str(error)]}) from None
+        if memory is None:
+            raise NotFound("No such app memory.")
+        return Response(stored_memory_json(memory))
+
     @extend_schema(
         operation_id="v1_app_memories_destroy",
         summary="Delete one of the app's shared memories",

@@ -113,6 +113,16 @@ class MemoryCreateSerializer(serializers.Serializer):
     metadata = serializers.DictField(required=False)
 
 
+class AppMemoryUpdateSerializer(serializers.Serializer):
+    text = StrictCharField(max_length=MAX_MEMORY_CHARS, required=False)
+    topic = StrictCharField(max_length=64, required=False, allow_blank=True)
+
+    def validate(self, attrs: dict) -> dict:
+        if not attrs:
+            raise serializers.ValidationError("Send the new text, the new topic, or both.")
+        return attrs
+
+
 class MemorySearchQuerySerializer(serializers.Serializer):
     query = serializers.CharField(max_length=MAX_MEMORY_CHARS)
     limit = serializers.IntegerField(min_value=1, max_value=MAX_SEARCH_LIMIT, default=10)

@@ -7,6 +7,7 @@ any state scope (``app:`` included).
 
 from __future__ import annotations
 
+from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -16,14 +17,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents_app.app_policy import app_settings_of
-from agents_app.models import EndUser
 from agents_app.redaction import event_redact
+from agents_app.runtime.memory_hooks import memory_provider_get
 from agents_app.service_api.base import (
     APP_NAME,
     NO_KEY,
     NO_SCOPE,
     UNKNOWN,
     USER_ID,
+    AsyncServiceAPIView,
     ServiceAPIView,
 )
 from agents_app.service_api.serializers import (
@@ -47,12 +49,16 @@ from core.api import (
     ErrorSerializer,
     request_data_validated,
 )
-from memory_app.services import memory_turn_completed
 from sessions_app import selectors, services
+from sessions_app.errors import SessionNotFoundError
 from sessions_app.models import AppState, SessionRecord, UserState
+from sessions_app.services import SessionService
 from sessions_app.state import APP_PREFIX, USER_PREFIX
 from sessions_app.types import GetSessionConfig, Session
 
+# The session store's async API, as the chat runtime reaches it: on PostgreSQL its reads and
+# appends go from the event loop.
+SESSIONS = SessionService()
 SESSION_ID = OpenApiParameter("session_id", str, OpenApiParameter.PATH)
 CONFLICT = OpenApiResponse(ErrorSerializer, description="The session id is in use.")
 WRITE_ERRORS = {400: BAD_REQUEST, 401: NO_KEY, 403: NO_SCOPE, 404: UNKNOWN}
@@ -108,31 +114,29 @@ class SessionListView(ServiceAPIView):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
-class SessionDetailView(ServiceAPIView):
-    def _end_user(self, user_id: str) -> EndUser:
-        end_user = self.end_user(user_id)
-        if end_user is None:
-            raise NotFound("No such session.")
-        return end_user
-
+class SessionDetailView(AsyncServiceAPIView):
     @extend_schema(
         operation_id="v1_sessions_retrieve",
         summary="A session with its merged state and events (ADK's get_session)",
         parameters=[APP_NAME, USER_ID, SESSION_ID, ServiceSessionGetQuerySerializer],
         responses={200: ServiceSessionDetailSerializer, 400: BAD_REQUEST, **READ_ERRORS},
     )
-    def get(self, request: Request, app_name: str, user_id: str, session_id: str) -> Response:
+    async def get(self, request: Request, app_name: str, user_id: str, session_id: str) -> Response:
         query = request_data_validated(ServiceSessionGetQuerySerializer, request.query_params)
-        end_user = self._end_user(user_id)
-        session = selectors.session_get(
-            app_name=app_name,
-            user_id=str(end_user.user_id),
-            session_id=session_id,
-            config=GetSessionConfig(
-                num_recent_events=query.get("num_recent_events"),
-                after_timestamp=query.get("after_timestamp"),
-            ),
+        config = GetSessionConfig(
+            num_recent_events=query.get("num_recent_events"),
+            after_timestamp=query.get("after_timestamp"),
         )
+        session = None
+        for afresh in (False, True):
+            user_pk = await self.end_user_pk_of(user_id, afresh=afresh)
+            if user_pk is None:
+                break
+            session = await SESSIONS.get_session(
+                app_name=app_name, user_id=str(user_pk), session_id=session_id, config=config
+            )
+            if session is not None:
+                break
         if session is None:
             raise NotFound("No such session.")
         return Response(session_json(session, external_user_id=user_id, events=True))
@@ -143,24 +147,33 @@ class SessionDetailView(ServiceAPIView):
         parameters=[APP_NAME, USER_ID, SESSION_ID],
         responses={204: None, **READ_ERRORS},
     )
-    def delete(self, request: Request, app_name: str, user_id: str, session_id: str) -> Response:
-        end_user = self._end_user(user_id)
-        deleted = services.session_delete(
-            app_name=app_name, user_id=str(end_user.user_id), session_id=session_id
-        )
+    async def delete(
+        self, request: Request, app_name: str, user_id: str, session_id: str
+    ) -> Response:
+        deleted = False
+        for afresh in (False, True):
+            user_pk = await self.end_user_pk_of(user_id, afresh=afresh)
+            if user_pk is None:
+                break
+            deleted = await sync_to_async(services.session_delete)(
+                app_name=app_name, user_id=str(user_pk), session_id=session_id
+            )
+            if deleted:
+                break
         if not deleted:
             raise NotFound("No such session.")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class SessionEventsView(ServiceAPIView):
+class SessionEventsView(AsyncServiceAPIView):
     @extend_schema(
         operation_id="v1_sessions_events_create",
         summary="Append an event (ADK's append_event): any author, any state scope",
         description="The event is stored with its state_delta applied atomically; `temp:` keys "
         "are applied to nothing and not stored; partial events are refused. Fields of ADK's "
         "Event this server does not model are kept and given back. The app's PII redaction "
-        "applies before it is stored, and memory generation triggers as after a turn.",
+        "applies before it is stored, and memory generation triggers as after a turn of the "
+        "built-in agent: a final response of the agent checks the app's turn triggers.",
         parameters=[APP_NAME, USER_ID, SESSION_ID],
         request=ServiceEventSerializer,
         responses={
@@ -169,23 +182,29 @@ class SessionEventsView(ServiceAPIView):
             **WRITE_BODY_ERRORS,
         },
     )
-    def post(self, request: Request, app_name: str, user_id: str, session_id: str) -> Response:
+    async def post(
+        self, request: Request, app_name: str, user_id: str, session_id: str
+    ) -> Response:
         event = request_data_validated(ServiceEventSerializer, request.data)
-        end_user = self.end_user(user_id)
-        if end_user is None:
-            raise NotFound("No such session.")
         if app_settings_of(self.app).pii_redaction:
             event_redact(event)
-        session = Session(id=session_id, app_name=app_name, user_id=str(end_user.user_id))
-        if event.actions.rewind_before_invocation_id is not None:
-            return self._rewind_appended(session=session, event=event)
-        services.event_append(session=session, event=event)
+        for afresh in (False, True):
+            user_pk = await self.end_user_pk_of(user_id, afresh=afresh)
+            if user_pk is None:
+                raise NotFound("No such session.")
+            session = Session(id=session_id, app_name=app_name, user_id=str(user_pk))
+            if event.actions.rewind_before_invocation_id is not None:
+                return await sync_to_async(self._rewind_appended)(session=session, event=event)
+            try:
+                await SESSIONS.append_event(session, event)
+            except SessionNotFoundError:
+                if afresh:
+                    raise
+                continue
+            break
         if event.author != "user" and event.is_final_response():
-            memory_turn_completed(
-                app_name=app_name,
-                user_pk=end_user.user_id,
-                session_id=session_id,
-                invocation_id=event.invocation_id,
+            await memory_provider_get().turn_completed(
+                session=session, invocation_id=event.invocation_id
             )
         return Response(
             {"event": event_json(event), "last_update_time": session.last_update_time},

@@ -25,6 +25,17 @@ class AppMemoryError(ValueError):
     """The app memory cannot be made as asked; nothing was written."""
 
 
+def _text_checked(text: str) -> str:
+    """``text`` as an app memory holds it (secrets masked, spaces collapsed), or
+    ``AppMemoryError``."""
+    text = " ".join(secrets_mask(text=str(text)).split())
+    if not text:
+        raise AppMemoryError("An app memory needs text.")
+    if len(text) > APP_MEMORY_MAX_CHARS:
+        raise AppMemoryError(f"An app memory is at most {APP_MEMORY_MAX_CHARS} characters.")
+    return text
+
+
 def app_memories(*, app_name: str) -> QuerySet[Memory]:
     """The app's active shared memories, newest first."""
     return Memory.objects.filter(
@@ -43,11 +54,7 @@ def app_memory_create(
 ) -> Memory:
     """A bootstrapped memory of the app, with its ``created`` revision (by ``actor_user_pk``,
     a staff member, or none for a service account, named in ``reason``)."""
-    text = " ".join(secrets_mask(text=str(text)).split())
-    if not text:
-        raise AppMemoryError("An app memory needs text.")
-    if len(text) > APP_MEMORY_MAX_CHARS:
-        raise AppMemoryError(f"An app memory is at most {APP_MEMORY_MAX_CHARS} characters.")
+    text = _text_checked(text)
     embedder = embedder_get()
     vectors = embedder.encode([text]) if embedder.name != "none" else None
     with transaction.atomic():
@@ -74,13 +81,60 @@ def app_memory_create(
     return memory
 
 
-def app_memory_delete(
-    *, app_name: str, memory_id: str, actor_user_pk: int | None = None, reason: str = ""
-) -> bool:
+def app_memory_update(
+    *,
+    app_name: str,
+    memory_id: str,
+    text: str | None = None,
+    topic: str | None = None,
+    actor_user_pk: int | None = None,
+    reason: str = "",
+) -> Memory | None:
+    """Correct one of the app's shared memories (its text, its topic, or both); None if the
+    app has none with that id. The old values stay in an ``updated`` revision saying who
+    (``actor_user_pk``, or the service account named in ``reason``) and why; the memory stays
+    bootstrapped and active."""
+    if text is not None:
+        text = _text_checked(text)
+    embedder = embedder_get()
+    vectors = embedder.encode([text]) if text is not None and embedder.name != "none" else None
+    with transaction.atomic():
+        memory = (
+            Memory.objects.select_for_update()
+            .filter(pk=memory_id, app_name=app_name, scope=MemoryScope.APP)
+            .first()
+        )
+        if memory is None:
+            return None
+        before = {"text": memory.text, "topic": memory.topic}
+        if text is not None and text != memory.text:
+            memory.text = text
+            memory.embedding = vector_to_bytes(vectors[0]) if vectors is not None else None
+            memory.embedding_model = embedder.name if vectors is not None else ""
+        if topic is not None:
+            memory.topic = topic
+        after = {"text": memory.text, "topic": memory.topic}
+        if after == before:
+            return memory
+        memory.save()
+        MemoryRevision.objects.create(
+            memory=memory,
+            action=MemoryRevision.Action.UPDATED,
+            before=before,
+            after=after,
+            reason=reason,
+            actor_user_id=actor_user_pk,
+        )
+        memory_index_invalidate(app_name=app_name, user_pk=None)
+    return memory
+
+
+def app_memory_delete(*, app_name: str, memory_id: str) -> bool:
     """Delete one of the app's shared memories; False if the app has none with that id.
 
-    Its text goes with it (a shared memory holds no one's words, but a deletion asked for is
-    a deletion); the deletion is logged with who and why.
+    Its text and revisions go with it (a deletion asked for is a deletion); who asked is in
+    the audit of the request that asked (the service account's request, or staff's audit
+    entry when deleted in the console).
     """
     with transaction.atomic():
         deleted, _ = Memory.objects.filter(

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from agents_app.models import App, EndUser, ServiceAccountKey, ServiceRequest
 from agents_app.services import app_ensure, service_account_create
-from memory_app.models import Memory
+from memory_app.models import GenerationJob, Memory
 from sessions_app.models import AppState, EventRecord, SessionRecord
 
 pytestmark = pytest.mark.django_db
@@ -38,6 +38,11 @@ class Api:
 
     def post(self, path: str, body: dict):
         return self.client.post(self.base + path, json.dumps(body), content_type="application/json")
+
+    def patch(self, path: str, body: dict):
+        return self.client.patch(
+            self.base + path, json.dumps(body), content_type="application/json"
+        )
 
     def delete(self, path: str):
         return self.client.delete(self.base + path)
@@ -392,3 +397,75 @@ def test_num_recent_events_zero_answers_no_events_and_after_timestamp_keeps_late
     assert [event["id"] for event in later] == ["e2", "e3"]
     both = api.get("users/alice/sessions/s1/", after_timestamp=100.0, num_recent_events=1)
     assert [event["id"] for event in both.json()["events"]] == ["e3"]
+
+
+def test_an_agents_reply_appended_triggers_memory_generation_as_a_turn_does(
+    api, django_capture_on_commit_callbacks
+):
+    App.objects.filter(name="support").update(trigger_every_turn=True)
+    api.post("users/alice/sessions/", {"session_id": "s1"})
+    told = {
+        "invocation_id": "i1",
+        "author": "user",
+        "content": {"role": "user", "parts": [{"text": "I moved to Porto last week."}]},
+    }
+    replied = {
+        "invocation_id": "i1",
+        "author": "support_agent",
+        "content": {"role": "model", "parts": [{"text": "Noted, welcome to Porto!"}]},
+    }
+    with django_capture_on_commit_callbacks(execute=False):
+        assert api.post("users/alice/sessions/s1/events/", told).status_code == 201
+        assert not GenerationJob.objects.exists()
+        assert api.post("users/alice/sessions/s1/events/", replied).status_code == 201
+
+    job = GenerationJob.objects.get()
+    assert (job.session_id, job.trigger, job.status) == ("s1", "every_turn", "queued")
+    assert job.user == EndUser.objects.get(external_id="alice").user
+
+
+def test_a_function_call_of_the_agent_is_no_finished_turn(api, django_capture_on_commit_callbacks):
+    App.objects.filter(name="support").update(trigger_every_turn=True)
+    api.post("users/alice/sessions/", {"session_id": "s1"})
+    call = {
+        "invocation_id": "i1",
+        "author": "support_agent",
+        "content": {"role": "model", "parts": [{"function_call": {"name": "lookup", "args": {}}}]},
+    }
+    with django_capture_on_commit_callbacks(execute=False):
+        assert api.post("users/alice/sessions/s1/events/", call).status_code == 201
+    assert not GenerationJob.objects.exists()
+
+
+def test_app_memories_are_corrected_with_a_revision_naming_the_service_account(api):
+    memory_id = api.post("memories/", {"text": "Refunds need a manager."}).json()["id"]
+
+    corrected = api.patch(
+        f"memories/{memory_id}/",
+        {"text": "Refunds over 100 EUR need a manager.", "topic": "refunds"},
+    )
+
+    assert corrected.status_code == 200, corrected.content
+    assert (corrected.json()["text"], corrected.json()["topic"]) == (
+        "Refunds over 100 EUR need a manager.",
+        "refunds",
+    )
+    memory = Memory.objects.get(pk=memory_id)
+    assert (memory.source_type, memory.status) == ("bootstrapped", "active")
+    revision = memory.revisions.get(action="updated")
+    assert revision.before == {"text": "Refunds need a manager.", "topic": ""}
+    assert revision.after == {"text": "Refunds over 100 EUR need a manager.", "topic": "refunds"}
+    assert "service account 'sa0'" in revision.reason
+    found = api.get("users/alice/memories/search/", query="refund manager").json()
+    assert found == {"memories": []}, "an unknown end user reads nothing"
+    api.post("users/alice/sessions/", {})
+    found = api.get("users/alice/memories/search/", query="refund 100 EUR manager").json()
+    assert [m["text"] for m in found["memories"]] == ["Refunds over 100 EUR need a manager."]
+
+    assert api.patch(f"memories/{memory_id}/", {}).status_code == 400
+    assert api.patch(f"memories/{memory_id}/", {"text": "  "}).status_code == 400
+    assert Memory.objects.get(pk=memory_id).text == "Refunds over 100 EUR need a manager."
+    other = Api(key_for("billing"), "billing")
+    assert other.patch(f"memories/{memory_id}/", {"text": "Refunds are free."}).status_code == 404
+    assert api.patch("memories/not-a-uuid/", {"text": "x"}).status_code == 404
+    assert Memory.objects.get(pk=memory_id).revisions.count() == 2

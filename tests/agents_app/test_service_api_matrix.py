@@ -153,7 +153,7 @@ def test_every_service_route_is_in_the_matrix():
 @pytest.mark.parametrize("route", V1_ROUTES)
 def test_service_route_against_every_key(route, world):
     ids, keys, problems = world["ids"], world["keys"], []
-    for method in ("get", "post", "delete"):
+    for method in ("get", "post", "patch", "delete"):
         scope = _scope(route, method)
         narrow = service_account_create(
             app=world["chat"],
