@@ -1,6 +1,7 @@
 // The chat page: wires the session list, the conversation, the socket and the side panel.
 
 import { SessionsApi } from "./api.js";
+import { AttachmentTray, attachmentList } from "./attachments.js";
 import {
   appendDelta,
   actionButton,
@@ -43,6 +44,17 @@ const stopButton = $("stop");
 const stateView = $("state-view");
 const contextView = $("context-view");
 const pendingView = $("pending-view");
+const tray = new AttachmentTray({
+  tray: $("attachment-tray"),
+  input: $("attach-input"),
+  button: $("attach"),
+  dropTargets: [$("composer"), conversation],
+  pasteTarget: input,
+  sessionsUrl: config.sessions_url,
+  onChange: () => {
+    input.required = tray.files.length === 0;
+  },
+});
 
 let sessionId = null;
 let title = "";
@@ -292,6 +304,16 @@ function userEntryOf(reply) {
     : null;
 }
 
+/** An event's entry, with the files a user message carries. */
+function entryOf(event) {
+  const item = eventEntry(event);
+  const files = event.custom_metadata?.attachments;
+  if (item && event.author === "user" && files?.length) {
+    item.querySelector(".bubble-body").after(attachmentList(config.sessions_url, files));
+  }
+  return item;
+}
+
 function showEvent(event) {
   const clientMessageId = event.custom_metadata?.client_message_id;
   const existing =
@@ -301,7 +323,7 @@ function showEvent(event) {
   } else if (existing?.dataset.responseEventId === event.id) {
     // Already shown, in the step of the call it answers.
   } else if (existing || !completeToolSteps(messages, event)) {
-    placeEntry(existing, eventEntry(event));
+    placeEntry(existing, entryOf(event));
   }
   staleRetriesRemove();
   if (turn && clientMessageId === turn.clientMessageId && !turn.started) {
@@ -488,7 +510,7 @@ function connect(id) {
 
 async function sendMessage() {
   const text = input.value;
-  if (!text.trim() || turn || creating) {
+  if ((!text.trim() && !tray.files.length) || turn || creating) {
     return;
   }
   hideAlert();
@@ -505,6 +527,19 @@ async function sendMessage() {
       creating = false;
     }
   }
+  let attachments = [];
+  if (tray.files.length) {
+    creating = true;
+    try {
+      attachments = await tray.upload(sessionId);
+    } catch (error) {
+      showAlert(`Your files were not sent: ${error.message}`);
+      return;
+    } finally {
+      creating = false;
+    }
+    tray.clear();
+  }
   const clientMessageId = newClientMessageId();
   const entry = userEntry(text, { pending: true });
   entry.dataset.clientMessageId = clientMessageId;
@@ -514,7 +549,7 @@ async function sendMessage() {
   setBusy(true);
   input.value = "";
   autosize();
-  socket.sendMessage(clientMessageId, text);
+  socket.sendMessage(clientMessageId, text, attachments);
 }
 
 /** Run an interrupted or failed turn again (the Retry button), or resume an open one. */
@@ -727,7 +762,7 @@ async function openSession(id, { push = false, fresh = false, hash = "" } = {}) 
     loaded = events;
     keepingBottom(() => {
       for (const event of events) {
-        const entry = completeToolSteps(messages, event) ? null : eventEntry(event);
+        const entry = completeToolSteps(messages, event) ? null : entryOf(event);
         if (entry) {
           messages.append(entry);
         }

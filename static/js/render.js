@@ -236,7 +236,7 @@ export function eventEntry(event) {
     return item;
   }
   const text = eventText(event);
-  if (event.author === "user" && text) {
+  if (event.author === "user" && (text || event.custom_metadata?.attachments?.length)) {
     return userEntry(text, { id: event.id, invocationId: event.invocation_id });
   }
   const calls = parts(event).filter((part) => part.function_call);

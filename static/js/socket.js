@@ -111,8 +111,11 @@ export class ChatSocket {
   }
 
   /** Send a user message now, or as soon as the socket is open; kept until its turn completes. */
-  sendMessage(clientMessageId, text) {
+  sendMessage(clientMessageId, text, attachments = []) {
     const frame = { type: "user_message", text, client_message_id: clientMessageId };
+    if (attachments.length) {
+      frame.attachments = attachments;
+    }
     this.unacknowledged.set(clientMessageId, frame);
     this.sendIfOpen(frame);
   }

@@ -146,6 +146,7 @@ def running_server(
     with (
         _database(name) as database_url,
         tempfile.TemporaryDirectory(prefix="chat-static-") as static_root,
+        tempfile.TemporaryDirectory(prefix="chat-artifacts-") as artifacts_dir,
     ):
         env = {
             **{key: value for key, value in os.environ.items() if key != "DEBUG"},
@@ -161,6 +162,7 @@ def running_server(
             "CACHE_KEY_PREFIX": name,
             "PRODUCTION": "false",
             "STATIC_ROOT": static_root,
+            "ARTIFACTS_DIR": artifacts_dir,
             **(extra_env or {}),
         }
         manage = [str(BIN / "python"), str(ROOT / "manage.py")]
