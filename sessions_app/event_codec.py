@@ -320,18 +320,25 @@ def event_to_record_fields(event: Event) -> dict[str, Any]:
         "custom_metadata": event.custom_metadata,
         "usage_metadata": usage,
         "long_running_tool_ids": sorted(event.long_running_tool_ids)
-        if event.long_running_tool_ids
+        if event.long_running_tool_ids is not None
         else None,
         "extra": _extra_json(event),
     }
 
 
 def _extra_json(event: Event) -> dict[str, Any] | None:
-    """The fields of ADK's Event this server does not model (a newer ADK's), as JSON."""
-    if not event.model_extra:
-        return None
-    return {
-        name: value
-        for name, value in event.model_dump(mode="json", include=set(event.model_extra)).items()
-        if value is not None
-    } or None
+    """The fields of ADK's Event this server does not model (a newer ADK's), as JSON, and
+    ``partial`` when it is False: a stored event is never partial, but ADK's runner marks the
+    events it yields ``partial=False`` and a client gets back the event it sent."""
+    extra = (
+        {
+            name: value
+            for name, value in event.model_dump(mode="json", include=set(event.model_extra)).items()
+            if value is not None
+        }
+        if event.model_extra
+        else {}
+    )
+    if event.partial is False:
+        extra["partial"] = False
+    return extra or None

@@ -496,7 +496,11 @@ async def test_list_sessions_without_a_user_lists_every_users_sessions(subject, 
 
 
 async def test_two_end_users_may_choose_the_same_session_id(subject, user_id):
-    """ADK keys a session by app, user and id: another user's choice of id takes nothing."""
+    """ADK keys a session by app, user and id: another user's choice of id takes nothing.
+
+    The server keys a session by its id alone and answers an id another user holds as it
+    would an unknown one, with no hint that it is taken (docs/api.md): the second user's
+    session gets a fresh id, and each user still has their own session and history."""
     chosen = unique("shared-id-")
     other_user = unique("other-")
     mine = await subject.service.create_session(
@@ -508,9 +512,20 @@ async def test_two_end_users_may_choose_the_same_session_id(subject, user_id):
     await subject.service.append_event(mine, text_event("mine"))
     await subject.service.append_event(theirs, text_event("theirs"))
 
-    assert (mine.id, theirs.id) == (chosen, chosen)
-    for owner, text in ((user_id, "mine"), (other_user, "theirs")):
+    if subject.name == "remote":
+        assert mine.id == chosen
+        assert theirs.id not in (chosen, "")
+    else:
+        assert (mine.id, theirs.id) == (chosen, chosen)
+    for owner, session, text in ((user_id, mine, "mine"), (other_user, theirs, "theirs")):
         stored = await subject.service.get_session(
-            app_name=subject.app_name, user_id=owner, session_id=chosen
+            app_name=subject.app_name, user_id=owner, session_id=session.id
         )
         assert texts(stored) == [text]
+    if subject.name == "remote":
+        assert (
+            await subject.service.get_session(
+                app_name=subject.app_name, user_id=other_user, session_id=chosen
+            )
+            is None
+        )
