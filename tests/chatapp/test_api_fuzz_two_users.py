@@ -131,7 +131,8 @@ class TwoUsers(schema.as_state_machine()):
         _calls.append(call)
         if response.status_code >= 500:
             _problems.append(f"{call} answered {response.status_code}")
-        leaked = [secret for secret in _secrets_of(_other()) if secret in response.text]
+        # In the bytes: an attached file's download is binary, and not text in any encoding.
+        leaked = [secret for secret in _secrets_of(_other()) if secret.encode() in response.content]
         if leaked:
             _problems.append(f"{call} ({response.status_code}) shows the other user's {leaked}")
 
