@@ -58,6 +58,8 @@ def test_schema_documents_every_sessions_operation(spec):
         ("post", "/api/sessions/{session_id}/events/"): "sessions_events_create",
         ("get", "/api/sessions/{session_id}/state/"): "sessions_state_retrieve",
         ("post", "/api/sessions/{session_id}/rewind/"): "sessions_rewind_create",
+        ("get", "/api/sessions/{session_id}/artifacts/"): "sessions_artifacts_list",
+        ("post", "/api/sessions/{session_id}/artifacts/"): "sessions_artifacts_upload",
     }
     session_id = next(
         parameter
