@@ -153,8 +153,9 @@ class MemoryEventsView(ServiceAPIView):
                 raise ValidationError({f"events.{index}": serializer.errors})
             events.append(serializer.validated_data)
         session = Session(id=data["session_id"], app_name=app_name, user_id=str(end_user.user_id))
+        redacted = app_settings_of(self.app).pii_redaction
         for event in events:
-            if app_settings_of(self.app).pii_redaction:
+            if redacted:
                 event_redact(event)
             try:
                 session_services.event_append(session=session, event=event)
