@@ -1,6 +1,9 @@
 """Editing a sent message and regenerating the last reply: the session is rewound to just
 before that turn (the session store's atomic rewind) and the new turn runs from there.
 
+The new turn carries the replaced message's attached files again (those still stored), so the
+model reads them as it did the first time and the chat shows them on the new message.
+
 The rewind is named after the new turn's client message (``edit-<client_message_id>``), so a
 re-sent ``edit`` or ``regenerate`` frame rewinds once: when the socket dropped after the
 rewind but before the new message was stored, the re-sent frame finds its rewind stored and
@@ -9,6 +12,7 @@ runs the message without rewinding again.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from enum import Enum
 
@@ -16,8 +20,8 @@ from agents_app.models import TurnClaim
 from agents_app.runtime.turns import user_event_id_for
 from sessions_app import selectors, services
 from sessions_app.errors import InvocationNotFoundError, SessionNotFoundError
-from sessions_app.events import Event, new_invocation_id
-from sessions_app.models import EventRecord
+from sessions_app.events import ATTACHMENTS_KEY, Event, new_invocation_id
+from sessions_app.models import ArtifactRecord, EventRecord
 
 
 class Rewrite(Enum):
@@ -37,10 +41,12 @@ class RewriteRefusedError(Exception):
 
 @dataclass(frozen=True)
 class RewriteDone:
-    """The rewind event stored (or found, for a re-sent frame) and the text the new turn runs."""
+    """The rewind event stored (or found, for a re-sent frame), and the text and the attached
+    files the new turn runs with."""
 
     rewind: selectors.StoredEvent
     text: str
+    attachments: list[ArtifactRecord]
 
 
 def rewind_event_id_for(client_message_id: str) -> str:
@@ -51,6 +57,36 @@ def rewind_event_id_for(client_message_id: str) -> str:
 def _text(record: EventRecord) -> str:
     parts = (record.content or {}).get("parts") or []
     return "".join(part.get("text") or "" for part in parts if not part.get("thought"))
+
+
+def _attachment_ids(record: EventRecord) -> list[str]:
+    """The ids of the files a user event names in its metadata (well-formed ones only: an
+    event appended through the API may say anything there)."""
+    ids = []
+    for each in (record.custom_metadata or {}).get(ATTACHMENTS_KEY) or []:
+        try:
+            ids.append(str(uuid.UUID(str(each.get("id")))))
+        except (AttributeError, ValueError):
+            continue
+    return ids
+
+
+def _sent_something(record: EventRecord) -> bool:
+    """Whether a user event holds a message: text, or attached files."""
+    return bool(_text(record) or _attachment_ids(record))
+
+
+def _attachments(record: EventRecord, *, user_pk: int) -> list[ArtifactRecord]:
+    """The files a user message carried that are still stored, in the order it named them: one
+    deleted since is left out, as the model would find it gone in the history anyway."""
+    ids = _attachment_ids(record)
+    found = {
+        str(artifact.pk): artifact
+        for artifact in ArtifactRecord.objects.filter(
+            pk__in=ids, session_id=record.session_id, user_id=user_pk
+        )
+    }
+    return [found[each] for each in ids if each in found]
 
 
 def _opening_user_event(*, session_id: str, invocation_id: str) -> EventRecord | None:
@@ -85,7 +121,7 @@ def _target(*, rewrite: Rewrite, session_id: str, message_id: str) -> EventRecor
             "turn_not_found", "This chat has no such message in its history any more."
         )
     if rewrite is Rewrite.EDIT:
-        if record.author != "user" or not _text(record):
+        if record.author != "user" or not _sent_something(record):
             raise RewriteRefusedError("invalid_frame", "Only a message you sent can be edited.")
         return record
     if record.author == "user" or record.invocation_id != _last_turn_invocation(
@@ -93,7 +129,7 @@ def _target(*, rewrite: Rewrite, session_id: str, message_id: str) -> EventRecor
     ):
         raise RewriteRefusedError("invalid_frame", "Only the last reply can be regenerated.")
     opening = _opening_user_event(session_id=session_id, invocation_id=record.invocation_id)
-    if opening is None or not _text(opening):
+    if opening is None or not _sent_something(opening):
         raise RewriteRefusedError("invalid_frame", "This reply answers no message to send again.")
     return opening
 
@@ -110,7 +146,7 @@ def chat_turn_rewrite(
 ) -> RewriteDone:
     """Rewind the user's session to just before the turn of ``message_id`` for the new turn of
     ``client_message_id``, which then runs ``text`` (an edit) or the replaced turn's own message
-    (a regeneration, ``text`` None).
+    (a regeneration, ``text`` None), with the files the replaced message carried.
 
     Refused (RewriteRefusedError, nothing written) when the message is not in the history, is
     not the user's (an edit) or not the last reply (a regeneration), or while a turn of the
@@ -120,15 +156,16 @@ def chat_turn_rewrite(
     rewind_id = rewind_event_id_for(client_message_id)
     done = EventRecord.objects.filter(session_id=session_id, event_id=rewind_id).first()
     if done is not None:
-        if text is None:
-            opening = _opening_user_event(
-                session_id=session_id,
-                invocation_id=done.actions["rewind_before_invocation_id"],
-            )
-            text = _text(opening) if opening is not None else ""
-            if not text:
-                raise RewriteRefusedError("turn_not_found", "The replaced message is gone.")
-        return RewriteDone(rewind=_stored(session_id=session_id, event_id=rewind_id), text=text)
+        opening = _opening_user_event(
+            session_id=session_id, invocation_id=done.actions["rewind_before_invocation_id"]
+        )
+        if opening is None or (text is None and not _sent_something(opening)):
+            raise RewriteRefusedError("turn_not_found", "The replaced message is gone.")
+        return RewriteDone(
+            rewind=_stored(session_id=session_id, event_id=rewind_id),
+            text=_text(opening) if text is None else text,
+            attachments=_attachments(opening, user_pk=user_pk),
+        )
     target = _target(rewrite=rewrite, session_id=session_id, message_id=message_id)
     open_turns = TurnClaim.objects.filter(session_id=session_id).exclude(
         user_event_id=user_event_id_for(client_message_id)
@@ -157,6 +194,7 @@ def chat_turn_rewrite(
     return RewriteDone(
         rewind=_stored(session_id=session_id, event_id=rewind_id),
         text=_text(target) if text is None else text,
+        attachments=_attachments(target, user_pk=user_pk),
     )
 
 

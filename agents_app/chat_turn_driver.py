@@ -77,8 +77,9 @@ class ChatTurnDriver:
         rewrite: tuple[Rewrite, str],
         text: str | None,
     ) -> str | None:
-        """Rewind for an edit or a regeneration and send the rewind; the text the turn runs,
-        or None (the claim released, the client told why) when the rewind was refused."""
+        """Rewind for an edit or a regeneration and send the rewind; the text the turn runs (its
+        attached files put on ``turn``), or None (the claim released, the client told why) when
+        the rewind was refused."""
         try:
             done = await database_sync_to_async(chat_turn_rewrite)(
                 user_pk=self.user_pk,
@@ -105,6 +106,7 @@ class ChatTurnDriver:
             )
             await turn.complete_send(duplicate=False)
             return None
+        turn.attachments = done.attachments
         await turn.rewind_send(done.rewind)
         return done.text
 

@@ -590,6 +590,8 @@ function rewriteTurn(frame, replaced, text) {
   }
   hideAlert();
   const clientMessageId = newClientMessageId();
+  // The replaced message's files go again with the new turn: show them on it meanwhile.
+  const files = replaced.querySelector(".bubble > .attachment-list");
   keepingBottom(() => {
     while (replaced.nextElementSibling) {
       replaced.nextElementSibling.remove();
@@ -597,6 +599,10 @@ function rewriteTurn(frame, replaced, text) {
     replaced.remove();
   });
   const entry = userEntry(text, { pending: true });
+  if (files) {
+    files.hidden = false;
+    entry.querySelector(".bubble-body").after(files);
+  }
   entry.dataset.clientMessageId = clientMessageId;
   placeEntry(null, entry);
   conversation.scrollTop = conversation.scrollHeight;
@@ -613,16 +619,23 @@ function editStart(entry) {
   }
   const body = entry.querySelector(".bubble-body");
   const actions = entry.querySelector(".entry-actions");
+  const files = entry.querySelector(".bubble > .attachment-list");
   const original = body.textContent;
-  const form = editForm(original);
+  const form = editForm(original, files);
   const area = form.querySelector("textarea");
   body.hidden = true;
   actions.hidden = true;
+  if (files) {
+    files.hidden = true;
+  }
   body.after(form);
   const close = () => {
     form.remove();
     body.hidden = false;
     actions.hidden = false;
+    if (files) {
+      files.hidden = false;
+    }
     actions.querySelector(".edit-button").focus();
   };
   form.querySelector(".edit-cancel").addEventListener("click", close);

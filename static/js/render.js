@@ -96,8 +96,9 @@ export function codeBlocksFinish(body) {
   }
 }
 
-/** The form that replaces a message's text while it is edited. */
-export function editForm(text) {
+/** The form that replaces a message's text while it is edited; `files`, the message's list of
+ *  attached files (or null), shows in it as what goes again with the edited text. */
+export function editForm(text, files) {
   const form = element("form", "edit-form");
   const label = element("label", "visually-hidden", "Edit your message");
   const area = element("textarea", "edit-input");
@@ -112,7 +113,16 @@ export function editForm(text) {
   const cancel = element("button", "button button-quiet edit-cancel", "Cancel");
   cancel.type = "button";
   buttons.append(save, cancel);
-  form.append(label, area, buttons);
+  form.append(label, area);
+  if (files) {
+    const kept = files.cloneNode(true);
+    kept.setAttribute("aria-label", "Files sent again with the edited message");
+    const note = element("p", "edit-files-note", "Sent again with the edited message:");
+    note.id = `${area.id}-files`;
+    area.setAttribute("aria-describedby", note.id);
+    form.append(note, kept);
+  }
+  form.append(buttons);
   return form;
 }
 

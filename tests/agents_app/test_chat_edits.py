@@ -6,6 +6,8 @@ import uuid
 import pytest
 from channels.db import database_sync_to_async
 
+from agents_app.models import TurnClaim
+from agents_app.turn_claims import turn_claim_release, turn_claim_take
 from core.background import background_wait_idle
 from memory_app.models import Memory
 from sessions_app import services
@@ -213,4 +215,74 @@ async def test_memories_of_an_edited_turn_are_revised(settings, user, cookie, ch
 
     exists = await database_sync_to_async(Memory.objects.filter(pk=memory.pk).exists)()
     assert not exists
+    await communicator.disconnect()
+
+
+async def test_a_rewrite_while_another_turn_holds_its_claim_is_refused_and_changes_nothing(
+    user, cookie, chat_session
+):
+    communicator = await _open(chat_session.id, cookie)
+    await _turn(communicator, "My name is Ada", "m-1")
+    first = await _turn(communicator, "I live in Porto", "m-2")
+    # Another connection (or process) is writing the reply to a third message.
+    held = await database_sync_to_async(turn_claim_take)(
+        session_id=chat_session.id, user_event_id="msg-m-3", holder="host:1:other-socket"
+    )
+    before = await _rest_events(user, chat_session.id)
+
+    for frame in (
+        {"type": "edit", "message_id": "msg-m-1", "text": "My name is Bo"},
+        {"type": "regenerate", "message_id": first[-1]["message_id"]},
+    ):
+        await communicator.send_json_to({**frame, "client_message_id": f"{frame['type']}-1"})
+        answer = await communicator.receive_json_from(timeout=20)
+        assert (answer["type"], answer["code"]) == ("error", "turn_in_progress"), frame
+
+    assert await _rest_events(user, chat_session.id) == before
+    claims = await database_sync_to_async(
+        lambda: list(
+            TurnClaim.objects.filter(session_id=chat_session.id).values_list("pk", flat=True)
+        )
+    )()
+    assert claims == [held.id]
+    # Once that turn is over, the same edit goes through.
+    await database_sync_to_async(turn_claim_release)(claim=held)
+    frames = await _frame(
+        communicator,
+        {
+            "type": "edit",
+            "message_id": "msg-m-1",
+            "text": "My name is Bo",
+            "client_message_id": "edit-1",
+        },
+    )
+    assert frames[0]["event"]["id"] == "edit-edit-1" and frames[-1]["interrupted"] is False
+    texts = _history_texts(await _rest_events(user, chat_session.id))
+    assert [text for author, text in texts if author == "user"] == ["My name is Bo"]
+    await communicator.disconnect()
+
+
+async def test_a_rewrite_while_this_sockets_own_turn_streams_is_refused(
+    settings, user, cookie, chat_session
+):
+    settings.OFFLINE_MODEL_CHUNK_DELAY_SECONDS = 0.2
+    communicator = await _open(chat_session.id, cookie)
+    await _send_message(communicator, "Tell me a long story", "m-1")
+    await _until(communicator, "delta")
+
+    await communicator.send_json_to(
+        {"type": "edit", "message_id": "msg-m-1", "text": "Short one", "client_message_id": "e-1"}
+    )
+    frames = await _until(communicator, "error")
+    assert frames[-1]["code"] == "turn_in_progress"
+    done = await _until(communicator, "turn_complete")
+    assert done[-1]["client_message_id"] == "m-1" and done[-1]["interrupted"] is False
+    texts = _history_texts(await _rest_events(user, chat_session.id))
+    assert [text for author, text in texts if author == "user"] == ["Tell me a long story"]
+    rewinds = await database_sync_to_async(
+        lambda: EventRecord.objects.filter(
+            session_id=chat_session.id, actions__rewind_before_invocation_id__isnull=False
+        ).count()
+    )()
+    assert rewinds == 0
     await communicator.disconnect()

@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.sample_files import image_bytes
+
 pytestmark = pytest.mark.browser
+
+PNG = image_bytes("PNG", (120, 80))
 
 
 def user_messages(page: Page):
@@ -96,3 +100,43 @@ def test_edit_a_message_and_regenerate_a_reply(chat_page: Page):
     expect(green.locator("blockquote").first).to_contain_text(
         "remember that my favourite colour is green"
     )
+
+
+def test_edit_and_regenerate_send_the_messages_files_again(chat_page: Page):
+    page = chat_page
+    page.locator("#attach-input").set_input_files(
+        [{"name": "logo.png", "mimeType": "image/png", "buffer": PNG}]
+    )
+    composer = page.get_by_role("textbox", name="Message")
+    composer.fill("What is this?")
+    composer.press("Enter")
+    acknowledged = f"I received logo.png (a PNG image, {len(PNG)} bytes)."
+    expect(replies(page).last).to_contain_text(acknowledged)
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+
+    page.get_by_role("button", name="Edit this message").click()
+    editor = page.get_by_role("textbox", name="Edit your message")
+    expect(editor).to_have_accessible_description("Sent again with the edited message:")
+    kept = page.get_by_role("list", name="Files sent again with the edited message")
+    expect(kept.get_by_role("img", name="logo.png")).to_be_visible()
+    editor.fill("Is it a logo?")
+    editor.press("Enter")
+
+    expect(replies(page)).to_have_count(1)
+    expect(replies(page)).to_contain_text([f"{acknowledged} You said: “Is it a logo?”"])
+    sent = page.locator("#messages .entry-user")
+    expect(sent).to_have_count(1)
+    expect(sent.get_by_role("img", name="logo.png")).to_be_visible()
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+
+    page.get_by_role("button", name="Regenerate this reply").click()
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    expect(replies(page)).to_have_count(1)
+    expect(replies(page)).to_contain_text([f"{acknowledged} You said: “Is it a logo?”"])
+
+    page.reload()
+    sent = page.locator("#messages .entry-user")
+    expect(sent).to_have_count(1)
+    expect(user_messages(page)).to_have_text(["Is it a logo?"])
+    expect(sent.get_by_role("img", name="logo.png")).to_be_visible()
+    expect(replies(page)).to_have_count(1)
