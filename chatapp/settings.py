@@ -365,6 +365,10 @@ CELERY_BEAT_SCHEDULE |= {
         "task": "memory_app.tasks.memory_jobs_redispatch",
         "schedule": float(MEMORY_MAINTENANCE_INTERVAL_SECONDS),
     },
+    "memory-rewind-releases-sweep": {
+        "task": "memory_app.tasks.rewind_releases_sweep",
+        "schedule": float(MEMORY_MAINTENANCE_INTERVAL_SECONDS),
+    },
     "memories-forget": {
         "task": "memory_app.tasks.memories_forget",
         "schedule": float(MEMORY_FORGET_INTERVAL_SECONDS),

@@ -34,11 +34,11 @@ def _session_pre_delete(sender, instance, origin=None, **kwargs) -> None:
 
 def _session_rewound(sender, session_id: str, **kwargs) -> None:
     """Revise, once the rewind has committed and in the background, the memories of the turns
-    a rewind took out of the history: nothing on the turn's path waits for it."""
-    from core.background import task_enqueue
-    from memory_app.tasks import session_rewound_memories_release
+    a rewind took out of the history: nothing on the turn's path waits for it. That the
+    revision is due is written in the rewind's transaction, so a lost task is not lost work."""
+    from memory_app.services import session_rewound_release_request
 
-    task_enqueue(task=session_rewound_memories_release, session_id=session_id)
+    session_rewound_release_request(session_id=session_id)
 
 
 def _memory_saved(sender, instance, **kwargs) -> None:

@@ -186,6 +186,23 @@ class SessionDeparture(models.Model):
         return f"{self.session_id} left at {self.left_at:%Y-%m-%d %H:%M:%S}"
 
 
+class RewindRelease(models.Model):
+    """The session was rewound (an edited message, a regenerated reply) and the memories of the
+    turns it took out of the history are still to be revised: written with the rewind, deleted
+    once the revision ran, so a revision whose task was never enqueued (the broker down) is
+    found and run by the periodic sweep. ``rewinds`` counts the rewinds since the last
+    revision, so one that lands while a revision runs keeps the row for the next."""
+
+    session = models.OneToOneField(
+        SessionRecord, on_delete=models.CASCADE, primary_key=True, related_name="rewind_release"
+    )
+    rewound_at = models.DateTimeField(db_index=True)
+    rewinds = models.PositiveIntegerField(default=1)
+
+    def __str__(self) -> str:
+        return f"{self.session_id} rewound at {self.rewound_at:%Y-%m-%d %H:%M:%S}"
+
+
 class Memory(models.Model):
     """One atomic fact. ``user`` owns user- and session-scope memories; app-scope ones have none."""
 

@@ -79,3 +79,10 @@ def session_rewound_memories_release(*, session_id: str) -> dict[str, int]:
     revised. Idempotent: a second run finds nothing left to revise."""
     report = services.session_rewound_memories_release(session_id=session_id)
     return {"deleted": len(report.deleted), "revised": len(report.revised)}
+
+
+@shared_task(name="memory_app.tasks.rewind_releases_sweep")
+def rewind_releases_sweep() -> int:
+    """Revise the memories of rewinds whose revision task was lost; returns how many sessions
+    were revised."""
+    return services.rewind_releases_sweep()

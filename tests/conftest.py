@@ -209,6 +209,32 @@ def unreachable_cache(settings):
 
 
 @pytest.fixture
+def unreachable_broker(settings):
+    """Celery sends tasks to a broker that does not answer (a port nothing listens on), as in a
+    Redis outage: every ``apply_async`` raises kombu's OperationalError."""
+    import socket
+
+    from chatapp.celery import app
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings.BACKGROUND_TASKS = "celery"
+    saved = app.conf.broker_url
+
+    def pools_drop() -> None:
+        # As Celery does after a fork: the next send connects afresh, to the broker now set.
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    app.conf.broker_url = f"redis://127.0.0.1:{port}/0"
+    pools_drop()
+    yield
+    app.conf.broker_url = saved
+    pools_drop()
+
+
+@pytest.fixture
 def local_embeddings(settings):
     """The local MiniLM embedder as the process's embedder.
 

@@ -40,8 +40,10 @@ from memory_app.services.memories import (
 )
 from memory_app.services.releases import (
     SessionReleaseReport,
+    rewind_releases_sweep,
     session_memories_release,
     session_rewound_memories_release,
+    session_rewound_release_request,
 )
 from memory_app.services.users import (
     memory_change_notice_send,
@@ -81,7 +83,9 @@ __all__ = [
     "memory_turn_completed",
     "memory_turn_trigger",
     "memory_turn_trigger_async",
+    "rewind_releases_sweep",
     "session_memories_release",
     "session_rewound_memories_release",
+    "session_rewound_release_request",
     "user_lock",
 ]

@@ -4,17 +4,25 @@ edited a message or asked for another reply).
 Both follow the memories' provenance the same way: a memory whose every source is among the
 events that left is deleted; one that keeps sources elsewhere loses these with a
 ``sources_changed`` revision saying why.
+
+A rewind's revision runs in the background, after the rewind committed; the rewind writes
+that it is due (``RewindRelease``), in its own transaction, so a revision whose task was lost
+(the broker down as it was sent, a process gone before it) is run by the periodic sweep.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, prefetch_related_objects
+from django.db.models import Exists, F, OuterRef, Q, prefetch_related_objects
+from django.utils import timezone
 
-from memory_app.models import Memory, MemoryRevision, MemorySource
+from core.background import task_enqueue
+from memory_app.models import Memory, MemoryRevision, MemorySource, RewindRelease
 from memory_app.services.users import memory_index_invalidate, memory_index_invalidations_merged
 
 
@@ -110,17 +118,39 @@ def session_memories_release(*, session_ids: Sequence[str]) -> SessionReleaseRep
     )
 
 
+def session_rewound_release_request(*, session_id: str) -> None:
+    """Record, in the rewind's transaction, that the session's rewound turns have memories to
+    revise, and send the revision to a worker once the rewind commits. Should the broker not
+    take it, the record stays and the periodic ``rewind_releases_sweep`` runs it later."""
+    from memory_app.tasks import session_rewound_memories_release as release_task
+
+    now = timezone.now()
+    with transaction.atomic():
+        counted = RewindRelease.objects.filter(session_id=session_id).update(
+            rewinds=F("rewinds") + 1, rewound_at=now
+        )
+        if not counted:
+            RewindRelease.objects.get_or_create(session_id=session_id, defaults={"rewound_at": now})
+    task_enqueue(task=release_task, session_id=session_id)
+
+
 def session_rewound_memories_release(*, session_id: str) -> SessionReleaseReport:
     """After a rewind of the session (an edited message, a regenerated reply): the memories
     generated from the turns it took out of the history are revised as for a deleted session,
-    their rewound sources dropped, and those left with no source deleted.
+    their rewound sources dropped, and those left with no source deleted; the session's
+    ``RewindRelease`` goes with it, unless a rewind made meanwhile counted another.
 
     The rewound events stay stored (the history keeps them, marked), so this can run after
     the rewind's transaction, in the background; it covers every rewound event of the
     session, so running it again, or once for several rewinds, changes nothing more.
     """
     with transaction.atomic():
-        return _release(
+        counted = (
+            RewindRelease.objects.filter(session_id=session_id)
+            .values_list("rewinds", flat=True)
+            .first()
+        )
+        report = _release(
             leaving=Q(event__session_id=session_id, event__rewound=True),
             affected_extra=None,
             dies_anyway=lambda memory: False,
@@ -129,3 +159,23 @@ def session_rewound_memories_release(*, session_id: str) -> SessionReleaseReport
                 "they no longer support this memory."
             ),
         )
+        if counted is not None:
+            RewindRelease.objects.filter(session_id=session_id, rewinds=counted).delete()
+        return report
+
+
+def rewind_releases_sweep(*, now: datetime | None = None) -> int:
+    """Revise the memories of rewinds whose revision has not run within
+    ``MEMORY_JOB_REDISPATCH_AFTER_SECONDS`` (its task lost: the broker was down, or its
+    process went away), oldest first, at most ``MEMORY_IDLE_SCAN_BATCH_SIZE`` sessions a run;
+    returns how many sessions were revised. Running it twice changes nothing more."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.MEMORY_JOB_REDISPATCH_AFTER_SECONDS)
+    due = list(
+        RewindRelease.objects.filter(rewound_at__lt=cutoff)
+        .order_by("rewound_at")
+        .values_list("session_id", flat=True)[: settings.MEMORY_IDLE_SCAN_BATCH_SIZE]
+    )
+    for session_id in due:
+        session_rewound_memories_release(session_id=session_id)
+    return len(due)

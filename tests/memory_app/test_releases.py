@@ -2,11 +2,18 @@
 out of the history through their provenance, as deleting a session does; and it does so
 after the rewind has committed, in the background."""
 
+from datetime import timedelta
+
 import pytest
+from django.conf import settings
+from django.db.models.signals import post_delete
+from django.utils import timezone
 
 from core.background import background_wait_idle
-from memory_app.models import Memory, MemoryRevision, MemorySource
+from memory_app import services
+from memory_app.models import Memory, MemoryRevision, MemorySource, RewindRelease
 from memory_app.services import session_rewound_memories_release
+from memory_app.tasks import rewind_releases_sweep
 from sessions_app import services as session_services
 from tests.memory_app.support import (
     APP,
@@ -90,3 +97,52 @@ def test_the_rewind_itself_revises_them_after_it_commits(settings, user, chat):
     background_wait_idle()
 
     assert not Memory.objects.filter(pk=cat.pk).exists()
+    # Done, so nothing is left for the sweep that runs lost revisions.
+    assert not RewindRelease.objects.filter(session_id=session.id).exists()
+
+
+def test_a_revision_the_broker_did_not_take_is_run_by_the_sweep(
+    user, chat, unreachable_broker, django_capture_on_commit_callbacks, caplog
+):
+    session, _, second = chat
+    [_, rewound_event] = user_events(session.id)
+    cat = memory_make(user=user, text="The user has a cat called Miso", sources=[rewound_event])
+
+    with django_capture_on_commit_callbacks(execute=True):
+        rewind(user, session, second)
+
+    assert "session_rewound_memories_release" in caplog.text
+    assert "the broker is unavailable" in caplog.text
+    assert Memory.objects.filter(pk=cat.pk).exists()
+    # Not yet: the task may still be on its way.
+    assert rewind_releases_sweep.apply().get() == 0
+    assert Memory.objects.filter(pk=cat.pk).exists()
+
+    later = timezone.now() + timedelta(seconds=settings.MEMORY_JOB_REDISPATCH_AFTER_SECONDS + 1)
+    assert services.rewind_releases_sweep(now=later) == 1
+
+    assert not Memory.objects.filter(pk=cat.pk).exists()
+    assert services.rewind_releases_sweep(now=later) == 0, "revised once, not again"
+
+
+def test_a_rewind_made_while_a_revision_runs_keeps_its_record_for_the_next(user, chat, settings):
+    session, _, second = chat
+    [_, rewound_event] = user_events(session.id)
+    memory_make(user=user, text="The user has a cat called Miso", sources=[rewound_event])
+    rewind(user, session, second)  # its on_commit never runs here: the revision is not sent
+
+    def another_rewind(sender, **kwargs):
+        # Another edit of the chat lands while the revision deletes the memory.
+        services.session_rewound_release_request(session_id=session.id)
+
+    post_delete.connect(another_rewind, sender=Memory, dispatch_uid="test-another-rewind")
+    try:
+        session_rewound_memories_release(session_id=session.id)
+    finally:
+        post_delete.disconnect(dispatch_uid="test-another-rewind", sender=Memory)
+
+    [record] = RewindRelease.objects.filter(session_id=session.id)
+    assert record.rewinds == 2
+    later = timezone.now() + timedelta(seconds=settings.MEMORY_JOB_REDISPATCH_AFTER_SECONDS + 1)
+    assert services.rewind_releases_sweep(now=later) == 1
+    assert not RewindRelease.objects.filter(session_id=session.id).exists()
