@@ -52,10 +52,11 @@ def arguments_parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fresh", action="store_true", help="drop the database first")
     parser.add_argument("--remeasure", action="store_true", help="measure steps already measured")
     parser.add_argument("--fill-only", action="store_true", help="fill the steps, measure none")
+    parser.add_argument("--workers", type=int, default=2, help="connections writing blocks at once")
     parser.add_argument(
         "--nice",
         action="store_true",
-        help="fill at nice 19 (this process and its database backend); measure at normal priority",
+        help="fill at nice 19 (this process and its database backends); measure at normal priority",
     )
     args = parser.parse_args(argv)
     args.steps = [(name, step_events(name)) for name in args.steps.split(",") if name]
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from bench.scale import fill, measures, report, subjects
+    from bench.scale import fill, loading, measures, report, subjects
     from chatapp.process import process_tune_gc
 
     settings.BACKGROUND_TASKS = "inprocess"
@@ -147,8 +148,6 @@ def main(argv: list[str] | None = None) -> None:
     call_command("migrate", verbosity=0)
     tables = fill.Tables.of_models()
     database = psycopg.connect(url)
-    backend = database.execute("SELECT pg_backend_pid()").fetchone()[0]
-    database.commit()
     with database.cursor() as cursor:
         progress_rows = fill.Progress(cursor)
         fill_started = progress_rows.get("fill_started")
@@ -159,13 +158,17 @@ def main(argv: list[str] | None = None) -> None:
     subjects.subjects_create(database, tables, fill_started=fill_started)
     subject = subjects.subjects_get(database)
     process_tune_gc()
+    writers = [psycopg.connect(url) for _ in range(args.workers)]
+    for writer in writers:
+        loading.fill_connection_prepare(writer)
+    writer_pids = [writer.info.backend_pid for writer in writers]
 
     results = report.results_load(RESULTS_PATH)
     run = results["runs"].setdefault(args.label, {"steps": {}})
     for name, target in args.steps:
-        with niced(os.getpid(), backend, enabled=args.nice):
-            fill.background_fill(
-                database, tables, target_events=target, fill_started=fill_started, report=progress
+        with niced(os.getpid(), *writer_pids, enabled=args.nice):
+            loading.background_fill(
+                writers, tables, target_events=target, fill_started=fill_started, report=progress
             )
         step = run["steps"].get(name)
         groups = [
@@ -218,7 +221,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         print("\n".join(report.table_lines(run)))
         report.plot(results, PLOT_PATH)
-    database.close()
+    for opened in (database, *writers):
+        opened.close()
     sys.stderr.write("\n")
     print(f"Figures in {RESULTS_PATH.relative_to(BASE_DIR)}, plot in docs/{PLOT_PATH.name}.")
 

@@ -8,7 +8,8 @@ the generation jobs that made them (one per ten events, one in two hundred faile
 session's watermark. One user in a thousand holds 10,000 memories. Users are spread over 50
 apps, each with 100 app-scope memories. Each block is a handful of ``INSERT ... SELECT`` over
 ``generate_series`` and ``unnest`` of a few arrays, in one transaction with the progress
-counters, so a fill stopped anywhere resumes at the next block.
+counters (``bench.scale.loading`` runs them), so a fill stopped anywhere resumes where it
+stopped.
 
 The *subjects* are the rows the measurements read, the same at every step: a user with 10,000
 memories, a 2,000-event session and a 1,000-event session summarised as a long session is
@@ -20,8 +21,7 @@ from __future__ import annotations
 
 import json
 import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -415,46 +415,18 @@ class Progress:
         )
 
 
-def background_fill(
-    database: psycopg.Connection,
-    tables: Tables,
-    *,
-    target_events: int,
-    fill_started: float,
-    report: Callable[[str], None],
-) -> int:
-    """Add user blocks until the events table holds ``target_events``; returns the count.
-
-    Each block commits with its counters. Timestamps count back from ``fill_started``, the
-    time of the fill's first run, so a resumed fill writes what an unbroken one would have.
-    """
-    with database.cursor() as cursor:
-        progress = Progress(cursor)
-        database.commit()
-        events = progress.get("events")
-        started, at_start = time.monotonic(), events
-        while events < target_events:
-            block = progress.get("blocks")
-            rng = random.Random(block)
-            _, _, written = user_with_sessions_insert(
-                cursor,
-                tables,
-                username=f"scale-u-{block}",
-                app_name=f"agent-{block % APPS}",
-                lengths=session_lengths(rng, SESSIONS_PER_USER),
-                rng=rng,
-                now=fill_started,
-                extra_memories=HEAVY_MEMORIES if block % HEAVY_USER_EVERY == 999 else 0,
-            )
-            progress.add("blocks", 1)
-            progress.add("events", written)
-            database.commit()
-            events += written
-            elapsed = time.monotonic() - started
-            rate = (events - at_start) / elapsed if elapsed else 0.0
-            eta = (target_events - events) / rate if rate else 0.0
-            report(
-                f"fill: {events:,}/{target_events:,} events, {block + 1:,} users,"
-                f" {rate:,.0f} events/s, {eta / 60:,.1f} min left"
-            )
-    return events
+def block_insert(cursor: psycopg.Cursor, tables: Tables, *, block: int, now: float) -> int:
+    """Block number ``block``: always the same user, app, sessions and memories, one user in
+    ``HEAVY_USER_EVERY`` with ``HEAVY_MEMORIES`` more; returns its events."""
+    rng = random.Random(block)
+    _, _, written = user_with_sessions_insert(
+        cursor,
+        tables,
+        username=f"scale-u-{block}",
+        app_name=f"agent-{block % APPS}",
+        lengths=session_lengths(rng, SESSIONS_PER_USER),
+        rng=rng,
+        now=now,
+        extra_memories=HEAVY_MEMORIES if block % HEAVY_USER_EVERY == 999 else 0,
+    )
+    return written
