@@ -23,7 +23,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import psycopg
 
@@ -110,13 +110,25 @@ def indexes_restore(
                         f" {time.monotonic() - started:,.0f} s"
                     )
 
-    _run_all(build, connections)
+    _run_all(build, connections, pending=pending)
 
 
-def _run_all(work: Callable[[psycopg.Connection], None], connections) -> None:
+def _run_all(
+    work: Callable[[psycopg.Connection], None],
+    connections: Sequence[psycopg.Connection],
+    *,
+    pending: list,
+) -> None:
+    """Run ``work`` on each connection in a thread of its own until ``pending`` is empty; on the
+    first error (or an interrupt) empty it, so the others stop after what they are writing."""
     with ThreadPoolExecutor(max_workers=len(connections)) as pool:
-        for future in [pool.submit(work, connection) for connection in connections]:
-            future.result()
+        futures = [pool.submit(work, connection) for connection in connections]
+        try:
+            for future in as_completed(futures):
+                future.result()
+        except BaseException:
+            pending.clear()
+            raise
 
 
 def background_fill(
@@ -170,15 +182,10 @@ def background_fill(
                     if not pending:
                         return
                     block = pending.pop(0)
-                try:
-                    written = fill.block_insert(cursor, tables, block=block, now=fill_started)
-                    cursor.execute(f"INSERT INTO {BLOCKS} VALUES (%s, %s)", [block, written])
-                    progress.add("events", written)
-                    connection.commit()
-                except BaseException:
-                    with lock:
-                        pending.clear()
-                    raise
+                written = fill.block_insert(cursor, tables, block=block, now=fill_started)
+                cursor.execute(f"INSERT INTO {BLOCKS} VALUES (%s, %s)", [block, written])
+                progress.add("events", written)
+                connection.commit()
                 with lock:
                     events += written
                     elapsed = time.monotonic() - started
@@ -189,6 +196,6 @@ def background_fill(
                         f" {rate:,.0f} events/s, {eta / 60:,.1f} min left"
                     )
 
-    _run_all(write, connections)
+    _run_all(write, connections, pending=pending)
     indexes_restore(connections, report=report)
     return events
