@@ -57,3 +57,25 @@ def test_the_readme_says_how_to_make_a_staff_account_with_each_role():
 def test_the_readme_gives_the_development_switch_for_debug_mode():
     assert "make run DEBUG=true" in section("Quickstart")
     assert "| `DEBUG` | `false` |" in section("Configuration")
+
+
+def test_every_file_the_readme_links_or_shows_exists():
+    targets = re.findall(r"\]\(((?!https?://|#|mailto:)[^)\s]+)\)", README)
+    missing = [
+        target for target in targets if not (settings.BASE_DIR / target.split("#")[0]).exists()
+    ]
+
+    assert targets, "no relative links found: the pattern no longer matches"
+    assert missing == [], "the README links to files the repository does not have"
+
+
+def test_the_readme_shows_the_chats_features_and_says_how_to_take_the_screenshots():
+    chat = section("Chat")
+    shown = re.findall(r"!\[[^\]]+\]\((docs/[\w-]+\.png)\)", chat)
+    script = "tests.browser.feature_screenshots"
+
+    for name in ("attachments", "edit", "search", "phone"):
+        assert f"docs/chat-{name}.png" in shown
+        assert (settings.BASE_DIR / "docs" / f"chat-{name}.png").stat().st_size < 300_000
+    assert f"python -m {script}" in chat
+    assert (settings.BASE_DIR / "tests" / "browser" / "feature_screenshots.py").exists()
