@@ -106,11 +106,13 @@ def _memory(memory: Memory, *, user_pk: int) -> str:
             "created_at": memory.created_at,
             "updated_at": memory.updated_at,
             "expires_at": memory.expires_at,
+            "image_artifact_id": memory.image_id,
             "sources": [
                 {
                     "session_id": source.event.session_id,
                     "event_id": source.event.event_id,
                     "excerpt": source.excerpt,
+                    "artifact_id": source.artifact_id,
                     "created_at": source.created_at,
                 }
                 for source in memory.sources.all()
@@ -260,7 +262,8 @@ def user_data_export(*, user) -> Iterator[str]:
 
     Sessions with their state and every stored event (rewound ones too, marked), the files
     attached to them (every version, bytes included), ``user:`` state by app, memories with
-    their sources and revisions, generation jobs, memory settings, the access grants the user
+    their sources and revisions (a kept file or a source's file named by its id among the
+    files, whose bytes are there), generation jobs, memory settings, the access grants the user
     gave and the log of staff access to their data. App-scope state and memories are shared
     by every user and are not theirs to take.
     """

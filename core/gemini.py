@@ -225,7 +225,8 @@ class GeminiModel:
         """One non-streamed call whose answer is a JSON object matching ``response_schema``.
 
         ``response_schema`` is a JSON Schema of an object; the parsed object is
-        returned. An answer that is not a JSON object raises a non-transient
+        returned. Files in a list of contents go inline or through the Files API, as in
+        ``generate_stream``. An answer that is not a JSON object raises a non-transient
         ``ModelError`` with code ``model_invalid_output``.
         """
         config = types.GenerateContentConfig(
@@ -235,6 +236,8 @@ class GeminiModel:
             automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
         )
         try:
+            if isinstance(contents, list) and all(isinstance(c, types.Content) for c in contents):
+                contents = await self._contents_sized(contents)
             response = await self.client.aio.models.generate_content(
                 model=self.name, contents=contents, config=config
             )

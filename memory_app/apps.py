@@ -49,12 +49,15 @@ def _memory_saved(sender, instance, **kwargs) -> None:
 
 
 def _memory_deleted(sender, instance, **kwargs) -> None:
-    """So does a deleted one, without recreating the settings of a user being deleted."""
-    from memory_app.services import memory_index_invalidate
+    """So does a deleted one, without recreating the settings of a user being deleted; and
+    the file it kept goes unless another memory keeps it."""
+    from memory_app.services import memory_image_release, memory_index_invalidate
 
     memory_index_invalidate(
         app_name=instance.app_name, user_pk=instance.user_id, settings_create=False
     )
+    if instance.image_id is not None:
+        memory_image_release(artifact_id=instance.image_id)
 
 
 class MemoryAppConfig(AppConfig):

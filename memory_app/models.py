@@ -11,7 +11,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from sessions_app.models import EventRecord, SessionRecord
+from sessions_app.models import ArtifactRecord, EventRecord, SessionRecord
 
 
 class SourceType(models.TextChoices):
@@ -246,6 +246,14 @@ class Memory(models.Model):
         blank=True,
         related_name="memories",
     )
+    image = models.ForeignKey(
+        ArtifactRecord,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="held_by_memories",
+        help_text="The file this memory keeps: the user's own copy (a user: artifact).",
+    )
 
     class Meta:
         verbose_name_plural = "memories"
@@ -279,11 +287,20 @@ class Memory(models.Model):
 
 
 class MemorySource(models.Model):
-    """An event a memory was derived from, with the words that support it."""
+    """An event a memory was derived from, with the words that support it, and the attached
+    file it was drawn from when it was."""
 
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="sources")
     event = models.ForeignKey(EventRecord, on_delete=models.CASCADE, related_name="memory_sources")
     excerpt = models.TextField(blank=True)
+    artifact = models.ForeignKey(
+        ArtifactRecord,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="memory_sources",
+        help_text="The file of that event the memory was drawn from, if any.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

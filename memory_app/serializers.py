@@ -3,16 +3,20 @@ page and the API share: a source's excerpt and link, a revision's actor."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.api import StrictBooleanField, StrictCharField
 from memory_app.models import Memory, MemoryRevision, MemorySource
 from memory_app.selectors import event_text
 from memory_app.services.memories import CORRECTION_MAX_CHARS
+from sessions_app.artifact_files import USER_PREFIX
+from sessions_app.models import ArtifactRecord
 from sessions_app.serializers import identifier_field
 
 EXCERPT_MAX_CHARS = 300
@@ -32,6 +36,50 @@ def source_url(source: MemorySource) -> str:
     """The chat page of the source's conversation, scrolled to that turn."""
     chat = reverse("chat-session", kwargs={"session_id": source.event.session_id})
     return f"{chat}#event-{source.event.event_id}"
+
+
+@dataclass(frozen=True)
+class MemoryFile:
+    """A file a memory keeps or was drawn from, as its owner sees it: its name (without the
+    ``user:`` prefix of a kept copy), its type, and the links that open, download and (for an
+    image) preview it."""
+
+    id: str
+    filename: str
+    mime_type: str
+    size: int
+    is_image: bool
+    url: str
+    download_url: str
+    thumbnail_url: str | None
+
+
+def memory_file(record: ArtifactRecord) -> MemoryFile:
+    url = reverse("sessions_api:artifact-content", args=[record.pk])
+    is_image = record.mime_type.startswith("image/")
+    return MemoryFile(
+        id=str(record.pk),
+        filename=record.filename.removeprefix(USER_PREFIX),
+        mime_type=record.mime_type,
+        size=record.size,
+        is_image=is_image,
+        url=url,
+        download_url=f"{url}?download=1",
+        thumbnail_url=reverse("sessions_api:artifact-thumbnail", args=[record.pk])
+        if is_image
+        else None,
+    )
+
+
+class MemoryFileSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="The file's artifact id.")
+    filename = serializers.CharField()
+    mime_type = serializers.CharField()
+    size = serializers.IntegerField(help_text="In bytes.")
+    is_image = serializers.BooleanField()
+    url = serializers.CharField(help_text="Opens the file (its owner only).")
+    download_url = serializers.CharField()
+    thumbnail_url = serializers.CharField(allow_null=True, help_text="Images only.")
 
 
 def revision_actor(revision: MemoryRevision, *, user_pk: int) -> str:
@@ -86,12 +134,19 @@ class MemorySourceSerializer(serializers.Serializer):
     timestamp = serializers.FloatField(source="event.timestamp", help_text="Seconds since epoch.")
     excerpt = serializers.SerializerMethodField(help_text="The words the memory came from.")
     url = serializers.SerializerMethodField(help_text="The chat page at that turn.")
+    file = serializers.SerializerMethodField(
+        help_text="The file attached at that turn the memory was drawn from (null if none)."
+    )
 
     def get_excerpt(self, source: MemorySource) -> str:
         return source_excerpt(source)
 
     def get_url(self, source: MemorySource) -> str:
         return source_url(source)
+
+    @extend_schema_field(MemoryFileSerializer(allow_null=True))
+    def get_file(self, source: MemorySource) -> dict | None:
+        return asdict(memory_file(source.artifact)) if source.artifact else None
 
 
 class MemoryRevisionSerializer(serializers.Serializer):
@@ -122,6 +177,9 @@ class MemorySerializer(serializers.ModelSerializer):
     score = serializers.FloatField(
         required=False, help_text="Relevance to the search words; only in search results."
     )
+    image = serializers.SerializerMethodField(
+        help_text='The file the memory keeps ("remember this logo"), or null.'
+    )
 
     class Meta:
         model = Memory
@@ -141,9 +199,14 @@ class MemorySerializer(serializers.ModelSerializer):
             "updated_at",
             "expires_at",
             "score",
+            "image",
             "sources",
             "revisions",
         ]
+
+    @extend_schema_field(MemoryFileSerializer(allow_null=True))
+    def get_image(self, instance: Memory) -> dict | None:
+        return asdict(memory_file(instance.image)) if instance.image else None
 
     def to_representation(self, instance: Memory) -> dict[str, Any]:
         data = super().to_representation(instance)

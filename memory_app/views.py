@@ -22,7 +22,14 @@ from django.views.decorators.http import require_http_methods, require_POST
 from memory_app import selectors, services
 from memory_app.models import MEMORY_STATUS_NOTES, Memory, MemoryRevision, SourceType
 from memory_app.selectors import event_text
-from memory_app.serializers import SEARCH_LIMIT, revision_actor, source_excerpt, source_url
+from memory_app.serializers import (
+    SEARCH_LIMIT,
+    MemoryFile,
+    memory_file,
+    revision_actor,
+    source_excerpt,
+    source_url,
+)
 from memory_app.topics import topic_label, topics_for_app
 from sessions_app import services as session_services
 
@@ -35,6 +42,7 @@ class SourceItem:
     excerpt: str
     url: str
     author: str
+    file: MemoryFile | None = None
 
 
 @dataclass
@@ -63,6 +71,7 @@ class MemoryItem:
     topic_label: str
     source_label: str
     status_note: str
+    image: MemoryFile | None = None
     score: float | None = None
     sources: list[SourceItem] = field(default_factory=list)
     revisions: list[RevisionItem] = field(default_factory=list)
@@ -92,9 +101,15 @@ def _item(
         topic_label=topic_label(key=memory.topic, label=labels.get(memory.topic, "")),
         source_label=SourceType(memory.source_type).label,
         status_note=STATUS_NOTES.get(memory.status, ""),
+        image=memory_file(memory.image) if memory.image else None,
         score=score,
         sources=[
-            SourceItem(excerpt=source_excerpt(s), url=source_url(s), author=s.event.author)
+            SourceItem(
+                excerpt=source_excerpt(s),
+                url=source_url(s),
+                author=s.event.author,
+                file=memory_file(s.artifact) if s.artifact else None,
+            )
             for s in memory.sources.all()
         ],
         revisions=[

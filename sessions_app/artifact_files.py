@@ -10,6 +10,7 @@ each row's receiver where no caller of those paths has to remember the files.
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
 from typing import Any
 
@@ -66,6 +67,22 @@ def artifact_uri(
         f"artifact://apps/{app_name}/users/{user_id}/sessions/{session_id}"
         f"/artifacts/{filename}/versions/{version}"
     )
+
+
+_ARTIFACT_URI = re.compile(
+    r"artifact://apps/(?P<app_name>[^/]+)/users/(?P<user_id>[^/]+)"
+    r"(?:/sessions/(?P<session_id>[^/]+))?/artifacts/(?P<filename>.+)/versions/(?P<version>\d+)"
+)
+
+
+def artifact_uri_parse(uri: str) -> dict[str, Any] | None:
+    """The parts of an ``artifact://`` address (``artifact_uri``'s inverse): app_name,
+    user_id, session_id (None for a user's artifact), filename and version (an int); None
+    for anything else."""
+    match = _ARTIFACT_URI.fullmatch(uri or "")
+    if match is None:
+        return None
+    return {**match.groupdict(), "version": int(match["version"])}
 
 
 def artifact_file_delete(storage_name: str) -> None:

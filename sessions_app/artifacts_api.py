@@ -1,8 +1,10 @@
 """The attachments REST API: upload files to one of your sessions, list them, download one.
 
 An upload is checked whole before anything is stored (type by content, size, count, name) and
-stored all or nothing; a refusal is a 400 that says why. Only the owner reaches an artifact:
-another user's session or artifact id answers the same 404 as an unknown one.
+stored all or nothing; a refusal is a 400 that says why. The owner reaches an artifact, and
+staff holding the owner's grant (``selectors.artifact_staff_may_read``), each such read
+written to the audit log the owner sees; for anyone else another user's session or artifact
+id answers the same 404 as an unknown one.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from rest_framework.parsers import DataAndFiles, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from access_app.models import AuditAction
+from access_app.services import audit_record
 from core.api import BAD_REQUEST, NOT_SIGNED_IN, TOO_LARGE, ErrorSerializer, PayloadTooLarge
 from sessions_app import selectors, services
 from sessions_app.api import NOT_FOUND, SESSION_ID, SessionStoreAPIView
@@ -166,18 +170,28 @@ ARTIFACT_ID = OpenApiParameter(
     "artifact_id",
     str,
     OpenApiParameter.PATH,
-    description="An artifact version's id. Another user's answers 404.",
+    description="An artifact version's id. Another user's answers 404 (unless you are staff "
+    "holding their grant).",
 )
 
 
 class ArtifactReadView(SessionStoreAPIView):
-    """Base of the views that send an artifact: only its owner reads it; anyone else gets the
-    404 of an unknown id."""
+    """Base of the views that send an artifact: its owner reads it, and staff holding the
+    owner's grant (audited); anyone else gets the 404 of an unknown id."""
 
     def readable(self, artifact_id: str) -> ArtifactRecord:
-        record = selectors.artifact_owned_get(user_pk=self.request.user.pk, artifact_id=artifact_id)
+        record = selectors.artifact_readable_get(reader=self.request.user, artifact_id=artifact_id)
         if record is None:
             raise NotFound()
+        if record.user_id != self.request.user.pk:
+            audit_record(
+                actor=self.request.user,
+                subject_user_pk=record.user_id,
+                action=AuditAction.VIEW,
+                object_type=ArtifactRecord._meta.label_lower,
+                object_id=record.pk,
+                path=self.request.get_full_path(),
+            )
         return record
 
 
@@ -187,7 +201,9 @@ class ArtifactContentView(ArtifactReadView):
         tags=["Attachments"],
         summary="Download one of your files",
         description="The bytes as stored, with the type their content showed. `?download=1` "
-        "asks the browser to save it rather than show it.",
+        "asks the browser to save it rather than show it. Staff open another user's file only "
+        "with that user's grant (conversations for a chat's attachment, memories for an image "
+        "a memory keeps), and the user's audit log records it.",
         parameters=[ARTIFACT_ID],
         responses={
             (200, "application/octet-stream"): OpenApiResponse(description="The file."),

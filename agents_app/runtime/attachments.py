@@ -9,7 +9,6 @@ the Gemini model sends large ones through the Files API (``core.gemini``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,13 +17,8 @@ from google.genai import types
 
 from core.llm import ATTACHMENT_LABEL_PREFIX, AttachmentInfo
 from sessions_app import selectors
-from sessions_app.artifact_files import artifact_uri
+from sessions_app.artifact_files import artifact_uri, artifact_uri_parse
 from sessions_app.models import ArtifactRecord
-
-_ARTIFACT_URI = re.compile(
-    r"artifact://apps/(?P<app_name>[^/]+)/users/(?P<user_id>[^/]+)"
-    r"(?:/sessions/(?P<session_id>[^/]+))?/artifacts/(?P<filename>.+)/versions/(?P<version>\d+)"
-)
 
 
 def attachment_parts(records: Sequence[ArtifactRecord]) -> list[types.Part]:
@@ -67,17 +61,11 @@ def _is_reference(part: types.Part) -> bool:
 
 def _part_read(part: types.Part, *, app_name: str, user_id: str) -> tuple[list[types.Part], Any]:
     """The parts standing for one reference, and its ``AttachmentInfo`` (None if unreadable)."""
-    match = _ARTIFACT_URI.fullmatch(part.file_data.file_uri)
-    name = part.file_data.display_name or (match["filename"] if match else "a file")
-    record = None
-    if match and match["app_name"] == app_name and match["user_id"] == user_id:
-        record = selectors.artifact_record_get(
-            app_name=app_name,
-            user_id=user_id,
-            filename=match["filename"],
-            session_id=match["session_id"],
-            version=int(match["version"]),
-        )
+    parsed = artifact_uri_parse(part.file_data.file_uri)
+    name = part.file_data.display_name or (parsed["filename"] if parsed else "a file")
+    record = selectors.artifact_referenced_get(
+        uri=part.file_data.file_uri, app_name=app_name, user_id=user_id
+    )
     if record is None:
         return [types.Part(text=f"{ATTACHMENT_LABEL_PREFIX}{name}: no longer available]")], None
     label = f"{ATTACHMENT_LABEL_PREFIX}{record.filename}: {record.mime_type}, {record.size} bytes]"

@@ -5,7 +5,10 @@ specified (and tested) rule by rule. For the latest user message:
 
 1. "remember (that) X" with ``create_memory`` offered: call ``create_memory(text=X)``;
    without it, in a chat that keeps nothing (``not_saved_reason``): say it was not saved, and
-   why.
+   why. A message with attached files that asks to remember them ("remember this logo",
+   ``memory_app.extraction.files.KEEP_REQUEST``) calls no tool: the reply names the files and
+   says they will be kept (or why not), and the memory job the request triggers keeps them,
+   as memories that hold the files.
 2. "what do you know/remember (about X)?" with ``load_memory`` offered: call
    ``load_memory(query=X or the whole question)``.
 3. "my name is N" with ``set_state`` offered: call ``set_state("user:name", N)``.
@@ -33,6 +36,7 @@ from google.genai import types
 
 from agents_app.runtime.context import SUMMARY_PREFIX, estimate_tokens
 from core.llm import ATTACHMENT_LABEL_PREFIX, AttachmentInfo, LlmChunk, LlmRequest
+from memory_app.extraction.files import KEEP_REQUEST
 from memory_app.wording import memory_said_to_user, sentence
 
 OFFLINE_MODEL_NAME = "offline"
@@ -94,6 +98,16 @@ def _attachments_received(attachments: list[AttachmentInfo]) -> str:
         described[0] if len(described) == 1 else ", ".join(described[:-1]) + " and " + described[-1]
     )
     return f"I received {listed}."
+
+
+def _files_kept(request: LlmRequest) -> str:
+    """The reply to "remember this" about the message's files: received, and kept or not."""
+    received = _attachments_received(request.attachments)
+    if request.not_saved_reason:
+        return f"{received} I have not saved them: {request.not_saved_reason}."
+    names = [each.filename for each in request.attachments]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f"{received} " + sentence(f"Got it \u2014 I'll keep {listed} in your memories")
 
 
 def _call(name: str, **args: Any) -> LlmChunk:
@@ -218,6 +232,8 @@ class OfflineModel:
             return _after_tool(responses, calls)
         text = _text(last)
         tools = _tool_names(request)
+        if request.attachments and KEEP_REQUEST.search(text):
+            return _files_kept(request)
         if "create_memory" in tools and (match := _REMEMBER.match(text)):
             return _call("create_memory", text=match["fact"])
         if request.not_saved_reason and _REMEMBER.match(text):

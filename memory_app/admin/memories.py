@@ -24,10 +24,12 @@ from core.admin import ReadOnlyAdmin, console_time
 from memory_app import selectors
 from memory_app.admin.actions import _apply, _back_to, reason_confirmed, sessions_regenerate
 from memory_app.models import TRUST, Memory, MemoryStatus, MemoryTopic, SourceType
+from memory_app.serializers import memory_file
 from memory_app.services import review
 from memory_app.topics import topic_label
 from sessions_app.admin import conversation_entry
 from sessions_app.models import EventRecord
+from sessions_app.selectors import artifact_staff_may_read, artifact_staff_scope
 
 CONFIDENCE_RANGES = {
     "low": ("Below 0.4", 0.0, 0.4),
@@ -346,6 +348,22 @@ class MemoryAdmin(ReadOnlyAdmin):
         audit_object_viewed(request, response, self.get_object(request, unquote(object_id)))
         return response
 
+    @staticmethod
+    def _file_shown(request, record) -> dict | None:
+        """A file of the memory as the console shows it: its name always, and its preview
+        and link only to a reader the file's download lets in (the owner's grant), which is
+        where each opening is audited."""
+        if record is None:
+            return None
+        may_open = record.user_id == request.user.pk or artifact_staff_may_read(
+            staff=request.user, record=record
+        )
+        return {
+            "file": memory_file(record),
+            "may_open": may_open,
+            "grant": artifact_staff_scope(record),
+        }
+
     def _provenance_context(self, request, memory: Memory) -> dict:
         may_read_conversations = staff_may_view_user_data(
             staff=request.user, subject_user_pk=memory.user_id, scope=AccessScope.CONVERSATIONS
@@ -365,6 +383,7 @@ class MemoryAdmin(ReadOnlyAdmin):
                     "event": event,
                     "link": link,
                     "speaker": source_speaker(event),
+                    "file": self._file_shown(request, source.artifact),
                 }
             )
         actions = [
@@ -374,6 +393,7 @@ class MemoryAdmin(ReadOnlyAdmin):
         ]
         return {
             "provenance_sources": sources,
+            "kept_file": self._file_shown(request, memory.image),
             "revisions": [
                 {
                     "revision": revision,

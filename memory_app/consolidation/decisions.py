@@ -25,7 +25,7 @@ from memory_app.extraction import (
     fact_switch,
 )
 from memory_app.models import TRUST, Memory, MemoryStatus, SourceType
-from sessions_app.models import EventRecord
+from sessions_app.models import ArtifactRecord, EventRecord
 
 DUPLICATE_JACCARD = 0.8
 DUPLICATE_COSINE = 0.95
@@ -78,6 +78,8 @@ class _Run:
         if applied is not None:
             self.report.unchanged.append(applied)
             return
+        if item.fact.keeps_file and self._apply_kept_file(item):
+            return
         if fact_is_turn_record(text=item.text, topic=item.fact.topic):
             same = self.known.records.get(record_key(item.text))
             if same is None:
@@ -88,6 +90,27 @@ class _Run:
         if item.plan is not None and self._apply_plan(item):
             return
         self._apply_rules(item)
+
+    def _apply_kept_file(self, item: PreparedFact) -> bool:
+        """A fact keeping a file is a memory of that file: merged into the active memory that
+        keeps the same bytes, else a new memory, whatever other memories its words resemble
+        (two logos remembered are two memories). False when its file is gone (the fact is then
+        decided as any other)."""
+        record = self.writes.fact_file(item)
+        if record is None:
+            return False
+        holding = Memory.objects.filter(
+            user_id=self.writes.user_pk,
+            app_name=self.writes.app_name,
+            status=MemoryStatus.ACTIVE,
+            image__sha256=record.sha256,
+        ).values_list("pk", flat=True)
+        same = next((self.known.by_id[pk] for pk in holding if pk in self.known.by_id), None)
+        if same is None:
+            self.writes.create(item, reason="the user asked to remember an attached file")
+        else:
+            self.writes.merge(same, item)
+        return True
 
     def _apply_plan(self, item: PreparedFact) -> bool:
         """Carry out the model's operation for the fact (:mod:`.model`); False when it cannot
@@ -181,6 +204,15 @@ def _events_resolve(
     return {record.event_id: record for record in records}
 
 
+def _artifacts_resolve(*, user_pk: int, facts: list[ExtractedFact]) -> dict[str, ArtifactRecord]:
+    """The user's stored files the facts were drawn from, by public id (others ignored)."""
+    wanted = {each.artifact_id for fact in facts for each in fact.files}
+    if not wanted:
+        return {}
+    records = ArtifactRecord.objects.filter(pk__in=wanted, user_id=user_pk)
+    return {str(record.pk): record for record in records}
+
+
 def memories_consolidate(
     *,
     user_pk: int,
@@ -208,6 +240,7 @@ def memories_consolidate(
     elif prepared.app_name != app_name or [item.fact for item in prepared.items] != facts:
         raise ValueError("prepared was made for other facts or another app")
     events = _events_resolve(session_id=session_id, facts=facts)
+    artifacts = _artifacts_resolve(user_pk=user_pk, facts=facts)
     with transaction.atomic():
         known = KnownMemories(
             user_pk=user_pk, app_name=app_name, embedder_name=prepared.embedder_name
@@ -220,6 +253,7 @@ def memories_consolidate(
             job_id=job_id,
             actor_user_pk=actor_user_pk,
             known=known,
+            artifacts=artifacts,
         )
         run = _Run(known=known, writes=writes)
         for item in prepared.items:

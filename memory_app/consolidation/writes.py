@@ -27,7 +27,8 @@ from memory_app.models import (
 )
 from memory_app.safety import secrets_mask
 from memory_app.topics import memory_ttl_days
-from sessions_app.models import EventRecord
+from sessions_app import services as session_services
+from sessions_app.models import ArtifactRecord, EventRecord
 
 MERGE_CONFIDENCE_STEP = 0.05
 
@@ -72,10 +73,12 @@ class MemoryWrites:
         job_id: uuid.UUID | str | None,
         actor_user_pk: int | None,
         known: KnownMemories,
+        artifacts: dict[str, ArtifactRecord] | None = None,
     ) -> None:
         self.user_pk = user_pk
         self.app_name = app_name
         self.events = events
+        self.artifacts = artifacts or {}
         self.embedder_name = embedder_name
         self.job_id = job_id
         self.actor_user_pk = actor_user_pk
@@ -117,14 +120,31 @@ class MemoryWrites:
             source_event=source,
         )
 
+    def fact_file(
+        self, item: PreparedFact, *, event_id: str | None = None
+    ) -> ArtifactRecord | None:
+        """The first stored file the fact was drawn from (attached to ``event_id`` if given)."""
+        for each in item.fact.files:
+            if event_id is None or each.event_id == event_id:
+                record = self.artifacts.get(each.artifact_id)
+                if record is not None:
+                    return record
+        return None
+
     def _sources_add(self, memory: Memory, item: PreparedFact, linked: set[int]) -> list[str]:
-        """Link the fact's events not yet linked to ``memory``; returns their event ids."""
+        """Link the fact's events not yet linked to ``memory``, each with the file of it the
+        fact was drawn from; returns their event ids."""
         added = []
         for event_id in item.fact.event_ids:
             record = self.events.get(event_id)
             if record is None or record.pk in linked:
                 continue
-            MemorySource.objects.create(memory=memory, event=record, excerpt=item.excerpt)
+            MemorySource.objects.create(
+                memory=memory,
+                event=record,
+                excerpt=item.excerpt,
+                artifact=self.fact_file(item, event_id=event_id),
+            )
             linked.add(record.pk)
             added.append(event_id)
         return added
@@ -181,8 +201,12 @@ class MemoryWrites:
         self.report.quarantined.append(memory)
 
     def create(self, item: PreparedFact, *, reason: str) -> Memory:
+        """A new memory of the fact; one that keeps its file holds a copy of the user's own
+        (``sessions_app.services.artifact_user_copy``), which outlives the chat."""
         fact = item.fact
+        kept = self.fact_file(item) if fact.keeps_file else None
         memory = Memory.objects.create(
+            image=session_services.artifact_user_copy(record=kept) if kept else None,
             app_name=self.app_name,
             scope=MemoryScope.USER,
             user_id=self.user_pk,

@@ -18,7 +18,7 @@ my", "but my", and before ", I" or ", my" when more than an opening word precede
 "ok" is skipped):
 
 1. "remember (that) X", "please remember X", "don't forget (that) X", "keep in mind (that) X"
-   (not "remember to/when/how/me/this/it ..."): X in the third person, topic
+   (not "remember to/when/how/me/this/these/it/them ..."): X in the third person, topic
    ``explicit_instructions``, source ``explicit``, confidence 0.95, importance 0.8.
 2. A correction marker opening the sentence ("actually", "correction", "sorry", "wait", "no,"
    before "I" or "my"; "I meant") or "is not X but Y" / "not in X but in Y" (the sentence is
@@ -64,6 +64,10 @@ my", "but my", and before ", I" or ", my" when more than an opening word precede
    0.65 to 0.86 on one conversation).
 5. Anything else yields nothing. A fact whose topic the app turned off is dropped.
 
+Attached files (:mod:`memory_app.extraction.files`): Gemini reads them and may draw facts from
+them (the file is the fact's source) or keep one as the memory's own file; the offline rules
+keep a file only when the user's message asks to remember it ("remember this logo").
+
 Importance: 0.8 for explicit instructions, 0.7 for personal information, 0.5 otherwise.
 """
 
@@ -72,7 +76,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from core.llm import gemini_configured
-from memory_app.extraction.facts import CREATE_MEMORY_TOOL, ExtractedFact, FactKind
+from memory_app.extraction.facts import CREATE_MEMORY_TOOL, ExtractedFact, FactFile, FactKind
+from memory_app.extraction.files import attached_files_read, facts_kept_offline
 from memory_app.extraction.gemini import facts_from_gemini
 from memory_app.extraction.offline import (
     fact_is_turn_record,
@@ -120,19 +125,30 @@ def _not_saved_already(*, facts: list[ExtractedFact], events: list[Event]) -> li
 
 
 def facts_extract(
-    *, app_name: str, events: list[Event], topics: list[TopicSpec]
+    *, app_name: str, events: list[Event], topics: list[TopicSpec], user_pk: int | None = None
 ) -> list[ExtractedFact]:
     """The facts in ``events`` worth remembering for ``app_name``, in event order.
 
     Gemini when it is configured, the offline rules otherwise, plus one ``tool`` fact per
-    ``create_memory`` call. Only facts of the given (enabled) topics are returned. Model
-    errors propagate as ``ModelError``: transient ones are for the job layer to retry.
+    ``create_memory`` call. With ``user_pk`` (the events' user), the files attached to the
+    user's messages are read too: Gemini gets them as parts and may draw facts from them or
+    keep them; offline, an explicit "remember this" keeps them
+    (:mod:`memory_app.extraction.files`). Only facts of the given (enabled) topics are
+    returned. Model errors propagate as ``ModelError``: transient ones are for the job layer
+    to retry.
     """
     topic_keys = {topic.key for topic in topics}
+    files = (
+        attached_files_read(app_name=app_name, user_pk=user_pk, events=events)
+        if user_pk is not None
+        else {}
+    )
     if memory_model_configured():
-        facts = facts_from_gemini(app_name=app_name, events=events, topics=topics)
+        facts = facts_from_gemini(app_name=app_name, events=events, topics=topics, files=files)
     else:
-        facts = facts_from_offline_rules(events=events)
+        facts = facts_from_offline_rules(events=events) + facts_kept_offline(
+            events=events, files=files
+        )
     facts = _not_saved_already(facts=facts, events=events)
     facts += facts_from_tool_calls(events=events)
     position = {event.id: index for index, event in enumerate(events)}
@@ -142,6 +158,7 @@ def facts_extract(
 
 __all__ = [
     "ExtractedFact",
+    "FactFile",
     "FactKind",
     "fact_is_turn_record",
     "fact_negated",

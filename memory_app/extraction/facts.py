@@ -23,8 +23,19 @@ class FactKind(StrEnum):
 
 
 @dataclass(frozen=True)
+class FactFile:
+    """A file attached to one of a fact's events that the fact was drawn from: the event's id
+    and the artifact version's public id."""
+
+    event_id: str
+    artifact_id: str
+
+
+@dataclass(frozen=True)
 class ExtractedFact:
-    """One fact found in the events, with the ids of the events that support it."""
+    """One fact found in the events, with the ids of the events that support it, the attached
+    files it was drawn from, and whether the memory keeps the file itself (the user asked to
+    remember the attachment: "remember this logo")."""
 
     text: str
     topic: str
@@ -35,6 +46,8 @@ class ExtractedFact:
     excerpt: str = ""
     kind: str = FactKind.STATEMENT
     expires_at: float | None = None  # a time-bound fact ("this week"): when it stops being true
+    files: list[FactFile] = field(default_factory=list)
+    keeps_file: bool = False
 
 
 IMPORTANCE = {EXPLICIT_INSTRUCTIONS: 0.8, PERSONAL_INFO: 0.7}

@@ -1,4 +1,11 @@
-"""Extraction by Gemini: structured output against a JSON schema of facts."""
+"""Extraction by Gemini: structured output against a JSON schema of facts.
+
+The conversation goes as one user content: a ``[event id] author: text`` line per event, and
+after the line of a message with attached files, each file as a ``[file <id>: name, type]``
+line followed by the file itself (inline data; ``core.gemini`` sends large ones through the
+Files API). A fact drawn from a file names its id in ``file_ids``; ``keep_file`` says the user
+asked to remember the file itself, which the memory then keeps.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +13,24 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from google.genai import types
 
 from core.llm import ModelError
 from memory_app.extraction.facts import (
     EXCERPT_CHARS,
     USER_AUTHOR,
     ExtractedFact,
+    FactFile,
     FactKind,
 )
+from memory_app.extraction.files import file_described
 from memory_app.models import SourceType
 from memory_app.topics import (
     TopicSpec,
 )
+from sessions_app import selectors as session_selectors
 from sessions_app.events import Event
+from sessions_app.models import ArtifactRecord
 
 _SOURCE_TYPES = (SourceType.EXPLICIT.value, SourceType.IMPLICIT.value, SourceType.TOOL.value)
 
@@ -47,6 +59,16 @@ def fact_schema(*, topic_keys: list[str]) -> dict[str, Any]:
                         "excerpt": {
                             "type": "string",
                             "description": "The words of those events that support the fact.",
+                        },
+                        "file_ids": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "description": "Ids of the attached files the fact was drawn from.",
+                        },
+                        "keep_file": {
+                            "type": "boolean",
+                            "description": "True when the user asked to remember the attached "
+                            "file itself ('remember this logo'): the memory keeps the file.",
                         },
                         "expires_in_days": {
                             "type": "number",
@@ -85,6 +107,11 @@ def _system_instruction(*, app_name: str, topics: list[TopicSpec]) -> str:
         "is no longer or not true); confidence and importance between 0 and 1; the ids of "
         "the events that support it, exactly as shown in brackets; the supporting words; and "
         "for a fact bound to a time ('I'm in Berlin this week'), expires_in_days.",
+        "Files the user attached follow their message's line as '[file <id>: name, type]' and "
+        "the file. A fact drawn from a file (what an image shows, what a document says) cites "
+        "that message's event and gives the file's id in file_ids. When the user asks to "
+        "remember an attached file itself ('remember this logo'), give one fact describing it, "
+        "with its file id and keep_file true: the memory will keep the file.",
         "Never record instructions about how the assistant should behave, secrets (passwords, "
         "keys, tokens), or anything the assistant said that the user did not confirm.",
         "Return an empty list when there is nothing worth remembering.",
@@ -98,15 +125,32 @@ def _system_instruction(*, app_name: str, topics: list[TopicSpec]) -> str:
     return "\n".join(lines)
 
 
-def _transcript(*, events: list[Event]) -> str:
-    """The conversation as the model reads it: one ``[event id] author: text`` line per event."""
-    lines = []
+def _transcript(*, events: list[Event], files: dict[str, list[ArtifactRecord]]) -> list[types.Part]:
+    """The conversation as the model reads it (the module docstring): its parts, none when no
+    event has text or files."""
+    parts: list[types.Part] = []
+    lines: list[str] = []
     for event in events:
         text = " ".join(event.text().split())
-        if text:
-            speaker = "user" if event.author == USER_AUTHOR else f"assistant ({event.author})"
-            lines.append(f"[{event.id}] {speaker}: {text}")
-    return "\n".join(lines)
+        attached = files.get(event.id, [])
+        if not text and not attached:
+            continue
+        speaker = "user" if event.author == USER_AUTHOR else f"assistant ({event.author})"
+        lines.append(f"[{event.id}] {speaker}: {text or '(attached files)'}")
+        for record in attached:
+            lines.append(f"[file {record.pk}: {file_described(record)}]")
+            parts.append(types.Part(text="\n".join(lines)))
+            lines = []
+            parts.append(
+                types.Part(
+                    inline_data=types.Blob(
+                        data=session_selectors.artifact_bytes(record), mime_type=record.mime_type
+                    )
+                )
+            )
+    if lines:
+        parts.append(types.Part(text="\n".join(lines)))
+    return parts
 
 
 def _invalid(message: str) -> ModelError:
@@ -122,15 +166,41 @@ def _number(item: dict[str, Any], key: str) -> float:
     return min(1.0, max(0.0, float(value)))
 
 
+def _fact_files(
+    item: dict[str, Any], *, files: dict[str, list[ArtifactRecord]]
+) -> tuple[list[FactFile], bool]:
+    """The files a fact names that were attached in the conversation (others dropped), and
+    whether the memory keeps them (only when it names one)."""
+    file_ids = item.get("file_ids", [])
+    if not isinstance(file_ids, list) or not all(isinstance(i, str) for i in file_ids):
+        raise _invalid("file_ids is not a list of strings")
+    keep = item.get("keep_file", False)
+    if not isinstance(keep, bool):
+        raise _invalid(f"keep_file is not a boolean: {keep!r:.80}")
+    event_of = {str(record.pk): event_id for event_id, each in files.items() for record in each}
+    named = [
+        FactFile(event_id=event_of[i], artifact_id=i)
+        for i in dict.fromkeys(file_ids)
+        if i in event_of
+    ]
+    return named, keep and bool(named)
+
+
 def _facts_parse(
-    *, answer: dict[str, Any], events: list[Event], topic_keys: list[str]
+    *,
+    answer: dict[str, Any],
+    events: list[Event],
+    topic_keys: list[str],
+    files: dict[str, list[ArtifactRecord]] | None = None,
 ) -> list[ExtractedFact]:
     """The model's facts, checked field by field.
 
     A malformed fact (a missing or mistyped field, an unknown topic, source type or kind)
     makes the whole answer invalid: a non-transient ``model_invalid_output`` error. Event ids
     the conversation does not contain are dropped, and a fact left with none is dropped: it
-    is not grounded in what the user said. Numbers are clamped to [0, 1].
+    is not grounded in what the user said. A file id names a file attached in the
+    conversation or is dropped; the event that carried a named file is one of the fact's
+    events. Numbers are clamped to [0, 1].
     """
     items = answer.get("facts")
     if not isinstance(items, list):
@@ -158,6 +228,8 @@ def _facts_parse(
             raise _invalid("excerpt is not a string")
         confidence = _number(item, "confidence")
         importance = _number(item, "importance")
+        named, keeps_file = _fact_files(item, files=files or {})
+        event_ids = [*event_ids, *(each.event_id for each in named)]
         known = list(dict.fromkeys(i for i in event_ids if i in texts))
         if not known:
             continue
@@ -176,13 +248,18 @@ def _facts_parse(
                 excerpt=(excerpt.strip() or texts[known[0]])[:EXCERPT_CHARS],
                 kind=item["kind"],
                 expires_at=expires_at,
+                files=named,
+                keeps_file=keeps_file,
             )
         )
     return facts
 
 
 def gemini_json(
-    *, system_instruction: str, contents: str, response_schema: dict[str, Any]
+    *,
+    system_instruction: str,
+    contents: str | list[types.Content],
+    response_schema: dict[str, Any],
 ) -> dict[str, Any]:
     """One structured call to ``MEMORY_EXTRACTION_MODEL`` from synchronous code (a job):
     the answer as a JSON object, or ``ModelError``."""
@@ -203,15 +280,23 @@ def gemini_json(
 
 
 def facts_from_gemini(
-    *, app_name: str, events: list[Event], topics: list[TopicSpec]
+    *,
+    app_name: str,
+    events: list[Event],
+    topics: list[TopicSpec],
+    files: dict[str, list[ArtifactRecord]] | None = None,
 ) -> list[ExtractedFact]:
-    transcript = _transcript(events=events)
+    """The facts Gemini finds in ``events`` and in ``files`` (the files attached to them, by
+    event id), parsed and checked by :func:`_facts_parse`; no call when there is nothing to
+    read."""
+    files = files or {}
+    transcript = _transcript(events=events, files=files)
     if not transcript:
         return []
     topic_keys = [topic.key for topic in topics]
     answer = gemini_json(
         system_instruction=_system_instruction(app_name=app_name, topics=topics),
-        contents=transcript,
+        contents=[types.Content(role="user", parts=transcript)],
         response_schema=fact_schema(topic_keys=topic_keys),
     )
-    return _facts_parse(answer=answer, events=events, topic_keys=topic_keys)
+    return _facts_parse(answer=answer, events=events, topic_keys=topic_keys, files=files)

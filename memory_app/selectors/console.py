@@ -15,10 +15,10 @@ from memory_app.models import (
 
 
 def memory_provenance_sources(*, memory_id) -> list[MemorySource]:
-    """The memory's source links with their events, in conversation order."""
+    """The memory's source links with their events and files, in conversation order."""
     return list(
         MemorySource.objects.filter(memory_id=memory_id)
-        .select_related("event__session")
+        .select_related("event__session", "artifact")
         .order_by("event__timestamp", "event__sequence")
     )
 

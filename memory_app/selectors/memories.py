@@ -43,15 +43,17 @@ def user_memories(
     *, app_name: str, user_pk: int, memory_ids: list[str] | None = None
 ) -> QuerySet[Memory]:
     """The user's own memories of the app (user and session scope, every status), by topic and
-    newest first, each with its sources (events in conversation order) and its revisions, for
-    the user's Memory page and API. ``memory_ids`` narrows them to those ids."""
+    newest first, each with the file it keeps, its sources (events in conversation order, with
+    the file each was drawn from) and its revisions, for the user's Memory page and API.
+    ``memory_ids`` narrows them to those ids."""
     rows = Memory.objects.filter(app_name=app_name, user_id=user_pk)
     if memory_ids is not None:
         rows = rows.filter(pk__in=memory_ids)
-    sources = MemorySource.objects.select_related("event").order_by(
+    sources = MemorySource.objects.select_related("event", "artifact").order_by(
         "event__session_id", "event__sequence"
     )
     revisions = MemoryRevision.objects.select_related("source_event").order_by("created_at", "id")
+    rows = rows.select_related("image")
     return rows.order_by("topic", "-updated_at", "id").prefetch_related(
         Prefetch("sources", queryset=sources), Prefetch("revisions", queryset=revisions)
     )

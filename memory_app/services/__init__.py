@@ -38,6 +38,7 @@ from memory_app.services.memories import (
     memory_expiry_set,
     memory_facts_store,
 )
+from memory_app.services.memory_files import memory_image_release
 from memory_app.services.releases import (
     SessionReleaseReport,
     rewind_releases_sweep,
@@ -66,6 +67,7 @@ __all__ = [
     "memory_delete",
     "memory_expiry_set",
     "memory_facts_store",
+    "memory_image_release",
     "memory_index_invalidate",
     "memory_index_invalidations_merged",
     "memory_job_fail",

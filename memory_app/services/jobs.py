@@ -447,6 +447,7 @@ def memory_job_run(*, job_id: str) -> GenerationJob:
                 app_name=job.app_name,
                 events=batch.events,
                 topics=topics_for_app(app_name=job.app_name),
+                user_pk=job.user_id,
             )
             if batch.events
             else []

@@ -11,11 +11,14 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from google.genai import types
 
+from access_app.models import AccessScope
+from access_app.selectors import grant_active_exists
 from sessions_app.artifact_files import (
     artifact_filename_problem,
     artifact_is_user_scoped,
     artifact_storage,
     artifact_uri,
+    artifact_uri_parse,
 )
 from sessions_app.errors import InvalidArtifactError
 from sessions_app.models import ArtifactRecord
@@ -156,6 +159,58 @@ def artifact_owned_get(*, user_pk: int, artifact_id: Any) -> ArtifactRecord | No
     except ValueError:
         return None
     return ArtifactRecord.objects.filter(pk=artifact_uuid, user_id=user_pk).first()
+
+
+def artifact_referenced_get(*, uri: str, app_name: str, user_id: str) -> ArtifactRecord | None:
+    """The version an ``artifact://`` address names, if it is ``user_id``'s in ``app_name``;
+    None for another user's or app's address, a malformed one, or a version since deleted."""
+    parsed = artifact_uri_parse(uri)
+    if parsed is None or parsed["app_name"] != app_name or parsed["user_id"] != user_id:
+        return None
+    try:
+        return artifact_record_get(
+            app_name=app_name,
+            user_id=user_id,
+            filename=parsed["filename"],
+            session_id=parsed["session_id"],
+            version=parsed["version"],
+        )
+    except InvalidArtifactError:
+        return None
+
+
+def artifact_staff_scope(record: ArtifactRecord) -> str:
+    """The grant a staff account needs from the owner to open this file: a chat's attachment
+    is part of the owner's conversations, a file of the user (``user:``, such as an image a
+    memory keeps) part of their memories."""
+    return AccessScope.CONVERSATIONS if record.session_id else AccessScope.MEMORIES
+
+
+def artifact_staff_may_read(*, staff: Any, record: ArtifactRecord) -> bool:
+    """Whether ``staff`` (not the owner) may open the file: an active staff account holding an
+    active grant of :func:`artifact_staff_scope` from the owner. A role's global permission is
+    not enough: files are opened only with the owner's say-so."""
+    if not (staff.is_authenticated and staff.is_active and staff.is_staff):
+        return False
+    return grant_active_exists(
+        grantee_pk=staff.pk, owner_pk=record.user_id, scope=artifact_staff_scope(record)
+    )
+
+
+def artifact_readable_get(*, reader: Any, artifact_id: Any) -> ArtifactRecord | None:
+    """The artifact version with this public id if ``reader`` may open it: its owner always,
+    staff with the owner's grant (:func:`artifact_staff_may_read`; the caller audits that
+    read); None for anyone else and for malformed or unknown ids alike."""
+    owned = artifact_owned_get(user_pk=reader.pk, artifact_id=artifact_id)
+    if owned is not None or not getattr(reader, "is_staff", False):
+        return owned
+    try:
+        record = ArtifactRecord.objects.filter(pk=uuid.UUID(str(artifact_id))).first()
+    except ValueError:
+        return None
+    if record is not None and artifact_staff_may_read(staff=reader, record=record):
+        return record
+    return None
 
 
 def artifacts_of_user(*, user_pk: int) -> QuerySet[ArtifactRecord]:

@@ -18,7 +18,12 @@ versions with ADK's artifact semantics, and their async facade.
 
 from sessions_app.errors import InvalidStateError
 from sessions_app.services.artifact_service import ArtifactService
-from sessions_app.services.artifacts import artifact_delete, artifact_save, attachments_store
+from sessions_app.services.artifacts import (
+    artifact_delete,
+    artifact_save,
+    artifact_user_copy,
+    attachments_store,
+)
 from sessions_app.services.events import event_append, session_rewind
 from sessions_app.services.session_service import SessionService
 from sessions_app.services.sessions import (
@@ -40,6 +45,7 @@ __all__ = [
     "SessionService",
     "artifact_delete",
     "artifact_save",
+    "artifact_user_copy",
     "attachments_store",
     "event_append",
     "session_create",

@@ -18,10 +18,15 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from google.genai import types
 
-from sessions_app.artifact_files import artifact_file_delete, artifact_storage
+from sessions_app.artifact_files import (
+    MAX_FILENAME_CHARS,
+    USER_PREFIX,
+    artifact_file_delete,
+    artifact_storage,
+)
 from sessions_app.errors import InvalidArtifactError, SessionNotFoundError
 from sessions_app.models import ArtifactRecord, SessionRecord
-from sessions_app.selectors.artifacts import artifact_scope_filter
+from sessions_app.selectors.artifacts import artifact_part, artifact_scope_filter
 from sessions_app.uploads import CheckedUpload
 
 # Concurrent saves of one filename race for the next version number; the loser of a race
@@ -127,6 +132,20 @@ def artifact_delete(
         return 0
     deleted, _ = ArtifactRecord.objects.filter(**scope).delete()
     return deleted
+
+
+def artifact_user_copy(*, record: ArtifactRecord) -> ArtifactRecord:
+    """A new version of the user's own artifact ``user:<the file's name>`` holding the bytes
+    of ``record``, a file of one of their sessions: a copy that outlives the session (the
+    session's file goes with it). Its metadata names the version it was copied from."""
+    filename = (USER_PREFIX + record.filename)[:MAX_FILENAME_CHARS]
+    return artifact_save(
+        app_name=record.app_name,
+        user_id=str(record.user_id),
+        filename=filename,
+        artifact=artifact_part(record),
+        custom_metadata={"copied_from": str(record.pk)},
+    )
 
 
 def attachments_store(

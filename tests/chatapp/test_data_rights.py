@@ -154,6 +154,9 @@ def plant(user, marker: str) -> dict:
         filename=f"user:{marker}.png",
         artifact=types.Part(inline_data=types.Blob(data=PNG, mime_type="image/png")),
     )
+    # The memory keeps an image ("remember this logo") and was drawn from the attached file.
+    Memory.objects.filter(pk=memory.pk).update(image=kept)
+    MemorySource.objects.filter(memory=memory).update(artifact=attached)
     return {
         "session_id": session.id,
         "memory_ids": [str(memory.id), str(session_memory.id)],
@@ -363,6 +366,8 @@ def test_export_has_every_session_event_state_memory_and_setting(signed_in, user
     assert set(memories) == set(planted["memory_ids"])
     main = memories[planted["memory_ids"][0]]
     assert main["sources"][0]["excerpt"] == marker
+    assert main["image_artifact_id"] == planted["artifact_ids"][1]
+    assert main["sources"][0]["artifact_id"] == planted["artifact_ids"][0]
     assert main["revisions"][0]["after"] == {"text": marker}
     assert data["memory_jobs"][0]["error"] == marker
     assert [g["scope"] for g in data["access_grants"]] == ["memories"]

@@ -7,6 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from PIL import Image
 from rest_framework.test import APIClient
 
+from access_app.models import AuditLogEntry
 from sessions_app import services
 from sessions_app.models import ArtifactRecord
 from tests.factories import AccessGrantFactory, StaffFactory
@@ -222,9 +223,11 @@ def test_an_image_has_a_small_png_preview_and_a_pdf_has_none(api_client, session
     assert api_client.get(f"/api/artifacts/{spec['id']}/thumbnail/").status_code == 404
 
 
-def test_staff_get_the_404_of_an_unknown_file_through_the_api(user, session):
-    """Staff read a user's conversations in the staff console, by role or grant; the
-    self-service API answers its user's own files only."""
+def test_staff_open_a_users_file_only_with_their_grant_and_each_read_is_audited(user, session):
+    """A role's permissions are not enough: staff open a user's file with that user's grant,
+    of conversations for a chat's attachment and of memories for a file of the user (such as
+    the copy a memory keeps), and the user's audit log records each read. The owner always
+    opens their own."""
     record = services.artifact_save(
         app_name="chat",
         user_id=str(user.pk),
@@ -232,10 +235,37 @@ def test_staff_get_the_404_of_an_unknown_file_through_the_api(user, session):
         filename="a.png",
         artifact={"inlineData": {"data": PNG, "mimeType": "image/png"}},
     )
+    kept = services.artifact_user_copy(record=record)
     staff = StaffFactory(is_superuser=True)
-    AccessGrantFactory(owner=user, grantee=staff, scope="conversations")
     client = APIClient()
     client.force_authenticate(staff)
+    owner = APIClient()
+    owner.force_authenticate(user)
 
-    assert client.get(f"/api/artifacts/{record.pk}/content/").status_code == 404
-    assert client.get(f"/api/artifacts/{record.pk}/thumbnail/").status_code == 404
+    def answers(each):
+        return [
+            client.get(f"/api/artifacts/{each.pk}/{view}/").status_code
+            for view in ("content", "thumbnail")
+        ]
+
+    assert answers(record) == answers(kept) == [404, 404]
+    assert not AuditLogEntry.objects.filter(subject_user=user).exists()
+
+    AccessGrantFactory(owner=user, grantee=staff, scope="memories")
+    assert (answers(record), answers(kept)) == ([404, 404], [200, 200])
+    AccessGrantFactory(owner=user, grantee=staff, scope="conversations")
+    response = client.get(f"/api/artifacts/{record.pk}/content/?download=1")
+    assert response.status_code == 200 and b"".join(response.streaming_content) == PNG
+
+    logged = AuditLogEntry.objects.filter(subject_user=user, actor=staff, action="view")
+    assert sorted(logged.values_list("object_type", "object_id")) == sorted(
+        [
+            ("sessions_app.artifactrecord", str(kept.pk)),
+            ("sessions_app.artifactrecord", str(kept.pk)),
+            ("sessions_app.artifactrecord", str(record.pk)),
+        ]
+    )
+    assert [
+        owner.get(f"/api/artifacts/{each.pk}/content/").status_code for each in (record, kept)
+    ] == [200, 200]
+    assert logged.count() == 3

@@ -8,7 +8,7 @@ import re
 REMEMBER = re.compile(
     r"^(?:(?:can|could|would)\s+you\s+)?(?:please\s+)?"
     r"(?:remember|don't\s+forget|do\s+not\s+forget|keep\s+in\s+mind)(?:\s+that\b|\s*:)?\s+"
-    r"(?!(?:to|when|how|what|why|where|who|if|me|this|it|that)\b)(?P<fact>.+)$",
+    r"(?!(?:to|when|how|what|why|where|who|if|me|this|these|those|it|them|that)\b)(?P<fact>.+)$",
     re.I,
 )
 CORRECTION = re.compile(

@@ -4,7 +4,7 @@ from google.genai import types
 from agents_app.runtime.context import SUMMARY_PREFIX
 from agents_app.runtime.offline import OfflineModel
 from agents_app.runtime.tools import SET_STATE_TOOL
-from core.llm import LlmChunk, LlmRequest, MemorySnippet
+from core.llm import AttachmentInfo, LlmChunk, LlmRequest, MemorySnippet
 
 MODEL = OfflineModel(chunk_delay=0)
 CREATE = types.FunctionDeclaration(name="create_memory")
@@ -211,3 +211,36 @@ async def test_stream_is_chunked_and_concatenates_to_the_reply():
 async def test_tool_call_is_one_chunk_with_usage():
     chunks = [chunk async for chunk in MODEL.generate_stream(request("set a to b", ALL_TOOLS))]
     assert len(chunks) == 1 and chunks[0].function_calls[0].name == "set_state"
+
+
+LOGO = AttachmentInfo(filename="logo.png", mime_type="image/png", size=2048)
+
+
+def test_remember_this_about_attached_files_calls_no_tool_and_says_they_are_kept():
+    """The memory job keeps the files (memory_app.extraction.files); a create_memory call
+    would store "this logo" as a memory of its own."""
+    decision = MODEL.respond(request("remember this logo", ALL_TOOLS, attachments=[LOGO]))
+
+    assert decision == (
+        "I received logo.png (a PNG image, 2.0 KB). "
+        "Got it \u2014 I'll keep logo.png in your memories."
+    )
+
+
+def test_remember_this_in_a_chat_that_keeps_nothing_says_why():
+    decision = MODEL.respond(
+        request(
+            "remember this",
+            ALL_TOOLS,
+            attachments=[LOGO],
+            not_saved_reason="this is a temporary chat",
+        )
+    )
+
+    assert decision.endswith("I have not saved them: this is a temporary chat.")
+
+
+def test_remember_that_with_a_file_attached_is_still_a_fact_to_save():
+    decision = MODEL.respond(request("remember that my cat is Miso", ALL_TOOLS, attachments=[LOGO]))
+
+    assert call_of(decision) == ("create_memory", {"text": "my cat is Miso"})
