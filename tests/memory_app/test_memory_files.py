@@ -17,6 +17,7 @@ from sessions_app.artifact_files import artifact_storage
 from sessions_app.events import Event, new_invocation_id
 from sessions_app.models import ArtifactRecord
 from sessions_app.uploads import uploads_check
+from tests.factories import AccessGrantFactory, StaffFactory
 from tests.fake_gemini import Reply, final_chunk, text_chunk
 from tests.memory_app.support import APP, lexical_only, session_make  # noqa: F401
 from tests.sample_files import image_bytes, pdf_bytes
@@ -313,3 +314,63 @@ class TestGemini:
         [memory] = Memory.objects.filter(user=user)
         assert memory.image.filename == "user:logo.png"
         assert memory.image.sha256 == attached.sha256 and stored(memory.image)
+
+
+@pytest.mark.usefixtures("offline")
+class TestShown:
+    @pytest.fixture
+    def kept(self, user):
+        session = session_make(user)
+        _, [attached] = say_with_files(session, "remember this logo", [("logo.png", LOGO)])
+        generate(user, session)
+        return Memory.objects.get(user=user), attached
+
+    def test_the_memory_page_shows_the_kept_image_its_download_and_the_source_file(
+        self, user, client, kept, settings
+    ):
+        settings.DEFAULT_APP_NAME = APP
+        memory, attached = kept
+        client.force_login(user)
+
+        page = client.get("/memory/").content.decode()
+
+        image = memory.image.pk
+        assert f'src="/api/artifacts/{image}/thumbnail/"' in page
+        assert 'alt="The image this memory keeps: logo.png"' in page
+        assert f'href="/api/artifacts/{image}/content/?download=1"' in page
+        assert f'href="/api/artifacts/{attached.pk}/content/">logo.png</a>' in page
+        download = client.get(f"/api/artifacts/{image}/content/?download=1")
+        assert b"".join(download.streaming_content) == LOGO
+
+    def test_the_api_gives_the_kept_file_and_each_sources_file(self, user, api_client, kept):
+        memory, attached = kept
+
+        [shown] = api_client.get("/api/memories/", {"app_name": APP}).json()["results"]
+
+        assert shown["image"] == {
+            "id": str(memory.image.pk),
+            "filename": "logo.png",
+            "mime_type": "image/png",
+            "size": len(LOGO),
+            "is_image": True,
+            "url": f"/api/artifacts/{memory.image.pk}/content/",
+            "download_url": f"/api/artifacts/{memory.image.pk}/content/?download=1",
+            "thumbnail_url": f"/api/artifacts/{memory.image.pk}/thumbnail/",
+        }
+        assert [source["file"]["id"] for source in shown["sources"]] == [str(attached.pk)]
+
+    def test_the_staff_console_previews_a_file_only_for_a_grant_that_opens_it(
+        self, user, client, kept
+    ):
+        memory, attached = kept
+        staff = StaffFactory()
+        AccessGrantFactory(owner=user, grantee=staff, scope="memories")
+        client.force_login(staff)
+
+        page = client.get(f"/admin/memory_app/memory/{memory.pk}/change/").content.decode()
+
+        assert f'src="/api/artifacts/{memory.image.pk}/thumbnail/"' in page
+        assert f"/api/artifacts/{attached.pk}/" not in page
+        assert "opening it needs the user's grant of conversations" in page
+        assert client.get(f"/api/artifacts/{memory.image.pk}/thumbnail/").status_code == 200
+        assert client.get(f"/api/artifacts/{attached.pk}/thumbnail/").status_code == 404
