@@ -149,7 +149,8 @@ def chat_turn_rewrite(
     (a regeneration, ``text`` None), with the files the replaced message carried.
 
     Refused (RewriteRefusedError, nothing written) when the message is not in the history, is
-    not the user's (an edit) or not the last reply (a regeneration), or while a turn of the
+    not the user's (an edit) or not the last reply (a regeneration), would send nothing (a
+    regenerated message of files alone, all deleted since), or while a turn of the
     session is still open: rewinding under a reply being written would lose it. The memories
     the rewound turns made are revised afterwards, in the background (``session_rewound``).
     """
@@ -159,14 +160,24 @@ def chat_turn_rewrite(
         opening = _opening_user_event(
             session_id=session_id, invocation_id=done.actions["rewind_before_invocation_id"]
         )
-        if opening is None or (text is None and not _sent_something(opening)):
+        if opening is None:
+            raise RewriteRefusedError("turn_not_found", "The replaced message is gone.")
+        run_text = _text(opening) if text is None else text
+        attachments = _attachments(opening, user_pk=user_pk)
+        if not (run_text.strip() or attachments):
             raise RewriteRefusedError("turn_not_found", "The replaced message is gone.")
         return RewriteDone(
             rewind=_stored(session_id=session_id, event_id=rewind_id),
-            text=_text(opening) if text is None else text,
-            attachments=_attachments(opening, user_pk=user_pk),
+            text=run_text,
+            attachments=attachments,
         )
     target = _target(rewrite=rewrite, session_id=session_id, message_id=message_id)
+    run_text = _text(target) if text is None else text
+    attachments = _attachments(target, user_pk=user_pk)
+    if not (run_text.strip() or attachments):
+        raise RewriteRefusedError(
+            "invalid_frame", "This reply answers files that were deleted since; nothing to send."
+        )
     open_turns = TurnClaim.objects.filter(session_id=session_id).exclude(
         user_event_id=user_event_id_for(client_message_id)
     )
@@ -193,8 +204,8 @@ def chat_turn_rewrite(
         ) from None
     return RewriteDone(
         rewind=_stored(session_id=session_id, event_id=rewind_id),
-        text=_text(target) if text is None else text,
-        attachments=_attachments(target, user_pk=user_pk),
+        text=run_text,
+        attachments=attachments,
     )
 
 

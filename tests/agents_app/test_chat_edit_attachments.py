@@ -175,3 +175,32 @@ async def test_gemini_receives_the_files_again_on_regenerate(fake_gemini):
     assert base64.urlsafe_b64decode(parts[2]["inlineData"]["data"]) == PNG
     assert parts[3] == {"text": f"[Attached file spec.pdf: application/pdf, {len(PDF)} bytes]"}
     assert base64.urlsafe_b64decode(parts[4]["inlineData"]["data"]) == PDF
+
+
+async def test_regenerating_a_message_of_files_all_deleted_since_is_refused_and_changes_nothing():
+    user = await sync_to_async(UserFactory)()
+    session = await sync_to_async(services.session_create)(app_name=APP, user_id=str(user.pk))
+    logo, _ = await sync_to_async(attach)(user, session.id)
+    communicator = await open_socket(user, session.id)
+    await communicator.send_json_to(
+        {
+            "type": "user_message",
+            "text": "",
+            "client_message_id": "m1",
+            "attachments": [str(logo.pk)],
+        }
+    )
+    first = await frames_until(communicator, "turn_complete")
+    await database_sync_to_async(
+        lambda: ArtifactRecord.objects.filter(session_id=session.id).delete()
+    )()
+    before = await _rest_events(user, session.id)
+
+    await communicator.send_json_to(
+        {"type": "regenerate", "message_id": first[-1]["message_id"], "client_message_id": "m1r"}
+    )
+    answer = await communicator.receive_json_from(timeout=20)
+    await communicator.disconnect()
+
+    assert (answer["type"], answer["code"]) == ("error", "invalid_frame")
+    assert await _rest_events(user, session.id) == before
