@@ -66,6 +66,12 @@ def arguments_parse(argv: list[str] | None) -> argparse.Namespace:
         help="daphne processes behind the one address (chatapp.serve) when more than one",
     )
     parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds to wait between the last socket opened and the turns (default: none)",
+    )
+    parser.add_argument(
         "--message",
         default="Tell me how a chat server copes with {n} people typing at once, please.",
         help="the text each turn sends; {n} is the socket's number",
@@ -170,6 +176,7 @@ def free_port() -> int:
 def daphne_start(port: int, environment: dict[str, str], processes: int) -> subprocess.Popen:
     """daphne serving the project on ``port``, once it answers HTTP: one process, or several
     on one listening socket (``chatapp.serve``)."""
+    BUILD_DIR.mkdir(exist_ok=True)
     log = DAPHNE_LOG.open("w")
     if processes > 1:
         command = [
@@ -208,6 +215,24 @@ def daphne_stop(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def server_cpu_seconds(server: subprocess.Popen) -> float:
+    """Processor time (user and system) used so far by the server's processes: the one daphne,
+    or ``chatapp.serve`` and the daphne processes it started (read from /proc; 0 elsewhere)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    pids = [server.pid]
+    children = Path(f"/proc/{server.pid}/task/{server.pid}/children")
+    if children.exists():
+        pids += [int(pid) for pid in children.read_text().split()]
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return total
 
 
 @dataclass
@@ -276,9 +301,17 @@ async def ping_check(connection, n: int, results: Results) -> None:
 
 
 async def load_run(
-    args: argparse.Namespace, port: int, prepared: list[tuple[str, str]], results: Results
-) -> dict[str, float]:
+    args: argparse.Namespace,
+    port: int,
+    prepared: list[tuple[str, str]],
+    results: Results,
+    server: subprocess.Popen,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Open every socket, run the turns at once, ping every socket; the wall time of each
+    phase, and the server's processor time in each (seconds)."""
     wall: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    cpu_before = server_cpu_seconds(server)
     started = time.perf_counter()
     connections = []
     batch = 100
@@ -295,6 +328,11 @@ async def load_run(
             flush=True,
         )
     wall["connect_all"] = time.perf_counter() - started
+    # With --settle, what connecting left running (the presence bookkeeping after each
+    # accept) ends first, so that the turns are measured alone.
+    await asyncio.sleep(args.settle)
+    cpu_settled = server_cpu_seconds(server)
+    cpu["connect_all"] = cpu_settled - cpu_before
     open_connections = [(n, c) for n, c in enumerate(connections) if c is not None]
 
     print(f"turns: starting {args.turns} at once on {len(open_connections)} open sockets")
@@ -308,12 +346,13 @@ async def load_run(
         if isinstance(outcome, BaseException):
             results.errors.append(f"turn: {type(outcome).__name__}: {outcome}")
     wall["turns_all"] = time.perf_counter() - started
+    cpu["turns_all"] = server_cpu_seconds(server) - cpu_settled
     print(f"turns: {len(results.turn)}/{args.turns} complete, {len(results.errors)} errors")
 
     await asyncio.gather(*(ping_check(c, n, results) for n, c in open_connections))
     print(f"ping: every open socket asked; {len(results.errors)} errors so far")
     await asyncio.gather(*(c.close() for _, c in open_connections), return_exceptions=True)
-    return wall
+    return wall, cpu
 
 
 def percentiles_ms(values: list[float]) -> dict[str, float]:
@@ -357,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     results = Results()
     try:
-        wall = asyncio.run(load_run(args, port, prepared, results))
+        wall, cpu = asyncio.run(load_run(args, port, prepared, results, server))
     finally:
         daphne_stop(server)
     server_errors = [
@@ -379,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
         "first_delta_ms": percentiles_ms(results.first_delta),
         "turn_ms": percentiles_ms(results.turn),
         "wall_s": {key: round(value, 2) for key, value in wall.items()},
+        "server_cpu_s": {key: round(value, 2) for key, value in cpu.items()},
+        "server_cpu_per_turn_ms": round(1000 * cpu["turns_all"] / args.turns, 1),
         "errors": len(results.errors),
     }
     RESULTS_PATH.write_text(json.dumps(report, indent=2) + "\n")
@@ -403,6 +444,11 @@ def main(argv: list[str] | None = None) -> int:
         f"  all sockets open in {wall['connect_all']:.2f} s; "
         f"all turns done in {wall['turns_all']:.2f} s"
     )
+    print(
+        f"  server processor time: {cpu['connect_all']:.2f} s connecting, "
+        f"{cpu['turns_all']:.2f} s for the turns ({report['server_cpu_per_turn_ms']} ms a turn)"
+    )
+    print(f"  load average at the end: {' '.join(f'{x:.2f}' for x in report['load_average'])}")
     print(f"  errors: {len(results.errors)}")
     for error in results.errors[:20]:
         print(f"    {error}")
