@@ -93,15 +93,17 @@ class _CachedIndex:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-_indexes: OrderedDict[tuple[str, int, str], _CachedIndex] = OrderedDict()
+# By (app, user, embedder); the user None for the app's shared memories alone.
+_indexes: OrderedDict[tuple[str, int | None, str], _CachedIndex] = OrderedDict()
 _indexes_lock = threading.Lock()
 
 
-def _visible(*, app_name: str, user_pk: int) -> Q:
-    return Q(app_name=app_name, status=MemoryStatus.ACTIVE) & (
-        Q(user_id=user_pk, scope__in=[MemoryScope.USER, MemoryScope.SESSION])
-        | Q(scope=MemoryScope.APP)
-    )
+def _visible(*, app_name: str, user_pk: int | None) -> Q:
+    """What a user may see in the app; for None, the app's shared memories alone."""
+    shared = Q(scope=MemoryScope.APP)
+    if user_pk is not None:
+        shared |= Q(user_id=user_pk, scope__in=[MemoryScope.USER, MemoryScope.SESSION])
+    return Q(app_name=app_name, status=MemoryStatus.ACTIVE) & shared
 
 
 def _visible_now(memory: dict, *, app_name: str, user_pk: int, session_id: str | None, now) -> bool:
@@ -136,10 +138,11 @@ def _vectors(embedder: Embedder, rows: list[dict]) -> np.ndarray | None:
 
 
 def _index_build(
-    *, app_name: str, user_pk: int, embedder: Embedder, versions: tuple
+    *, app_name: str, user_pk: int | None, embedder: Embedder, versions: tuple
 ) -> _CachedIndex:
-    """Index everything the user may see in the app; priors: mean of recency and importance
-    (recency as of now: ages grow alike for all, so the order they give holds until rebuilt)."""
+    """Index everything the user may see in the app (for None, the app's shared memories);
+    priors: mean of recency and importance (recency as of now: ages grow alike for all, so
+    the order they give holds until rebuilt)."""
     rows = list(
         Memory.objects.filter(_visible(app_name=app_name, user_pk=user_pk)).values(
             "id",
@@ -224,23 +227,23 @@ def _index_get(
 ) -> _CachedIndex:
     """The (app, user) index of this process, rebuilt when a write replaced a version.
 
-    ``versions`` as :func:`_versions` reads them, when the caller already has them. For a
-    user with no settings row, who has no version a write could replace, the index is built
-    and not kept; every write through a job or a review takes the user's lock, which creates
-    the row, so that is a user with no memories but the app's shared ones.
+    ``versions`` as :func:`_versions` reads them, when the caller already has them. A user
+    with no settings row has no memories of their own: every write of a memory replaces its
+    user's version, which creates the row (``memory_index_invalidate``, also run for any
+    saved memory). Such users, a new user's first turns, all share the one index of the
+    app's shared memories, kept under the app's version: a turn does not index them again.
     """
     embedder = embedder_get()
-    key = (app_name, user_pk, embedder.name)
     if versions is None:
         versions = _versions(app_name=app_name, user_pk=user_pk)
+    owner = user_pk if versions[0] is not None else None
+    key = (app_name, owner, embedder.name)
     with _indexes_lock:
         entry = _indexes.get(key)
         if entry is not None and entry.versions == versions:
             _indexes.move_to_end(key)
             return entry
-    entry = _index_build(app_name=app_name, user_pk=user_pk, embedder=embedder, versions=versions)
-    if versions[0] is None:
-        return entry
+    entry = _index_build(app_name=app_name, user_pk=owner, embedder=embedder, versions=versions)
     with _indexes_lock:
         _indexes[key] = entry
         _indexes.move_to_end(key)

@@ -138,6 +138,25 @@ def test_a_new_memory_is_found_after_the_index_was_built(user):
     assert texts(search(user, "sailing"))[0] == "The user went sailing in Greece"
 
 
+def test_users_with_no_memories_share_the_apps_index_until_their_first_memory(
+    user, other_user, django_assert_num_queries
+):
+    shared = "Bicycle repairs are free on Mondays"
+    memory_make(scope=MemoryScope.APP, text=shared)
+    assert texts(search(user, "bicycle")) == [shared]
+
+    with django_assert_num_queries(2):  # the versions, the winner read again: nothing indexed
+        assert texts(search(other_user, "bicycle")) == [shared]
+    memory_make(user=other_user, text="The user owns a blue bicycle")
+
+    assert sorted(texts(search(other_user, "bicycle"))) == [
+        shared,
+        "The user owns a blue bicycle",
+    ]
+    assert texts(search(user, "bicycle")) == [shared]
+    assert not any(key[1] == user.pk for key in search_selectors._indexes)
+
+
 def test_a_deleted_memory_is_never_returned(user):
     memory = memory_make(user=user, text="The user's locker code is near the gym")
     assert search(user, "locker") != []
