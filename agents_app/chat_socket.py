@@ -13,7 +13,6 @@ import logging
 import weakref
 from typing import Any, ClassVar
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agents_app.chat_protocol import (
@@ -28,9 +27,10 @@ from agents_app.chat_protocol import (
     pong_frame,
 )
 from agents_app.chat_turn_driver import ChatTurnDriver
-from agents_app.runtime.agents import agent_for_app
+from agents_app.runtime.agents import AgentConfig, agent_from_app, agent_from_settings
 from agents_app.runtime.models import model_for_agent
 from agents_app.runtime.runner import Runner
+from agents_app.selectors import app_for_user_read
 from agents_app.turn_claims import holder_name
 from core.notices import user_group_name
 from core.outages import (
@@ -52,6 +52,18 @@ CHANNEL_LAYER_RETRY_MAX_SECONDS = 5.0
 _open_sockets: weakref.WeakSet[ChatSocket] = weakref.WeakSet()
 # How long a shutdown waits for the close frames it sent to leave.
 CLOSE_FLUSH_SECONDS = 0.5
+
+
+async def app_agent_get(*, app_name: str, user: Any) -> tuple[AgentConfig, bool]:
+    """The app's agent as configured now, so a change in the console applies from the next
+    turn, and whether the user may use the app (an app with no record: its agent of the
+    settings, usable). One statement, from the event loop on PostgreSQL: a socket opening or
+    a turn starting does not queue behind the database thread."""
+    found = await selectors.store_read_async(app_for_user_read(app_name=app_name, user=user))
+    if found is None:
+        return agent_from_settings(app_name), True
+    app, usable = found
+    return agent_from_app(app), usable
 
 
 async def _owned_session_app(*, user_pk: int, session_id: str) -> str | None:
@@ -161,7 +173,7 @@ class ChatSocket(AsyncJsonWebsocketConsumer):
         try:
             app_name = await _owned_session_app(user_pk=user.pk, session_id=session_id)
             if app_name is not None:
-                agent = await database_sync_to_async(agent_for_app)(app_name)
+                agent, _ = await app_agent_get(app_name=app_name, user=user)
         except DATABASE_UNAVAILABLE_ERRORS as error:
             # Accepted only to say why: a socket closed before the handshake completes
             # reaches the client as a bare HTTP 403, with neither code nor reason.

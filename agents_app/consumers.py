@@ -32,13 +32,11 @@ from agents_app.chat_protocol import (
     message_id_problem,
     user_message_problem,
 )
-from agents_app.chat_socket import ChatSocket, chat_sockets_restart
+from agents_app.chat_socket import ChatSocket, app_agent_get, chat_sockets_restart
 from agents_app.chat_turns import ChatTurn
 from agents_app.rate_limits import chat_turn_rate_limit_exceeded
-from agents_app.runtime.agents import AgentConfig, agent_from_app, agent_from_settings
 from agents_app.runtime.models import model_for_agent
 from agents_app.runtime.runner import Runner
-from agents_app.selectors import app_get, app_usable_by
 from agents_app.turn_claims import TurnStart
 from core.outages import DATABASE_UNAVAILABLE_CODE, DATABASE_UNAVAILABLE_ERRORS
 from core.shutdown import draining, work_track
@@ -50,18 +48,6 @@ from sessions_app.models import ArtifactRecord
 __all__ = ["CLOSE_NOT_FOUND", "CLOSE_NOT_SIGNED_IN", "ChatConsumer", "chat_sockets_restart"]
 
 logger = logging.getLogger(__name__)
-
-
-@database_sync_to_async
-def _turn_agent(*, app_name: str, user: Any) -> AgentConfig | None:
-    """The app's agent as configured now, so a change in the console applies from the next
-    turn; None when the user may no longer use the app."""
-    app = app_get(name=app_name)
-    if app is None:
-        return agent_from_settings(app_name)
-    if not app_usable_by(app=app, user=user):
-        return None
-    return agent_from_app(app)
 
 
 class ChatConsumer(ChatSocket):
@@ -167,8 +153,8 @@ class ChatConsumer(ChatSocket):
         turn = self._turn_new(client_message_id=client_message_id)
         turn.attachments = attachments or []
         try:
-            agent = await _turn_agent(app_name=self.app_name, user=self.user)
-            if agent is None:
+            agent, usable = await app_agent_get(app_name=self.app_name, user=self.user)
+            if not usable:
                 await self._error(
                     "app_forbidden", f"You may no longer use the app {self.app_name!r}."
                 )

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from agents_app import key_cache
 from agents_app.models import App, EndUser, ServiceAccountKey
+from sessions_app.selectors import StoreRead
+
+_qn = connection.ops.quote_name
 
 
 def app_get(*, name: str) -> App | None:
@@ -23,6 +30,91 @@ def app_usable_by(*, app: App, user: AbstractBaseUser | AnonymousUser) -> bool:
     if app.open_to_all or user.is_superuser:
         return True
     return app.allowed_groups.filter(pk__in=user.groups.values("pk")).exists()
+
+
+# The fields of an app that its agent and the browser's access rule read.
+_APP_FIELDS = (
+    "id",
+    "name",
+    "open_to_all",
+    "agent_name",
+    "model",
+    "instruction",
+    "tools",
+    "output_key",
+    "preload_memories",
+    "memory_tools",
+    "max_steps",
+    "keep_last_invocations",
+    "token_budget",
+    "summarize_after_invocations",
+    "max_events_loaded",
+    "pii_redaction",
+)
+
+
+def _app_for_user_sql() -> str:
+    """The app named by the first parameter, its fields (``_APP_FIELDS``, JSON as text), then
+    whether the user of the second parameter is an end user of any app, and whether one of
+    their groups may use this app (parameters: name, user pk, user pk)."""
+    columns = [
+        f"CAST(a.{_qn(field.column)} AS TEXT)"
+        if field.get_internal_type() == "JSONField"
+        else f"a.{_qn(field.column)}"
+        for field in (App._meta.get_field(name) for name in _APP_FIELDS)
+    ]
+    groups = App.allowed_groups.through
+    app_column = _qn(groups._meta.get_field("app").column)
+    group_column = _qn(groups._meta.get_field("group").column)
+    user_groups = App.allowed_groups.field.related_model.user_set.through
+    member_user = _qn(user_groups._meta.get_field("user").column)
+    member_group = _qn(user_groups._meta.get_field("group").column)
+    end_user_column = _qn(EndUser._meta.get_field("user").column)
+    return (
+        f"SELECT {', '.join(columns)},"
+        f" EXISTS (SELECT 1 FROM {_qn(EndUser._meta.db_table)} e"
+        f" WHERE e.{end_user_column} = %s),"
+        f" EXISTS (SELECT 1 FROM {_qn(groups._meta.db_table)} g"
+        f" JOIN {_qn(user_groups._meta.db_table)} m ON m.{member_group} = g.{group_column}"
+        f" WHERE g.{app_column} = a.{_qn(App._meta.pk.column)} AND m.{member_user} = %s)"
+        f" FROM {_qn(App._meta.db_table)} a WHERE a.{_qn(App._meta.get_field('name').column)} = %s"
+    )
+
+
+_APP_FOR_USER_SQL = _app_for_user_sql()
+
+
+def _app_from_row(row: tuple[Any, ...]) -> App:
+    values = dict(zip(_APP_FIELDS, row, strict=True))
+    values["tools"] = json.loads(values["tools"]) if values["tools"] is not None else []
+    for name in ("open_to_all", "preload_memories", "memory_tools"):
+        values[name] = bool(values[name])
+    if values["pii_redaction"] is not None:
+        values["pii_redaction"] = bool(values["pii_redaction"])
+    return App(**values)
+
+
+def app_for_user_read(*, app_name: str, user: AbstractBaseUser) -> StoreRead:
+    """The app named ``app_name`` (None when there is none) and whether ``user`` may chat in it
+    (the rule of ``app_usable_by``), in one statement: for the chat socket, which reads it
+    before every turn, from the event loop on PostgreSQL (``store_read_async``). The app is an
+    unsaved copy holding the fields its agent is made of, for ``agent_from_app``."""
+
+    def assemble(results: list[list[tuple]]) -> tuple[App, bool] | None:
+        if not results[0]:
+            return None
+        row = results[0][0]
+        app = _app_from_row(row[: len(_APP_FIELDS)])
+        end_user, in_group = (bool(value) for value in row[len(_APP_FIELDS) :])
+        usable = (
+            user.is_authenticated
+            and user.is_active
+            and not end_user
+            and (app.open_to_all or user.is_superuser or in_group)
+        )
+        return app, bool(usable)
+
+    return StoreRead([(_APP_FOR_USER_SQL, [user.pk, user.pk, app_name])], assemble)
 
 
 def apps_usable_by(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[App]:
