@@ -1,7 +1,7 @@
 """Memories in the staff console: their filters, the read-only page of a memory with its
-provenance and history, and the review actions (approve, reject, invalidate, restore, delete,
-re-run generation), each confirmed with a reason and carried out by
-``memory_app.services.review``."""
+provenance and history, the review actions (approve, reject, invalidate, restore, delete,
+re-run generation), each confirmed with a reason, and the page that corrects the text of an
+app's shared memory with a reason; all carried out by ``memory_app.services.review``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from access_app.selectors import (
 from core.admin import ReadOnlyAdmin, console_time
 from memory_app import selectors
 from memory_app.admin.actions import _apply, _back_to, reason_confirmed, sessions_regenerate
+from memory_app.admin.app_memories import AppMemoryEditing
 from memory_app.models import TRUST, Memory, MemoryStatus, MemoryTopic, SourceType
 from memory_app.serializers import memory_file
 from memory_app.services import review
@@ -151,7 +152,7 @@ def _memory_action(*, name: str, description: str, service, permission: str, rea
 
 
 @admin.register(Memory)
-class MemoryAdmin(ReadOnlyAdmin):
+class MemoryAdmin(AppMemoryEditing, ReadOnlyAdmin):
     # Fits the console at 1400 px beside the navigation and the filters (the app is one of
     # those); a memory's page has every field.
     list_display = [
@@ -407,6 +408,7 @@ class MemoryAdmin(ReadOnlyAdmin):
             "trust_levels": len(TRUST),
             "detail_actions": actions,
             "changelist_url": reverse("admin:memory_app_memory_changelist"),
+            "edit_url": self.app_memory_edit_url(request, memory),
         }
 
 

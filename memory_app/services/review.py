@@ -1,13 +1,16 @@
 """What staff do to memories and generation jobs in the console: invalidate, restore, delete,
-approve or reject a quarantined memory, re-run generation for a session, retry a job.
+approve or reject a quarantined memory, correct the text of an app's shared memory, re-run
+generation for a session, retry a job.
 
 Every change of a memory is made under the owner's lock (app-scope memories have no owner and
 take only their row lock), checked against the memory's current status, recorded as a
 ``MemoryRevision`` with the staff member as actor and the reason they gave, written to the
 owner's audit log in the same transaction (so the log holds a change exactly when it happened),
-and makes every process rebuild the owner's search index. A status that no longer allows the
-change raises :class:`ReviewError`, so two reviewers acting on the same memory cannot both
-succeed.
+and makes every process rebuild the owner's search index. An app-scope memory has no owner
+whose log to write: its changes go to the console's own history (Django's admin log, the
+memory's History page) instead, with the reason and never the text. A status that no longer
+allows the change raises :class:`ReviewError`, so two reviewers acting on the same memory
+cannot both succeed.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import logging
 from collections.abc import Iterable
 from datetime import timedelta
 
+from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.utils import timezone
 
@@ -28,9 +33,11 @@ from memory_app.models import (
     GenerationJob,
     Memory,
     MemoryRevision,
+    MemoryScope,
     MemoryStatus,
     MemoryWatermark,
 )
+from memory_app.services.app_memories import AppMemoryError, app_memory_update
 from memory_app.services.jobs import _job_enqueue, memory_job_request
 from memory_app.services.memories import memory_expiry_set
 from memory_app.services.users import memory_index_invalidate, user_lock
@@ -101,6 +108,9 @@ def _status_change(
 def _audit(
     actor: AbstractBaseUser, memory: Memory, action: AuditAction, *, reason: str, path: str
 ) -> None:
+    if memory.user_id is None:
+        _console_history_record(actor=actor, memory=memory, action=action, reason=reason)
+        return
     audit_record(
         actor=actor,
         subject_user_pk=memory.user_id,
@@ -109,6 +119,22 @@ def _audit(
         object_id=str(memory.pk),
         reason=reason,
         path=path,
+    )
+
+
+def _console_history_record(
+    *, actor: AbstractBaseUser, memory: Memory, action: AuditAction, reason: str
+) -> None:
+    """A staff change of an app-scope memory, in Django's admin log: who, when, what and why
+    (the memory named by its app, never by its text, which a deletion must not leave behind)."""
+    label = AuditAction(action).label
+    LogEntry.objects.create(
+        user_id=actor.pk,
+        content_type=ContentType.objects.get_for_model(Memory),
+        object_id=str(memory.pk),
+        object_repr=f"shared memory of {memory.app_name}"[:200],
+        action_flag=DELETION if action == AuditAction.DELETE else CHANGE,
+        change_message=f"{label}: {reason}" if reason else label,
     )
 
 
@@ -193,6 +219,44 @@ def memory_quarantine_reject(
         action=MemoryRevision.Action.REJECTED,
         audit_action=AuditAction.REJECT,
     )
+
+
+def app_memory_staff_edit(
+    *, memory_id: str, actor: AbstractBaseUser, text: str, reason: str, path: str = ""
+) -> Memory:
+    """Correct the text of an app's active shared memory: the memory stays bootstrapped and
+    active, re-embedded, with an ``updated`` revision holding the old and the new text, the
+    staff member and ``reason``, and an entry in the console's history. A user's memory is
+    theirs to correct (``ReviewError``), as is text that breaks an app memory's rules or
+    changes nothing."""
+    memory = Memory.objects.filter(pk=memory_id).first()
+    if memory is None:
+        raise ReviewError("This memory no longer exists.")
+    if memory.scope != MemoryScope.APP:
+        raise ReviewError("Only an app's shared memory is edited here; a user's is theirs.")
+    if memory.status != MemoryStatus.ACTIVE:
+        raise ReviewError(
+            f"Only an active shared memory can be edited; this one is "
+            f"{memory.get_status_display().lower()}."
+        )
+    with transaction.atomic():
+        try:
+            changed = app_memory_update(
+                app_name=memory.app_name,
+                memory_id=memory_id,
+                text=text,
+                actor_user_pk=actor.pk,
+                reason=reason,
+            )
+        except AppMemoryError as error:
+            raise ReviewError(str(error)) from None
+        if changed is None:
+            raise ReviewError("This memory no longer exists.")
+        if changed.text == memory.text:
+            raise ReviewError("The text is as it was: nothing changed.")
+        _audit(actor, changed, AuditAction.CHANGE, reason=reason, path=path)
+    logger.info("app memory %s edited by user %s", memory_id, actor.pk)
+    return changed
 
 
 STAFF_EXPIRY_DAYS = 30

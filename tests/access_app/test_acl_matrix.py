@@ -346,6 +346,14 @@ DOORS: dict[str, Door] = {
         ADMIN, {"content_type_id": "=1", "object_id": "=1"}
     ),
     "admin/(?P<url>.*)$": Door(ADMIN, {"url": "=no-such-page/"}),
+    # The page that edits the text of an app's shared memory: a user's memory (the owner's,
+    # here) has none, for any role (tests/memory_app/test_admin_app_memories.py).
+    "admin/memory_app/memory/<path:object_id>/edit/": Door(
+        ADMIN,
+        {"object_id": "memory_id"},
+        object_page=True,
+        writes=(("post", {"text": "I like tea", "reason": "probe"}),),
+    ),
     # The service-account API (tests/agents_app/test_service_api_matrix.py runs it against
     # every kind of key): no browser visitor, signed in or not, staff or not, gets in.
     **{
