@@ -130,6 +130,9 @@ def test_the_counts_live_in_the_configured_cache(settings, cache_backend, clock)
     assert count == 2
     if cache_backend == "redis":
         assert type(fresh).__name__ == "RedisCache"
+        # Made with its expiry (two windows), so a window's counter does not outlive it long.
+        key = fresh.make_and_validate_key(f"throttle_user_{user.pk}:{int(NOW // 60)}")
+        assert 0 < fresh._cache.get_client(key).ttl(key) <= 120
 
 
 def test_the_schema_documents_429_on_every_operation(client):
