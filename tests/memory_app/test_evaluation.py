@@ -159,6 +159,14 @@ def test_golden_scores_each_topic_when_the_expected_memories_name_one(tmp_path):
     assert result["details"][1]["missing"] == ["The user is 35 years old."]
 
 
+def test_greetings_and_small_talk_in_the_golden_set_leave_no_memory():
+    """The small-talk set: chats that open, thank or take leave, some with a fact between."""
+    result = run_eval("golden", str(GOLDEN.parent / "conversations_small_talk.json"))
+
+    assert [d["unexpected"] for d in result["details"]] == [[]] * result["conversations"]
+    assert (result["precision"], result["recall"]) == (1.0, 1.0)
+
+
 def test_golden_matching_is_one_to_one_on_the_expected_terms():
     kept = ["The user lives in Porto with two cats.", "The user likes tea."]
     expected = ["The user lives in Porto.", "The user lives in Porto.", "The user likes coffee."]

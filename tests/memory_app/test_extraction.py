@@ -519,6 +519,46 @@ class TestKeyConversationDetails:
     def test_greetings_acknowledgements_and_questions_are_not_kept(self, said):
         assert extract(user_says(said)) == []
 
+    @pytest.mark.parametrize(
+        "said",
+        [
+            "Hi there!",
+            "Hello, how are you?",
+            "Good morning",
+            "Good morning! How's your day going?",
+            "Hey Caroline, good to see you!",
+            "Hi, I'm doing great, thanks for asking!",
+            "I'm good, thanks! And you?",
+            "Hey! Long time no see. How have you been?",
+            "Thanks, have a great day!",
+            "Bye, talk to you later! Have a great weekend!",
+            "Good night, sleep well!",
+        ],
+    )
+    def test_small_talk_yields_no_memory(self, said):
+        assert extract(user_says(said)) == []
+
+    def test_a_greeting_before_news_keeps_the_turn_as_said(self):
+        event = user_says("Good morning! I'm training for a marathon in June.")
+        event.timestamp = MAY_8
+
+        assert [fact.text for fact in extract(event)] == [
+            "[8 May 2023] User: Good morning! I'm training for a marathon in June."
+        ]
+
+    def test_a_greeting_before_a_fact_yields_the_fact_alone(self):
+        assert [fact.text for fact in extract(user_says("Hi there! I live in Leeds."))] == [
+            "The user lives in Leeds."
+        ]
+
+    def test_a_name_alone_with_words_of_small_talk_is_not_small_talk(self):
+        event = user_says("Paris is great, we loved the museums.")
+        event.timestamp = MAY_8
+
+        assert [fact.text for fact in extract(event)] == [
+            "[8 May 2023] User: Paris is great, we loved the museums."
+        ]
+
     def test_a_turn_with_a_first_person_fact_yields_only_that_fact(self):
         assert extracted("I live in Lisbon with my wife and two cats.") == [
             (

@@ -163,4 +163,26 @@ TIME_BOUND: tuple[tuple[re.Pattern, int], ...] = tuple(
         (r"\bthis\s+month\b", 31),
     )
 )
+# Small talk: a sentence made only of these words greets, thanks, asks after the other or takes
+# leave, and says nothing worth remembering ("Hi there!", "Good morning! How's your day
+# going?", "I'm doing great, thanks for asking!", "Bye, talk to you later!"). It may also name
+# someone ("Hey Caroline!", "Happy Friday!") when it holds one of SMALL_TALK_MARKERS.
+_SMALL_TALK_TEXT = """
+    hi hello hey heya hiya howdy yo greetings welcome morning afternoon evening night good
+    day days week weekend today tonight tomorrow there all everyone everybody folks guys dear
+    how how's what's whats up new anything everything is it it's its are you you're ya your
+    yourself doing going been being have has things thing life treating lately so far
+    well fine great ok okay alright not bad pretty too very really super awesome and same here
+    i i'm am thanks thank thx cheers much a lot for asking appreciate appreciated bye goodbye
+    see soon later talk catch take care nice lovely wonderful happy glad to meet hear from
+    long time no while hope hoping chatting chat pleasure that that's of kind sweet just saying
+    can't cannot complain the again likewise back me my one then until next hearing aww oh
+    nope yep yeah wow with sleep tight dreams safe travels enjoy u ur
+"""
+SMALL_TALK_WORDS = frozenset(_SMALL_TALK_TEXT.split())
+_SMALL_TALK_MARKER_TEXT = """
+    hi hello hey heya hiya howdy yo greetings welcome morning afternoon evening night thanks
+    thank thx cheers bye goodbye meet care how how's what's whats nice lovely glad chatting happy
+"""
+SMALL_TALK_MARKERS = frozenset(_SMALL_TALK_MARKER_TEXT.split())
 LASTING = re.compile(r"\b(?:no\s+longer|anymore|any\s+more)\b", re.I)

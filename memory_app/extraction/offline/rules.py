@@ -20,7 +20,11 @@ from memory_app.extraction.facts import (
 from memory_app.extraction.offline import patterns
 from memory_app.extraction.offline.phrasing import contractions_expand, pronouns_remembered
 from memory_app.extraction.offline.reading import fact_text_normalise, fact_topic
-from memory_app.extraction.offline.sentences import sentence_clean, sentences_split
+from memory_app.extraction.offline.sentences import (
+    sentence_clean,
+    sentence_is_small_talk,
+    sentences_split,
+)
 from memory_app.extraction.offline.statements import statement_parse
 from memory_app.models import SourceType
 from memory_app.ranking import tokenize
@@ -122,13 +126,16 @@ def time_bound_days(text: str) -> int | None:
 
 def facts_from_offline_rules(*, events: list[Event]) -> list[ExtractedFact]:
     """The facts rules 1-4 (:mod:`memory_app.extraction`) find in the users' messages, in event
-    order."""
+    order; small talk (:func:`sentence_is_small_talk`) yields nothing and does not count
+    towards a turn's record, so a turn that only greets, thanks or says goodbye is not kept."""
     facts = []
     for event in events:
         if event.author != USER_AUTHOR:
             continue
         rest, dropped = [], ""
         for sentence in sentences_split(event.text()):
+            if sentence_is_small_talk(sentence):
+                continue
             fact = _sentence_fact(sentence=sentence, event_id=event.id, dropped=dropped)
             statement = statement_parse(sentence_clean(sentence))
             dropped = statement.dropped if statement and statement.dropped else dropped

@@ -53,7 +53,7 @@ def _statement_i_am(text: str) -> Statement | None:
     if match is None:
         return None
     rest = match["rest"].strip()
-    first = rest.split()[0].lower()
+    first = rest.split()[0].lower().strip(",.!?;:")
     neg = " ".join((match["neg"] or "").split())
     if first in patterns.I_AM_VERBS and not neg:
         words = [patterns.I_AM_VERBS[first], rest[len(first) :].strip()]
