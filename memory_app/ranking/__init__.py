@@ -9,7 +9,7 @@ id) and needs no LLM: see docs/memory-retrieval.md for the method and its LoCoMo
 from .bm25 import BM25Index, DocId
 from .embedders import Embedder, MiniLMEmbedder, NoEmbedder
 from .fusion import Ranked, rank, rank_arrays, recency_prior
-from .index import MemoryIndex
+from .index import MemoryIndex, Origin
 from .text import STOPWORDS, normalise, stem, tokenize
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "MemoryIndex",
     "MiniLMEmbedder",
     "NoEmbedder",
+    "Origin",
     "Ranked",
     "normalise",
     "rank",

@@ -56,6 +56,7 @@ def rank_arrays(
     bonus: np.ndarray | None = None,
     neighbours: Callable[[np.ndarray], np.ndarray] | None = None,
     neighbour_weight: float = 0.0,
+    groups: np.ndarray | None = None,
     limit: int = 10,
 ) -> list[Ranked]:
     """:func:`rank` on arrays aligned with ``ids`` (the fast path for thousands of memories).
@@ -64,6 +65,8 @@ def rank_arrays(
     is given); rows without one count 0 on that signal. ``bonus`` is added to the blended
     score (and makes a row eligible); then ``neighbours``, given those scores, returns each
     row's best neighbouring score, of which ``neighbour_weight`` is added; priors come last.
+    ``groups``: rows sharing a number >= 0 are one result, only the best-ranked of them
+    returned (-1: a row of its own).
     """
     n = len(ids)
     if not n or limit <= 0:
@@ -99,15 +102,37 @@ def rank_arrays(
     if priors is not None and prior_weight:
         score = score + prior_weight * np.asarray(priors, dtype=np.float64)
     eligible = np.flatnonzero(relevant)
-    if len(eligible) > limit:
-        # Keep everything tied with the limit-th score, so the id tie-break below is exact.
-        kth = np.partition(score[eligible], len(eligible) - limit)[len(eligible) - limit]
-        eligible = eligible[score[eligible] >= kth]
-    chosen = sorted(eligible.tolist(), key=lambda i: (-score[i], ids[i]))[:limit]
+    wanted = limit
+    while True:
+        candidates = eligible
+        if len(eligible) > wanted:
+            # Keep everything tied with the wanted-th score, so the id tie-break is exact.
+            kth = np.partition(score[eligible], len(eligible) - wanted)[len(eligible) - wanted]
+            candidates = eligible[score[eligible] >= kth]
+        ordered = sorted(candidates.tolist(), key=lambda i: (-score[i], ids[i]))
+        chosen = ordered if groups is None else _one_per_group(ordered, groups)
+        if len(chosen) >= limit or len(candidates) == len(eligible):
+            break
+        wanted *= 2  # rows of one group took places: look further down
+    chosen = chosen[:limit]
     return [
         Ranked(ids[i], float(score[i]), float(lexical[i]), float(sem[i]) if mask[i] else 0.0)
         for i in chosen
     ]
+
+
+def _one_per_group(ordered: list[int], groups: np.ndarray) -> list[int]:
+    """``ordered`` without the rows of a group (>= 0) already represented earlier in it."""
+    seen: set[int] = set()
+    kept = []
+    for i in ordered:
+        group = int(groups[i])
+        if group >= 0:
+            if group in seen:
+                continue
+            seen.add(group)
+        kept.append(i)
+    return kept
 
 
 def rank(

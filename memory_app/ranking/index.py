@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -13,8 +14,18 @@ from .expansion import feedback_weights, query_names, query_weights
 from .fusion import Ranked, rank_arrays
 from .text import tokenize
 
-# Where a memory was said: (conversation, position in it), e.g. (session id, event sequence).
-Position = tuple[str, int]
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a memory was said: the conversation and the position in it of its first source
+    (session id, event sequence), who said it when the conversation names its speakers ("" when
+    not), and whether the memory is that turn kept whole, as said, rather than a fact drawn
+    from it."""
+
+    conversation: str
+    position: int
+    speaker: str = ""
+    whole_turn: bool = False
 
 
 class MemoryIndex:
@@ -36,8 +47,10 @@ class MemoryIndex:
         self._matrix = np.zeros((0, 0), dtype=np.float32)  # row = BM25 slot; grows by doubling
         self._has_vector = np.zeros(0, dtype=bool)
         self._priors = np.zeros(0, dtype=np.float64)
-        self._positions: list[Position | None] = []  # per slot
+        self._origins: list[Origin | None] = []  # per slot
         self._neighbours: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._turns: np.ndarray | None = None  # per slot: its turn's group, or -1
+        self._speakers: dict[str, np.ndarray] | None = None  # speaker's term -> their slots
 
     def __len__(self) -> int:
         return len(self.bm25)
@@ -52,16 +65,17 @@ class MemoryIndex:
         texts: Sequence[str],
         vectors: np.ndarray | None = None,
         priors: Sequence[float] | None = None,
-        positions: Sequence[Position | None] | None = None,
+        origins: Sequence[Origin | None] | None = None,
     ) -> None:
         """Index several memories at once (one batch through the embedder when no vectors),
-        replacing earlier versions of the same ids. ``priors`` default to 0; ``positions``
-        (where each was said, None when unknown) make memories said one after the other
-        neighbours in search."""
+        replacing earlier versions of the same ids. ``priors`` default to 0; ``origins`` (where
+        and by whom each was said, None when unknown) make memories said one after the other
+        neighbours in search, link a memory to its speaker, and make a turn kept whole and the
+        facts drawn from it one result."""
         if len(doc_ids) != len(texts) or any(
-            values is not None and len(values) != len(texts) for values in (priors, positions)
+            values is not None and len(values) != len(texts) for values in (priors, origins)
         ):
-            raise ValueError("doc_ids, texts, priors and positions differ in length")
+            raise ValueError("doc_ids, texts, priors and origins differ in length")
         if vectors is None and doc_ids:
             vectors = self.embedder.encode(list(texts))
         for i, (doc_id, text) in enumerate(zip(doc_ids, texts, strict=True)):
@@ -72,8 +86,8 @@ class MemoryIndex:
                 self._matrix[slot] = vectors[i]
             self._has_vector[slot] = vectors is not None
             self._priors[slot] = 0.0 if priors is None else priors[i]
-            self._positions.append(None if positions is None else positions[i])
-        self._neighbours = None
+            self._origins.append(None if origins is None else origins[i])
+        self._derived_drop()
 
     def add(
         self, *, doc_id: DocId, text: str, vector: np.ndarray | None = None, prior: float = 0.0
@@ -97,12 +111,17 @@ class MemoryIndex:
             self._matrix[slot] = self._matrix[last]
             self._has_vector[slot] = self._has_vector[last]
             self._priors[slot] = self._priors[last]
-            self._positions[slot] = self._positions[last]
+            self._origins[slot] = self._origins[last]
         self._has_vector[last] = False
         self._priors[last] = 0.0
-        self._positions.pop()
-        self._neighbours = None
+        self._origins.pop()
+        self._derived_drop()
         return True
+
+    def _derived_drop(self) -> None:
+        """Forget the arrays built from the origins; the next search that needs them rebuilds
+        them."""
+        self._neighbours = self._turns = self._speakers = None
 
     def by_prior(self, *, limit: int) -> list[Ranked]:
         """The ``limit`` memories with the highest prior (recency and importance), ties by id:
@@ -117,11 +136,10 @@ class MemoryIndex:
         """Per slot its position's number (-1: none), and per position number the previous
         and next position of the same conversation (-1: none); built once per change."""
         if self._neighbours is None:
-            known = sorted({p for p in self._positions if p is not None})
-            number = {position: i for i, position in enumerate(known)}
-            of_slot = np.array(
-                [-1 if p is None else number[p] for p in self._positions], dtype=np.int64
-            )
+            spots = [None if o is None else (o.conversation, o.position) for o in self._origins]
+            known = sorted({spot for spot in spots if spot is not None})
+            number = {spot: i for i, spot in enumerate(known)}
+            of_slot = np.array([-1 if p is None else number[p] for p in spots], dtype=np.int64)
             previous = np.full(len(known), -1, dtype=np.int64)
             following = np.full(len(known), -1, dtype=np.int64)
             for i in range(1, len(known)):
@@ -143,6 +161,56 @@ class MemoryIndex:
             np.where(around[0] >= 0, best[around[0]], 0.0),
             np.where(around[1] >= 0, best[around[1]], 0.0),
         )
+
+    def _turn_groups(self) -> np.ndarray:
+        """Per slot, a number shared by the memories of one turn when that turn is kept whole
+        (the whole turn and the facts drawn from it), else -1; built once per change."""
+        if self._turns is None:
+            whole = {
+                (o.conversation, o.position)
+                for o in self._origins
+                if o is not None and o.whole_turn
+            }
+            number = {spot: i for i, spot in enumerate(sorted(whole))}
+            self._turns = np.array(
+                [
+                    -1 if o is None else number.get((o.conversation, o.position), -1)
+                    for o in self._origins
+                ],
+                dtype=np.int64,
+            )
+        return self._turns
+
+    def _speaker_slots(self, term: str) -> np.ndarray:
+        """The slots of the memories said by a speaker whose name has the index term
+        ``term``; built once per change."""
+        if self._speakers is None:
+            slots: dict[str, list[int]] = {}
+            for slot, origin in enumerate(self._origins):
+                if origin is not None and origin.speaker:
+                    for name_term in set(tokenize(origin.speaker)):
+                        slots.setdefault(name_term, []).append(slot)
+            self._speakers = {t: np.array(s, dtype=np.int64) for t, s in slots.items()}
+        return self._speakers.get(term, np.zeros(0, dtype=np.int64))
+
+    def _name_bonus(
+        self, query: str, *, name_weight: float, speaker_weight: float
+    ) -> np.ndarray | None:
+        """Per slot, what the names the query mentions add: ``speaker_weight`` to the memories
+        a named person said; ``name_weight`` to those holding a name nobody of the index
+        speaks under, half of it to those holding a speaker's name (they may only be talking
+        to that person: "Wow, Caroline!")."""
+        names = query_names(query)
+        if not names or not (name_weight or speaker_weight):
+            return None
+        bonus = np.zeros(len(self.bm25))
+        for name in names:
+            said = self._speaker_slots(name)
+            mention = name_weight / 2 if len(said) else name_weight
+            holding = self.bm25.slots_with(name)
+            bonus[holding] = np.maximum(bonus[holding], mention)
+            bonus[said] = np.maximum(bonus[said], speaker_weight)
+        return bonus
 
     def _ensure_rows(self, rows: int, dimension: int | None) -> None:
         if dimension is not None and self._matrix.shape[1] != dimension:
@@ -169,6 +237,7 @@ class MemoryIndex:
         query_vector: np.ndarray | None = None,
         expand: bool = False,
         name_weight: float = 0.0,
+        speaker_weight: float = 0.0,
         neighbour_weight: float = 0.0,
     ) -> list[Ranked]:
         """The ``limit`` memories most relevant to ``query``, best first (see :func:`rank`),
@@ -177,9 +246,12 @@ class MemoryIndex:
         The query is embedded with the index's embedder unless ``query_vector`` is given; with
         no vector (NoEmbedder) or no memory holding one, ranking is lexical. ``expand``: the
         lexical query gains sub-word, related and feedback terms (:mod:`.expansion`).
-        ``name_weight``: added to the blended score of memories holding a name the query
-        mentions. ``neighbour_weight``: a memory gains that share of the best score of the
-        memories said just before or after it (a question's answer often spans two turns).
+        ``name_weight`` and ``speaker_weight``: added to the blended score of memories holding
+        a name the query mentions, and of those said by the person of that name (see
+        :meth:`_name_bonus`). ``neighbour_weight``: a memory gains that share of the best score
+        of the memories said just before or after it (a question's answer often spans two
+        turns). A turn kept whole and the facts drawn from that turn say the same thing: only
+        the best-ranked of them is returned.
         """
         n = len(self.bm25)
         if expand:
@@ -200,10 +272,8 @@ class MemoryIndex:
         if query_vector is not None and has_vector.any():
             semantic = self._matrix[:n] @ np.asarray(query_vector, dtype=np.float32)
         bonus = None
-        if name_weight and n:
-            bonus = np.zeros(n)
-            for name in query_names(query):
-                bonus[self.bm25.slots_with(name)] = name_weight
+        if n:
+            bonus = self._name_bonus(query, name_weight=name_weight, speaker_weight=speaker_weight)
         return rank_arrays(
             ids=self.bm25.ids,
             lexical=lexical,
@@ -216,5 +286,6 @@ class MemoryIndex:
             bonus=bonus,
             neighbours=self._neighbour_scores if neighbour_weight and n else None,
             neighbour_weight=neighbour_weight,
+            groups=self._turn_groups() if n else None,
             limit=limit,
         )

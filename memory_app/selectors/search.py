@@ -24,6 +24,7 @@ from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from memory_app.embedding import embedder_get, vector_from_bytes
+from memory_app.extraction.offline import fact_is_turn_record
 from memory_app.models import (
     AppIndexVersion,
     Memory,
@@ -31,13 +32,15 @@ from memory_app.models import (
     MemorySource,
     MemoryStatus,
 )
-from memory_app.ranking import Embedder, MemoryIndex, recency_prior, tokenize
+from memory_app.ranking import Embedder, MemoryIndex, Origin, recency_prior, tokenize
 
-# Chosen on the LoCoMo dev split (docs/memory-retrieval.md, "Second wave"): a name the query
-# mentions adds NAME_WEIGHT to a memory holding it; a memory gains NEIGHBOUR_WEIGHT of the best
-# score of the memories said just before and after it; the query is expanded.
+# Chosen on the LoCoMo dev split (docs/memory-retrieval.md, "Second wave" and "Speakers"): a
+# name the query mentions adds NAME_WEIGHT to a memory holding it (half when the name is a
+# speaker's) and SPEAKER_WEIGHT to a memory that person said; a memory gains NEIGHBOUR_WEIGHT of
+# the best score of the memories said just before and after it; the query is expanded.
 NAME_WEIGHT = 0.2
-NEIGHBOUR_WEIGHT = 0.3
+SPEAKER_WEIGHT = 0.4
+NEIGHBOUR_WEIGHT = 0.2
 # Words of a question about the user as a whole ("What do you know about me?"): a query with
 # nothing else is answered with the user's most important memories, not by matching words.
 _BROAD_WORDS = frozenset(
@@ -154,10 +157,11 @@ def _index_build(
             "expires_at",
             "scope",
             "session_id",
+            "topic",
         )
     )
     ids = [str(row["id"]) for row in rows]
-    positions = _positions(visible=_visible(app_name=app_name, user_pk=user_pk))
+    origins = _origins(visible=_visible(app_name=app_name, user_pk=user_pk))
     now = timezone.now()
     recency = recency_prior(
         ages_seconds={
@@ -175,7 +179,10 @@ def _index_build(
             (recency[memory_id] + row["importance"]) / 2
             for memory_id, row in zip(ids, rows, strict=True)
         ],
-        positions=[positions.get(memory_id) for memory_id in ids],
+        origins=[
+            _origin(origins.get(memory_id), row=row)
+            for memory_id, row in zip(ids, rows, strict=True)
+        ],
     )
     entry = _CachedIndex(versions=versions, index=index, session_of={}, expiry={})
     for memory_id, row in zip(ids, rows, strict=True):
@@ -186,19 +193,35 @@ def _index_build(
     return entry
 
 
-def _positions(*, visible: Q) -> dict[str, tuple[str, int]]:
-    """Where each memory ``visible`` selects was first said: (session id, sequence) of its
-    earliest source event, so that search treats memories said one after the other as
-    neighbours."""
-    positions: dict[str, tuple[str, int]] = {}
+def _origins(*, visible: Q) -> dict[str, tuple[str, int, str]]:
+    """Where each memory ``visible`` selects was first said: (session id, sequence, speaker) of
+    its earliest source event, the speaker being the event's ``custom_metadata["speaker"]``
+    when it names one (an imported transcript does), else ""."""
+    origins: dict[str, tuple[str, int, str]] = {}
     rows = (
         MemorySource.objects.filter(memory_id__in=Memory.objects.filter(visible).values("id"))
         .order_by("event__sequence")
-        .values_list("memory_id", "event__session_id", "event__sequence")
+        .values_list("memory_id", "event__session_id", "event__sequence", "event__custom_metadata")
     )
-    for memory_id, session_id, sequence in rows.iterator(chunk_size=2000):
-        positions.setdefault(str(memory_id), (session_id, sequence))
-    return positions
+    for memory_id, session_id, sequence, metadata in rows.iterator(chunk_size=2000):
+        if str(memory_id) not in origins:
+            speaker = (metadata or {}).get("speaker") if isinstance(metadata, dict) else None
+            speaker = speaker if isinstance(speaker, str) else ""
+            origins[str(memory_id)] = (session_id, sequence, speaker)
+    return origins
+
+
+def _origin(found: tuple[str, int, str] | None, *, row: dict) -> Origin | None:
+    """The index's view of where a memory was said, and whether it is the turn kept whole."""
+    if found is None:
+        return None
+    session_id, sequence, speaker = found
+    return Origin(
+        conversation=session_id,
+        position=sequence,
+        speaker=speaker,
+        whole_turn=fact_is_turn_record(text=row["text"], topic=row["topic"]),
+    )
 
 
 def _versions(*, app_name: str, user_pk: int) -> tuple[int | None, int]:
@@ -319,6 +342,7 @@ def memory_search(
                 prior_weight=settings.MEMORY_PRIOR_WEIGHT,
                 expand=True,
                 name_weight=NAME_WEIGHT,
+                speaker_weight=SPEAKER_WEIGHT,
                 neighbour_weight=NEIGHBOUR_WEIGHT,
             )
     scores = {r.doc_id: r.score for r in ranked if r.doc_id not in excluded}

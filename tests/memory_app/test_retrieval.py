@@ -7,11 +7,15 @@ import numpy as np
 import pytest
 from django.core.cache import cache
 from django.test import override_settings
+from google.genai import types
 
 from memory_app import selectors, services
 from memory_app.models import Memory, MemoryScope, MemorySettings, MemoryStatus
 from memory_app.ranking import normalise
 from memory_app.selectors import search as search_selectors
+from memory_app.topics import KEY_CONVERSATION_DETAILS
+from sessions_app import services as session_services
+from sessions_app.events import Event, new_invocation_id
 from tests.memory_app.support import (
     APP,
     lexical_only,  # noqa: F401 (fixture)
@@ -349,6 +353,66 @@ def test_the_turn_said_next_to_a_hit_is_found_with_it(user):
     assert found == [
         "The user went to a pottery workshop.",
         "The user made a bowl with a blue glaze.",
+    ]
+
+
+def transcript_add(session, lines):
+    """Store an imported transcript's turns, each naming its speaker as LoCoMo's do; returns
+    their events in order."""
+    for speaker, text in lines:
+        session_services.event_append(
+            session=session,
+            event=Event(
+                invocation_id=new_invocation_id(),
+                author="user",
+                content=types.Content(role="user", parts=[types.Part(text=text)]),
+                custom_metadata={"speaker": speaker},
+            ),
+        )
+    return user_events(session.id)
+
+
+def test_a_question_naming_a_speaker_finds_what_they_said_before_what_was_said_to_them(user):
+    session = session_make(user)
+    lines = [
+        ("Melanie", "We go camping in the mountains every summer."),
+        ("Caroline", "Melanie, camping sounds like so much fun for the kids!"),
+        ("Melanie", "Thanks Caroline! I also signed up for a pottery class."),
+        ("Caroline", "I joined a support group, it was powerful."),
+    ]
+    events = transcript_add(session, lines)
+    # A fact drawn from Melanie's turn no longer names her; Caroline's turn, kept whole, does.
+    memory_make(user=user, text="The user goes camping in the mountains.", sources=[events[0]])
+    for (speaker, text), event in zip(lines[1:], events[1:], strict=True):
+        memory_make(user=user, text=f"[8 May 2023] {speaker}: {text}", sources=[event])
+
+    found = texts(search(user, "Where does Melanie go camping?"))
+
+    assert found[0] == "The user goes camping in the mountains."
+    assert (
+        "[8 May 2023] Caroline: Melanie, camping sounds like so much fun for the kids!"
+        in (found[1:])
+    )
+
+
+def test_a_turn_kept_whole_and_the_fact_drawn_from_it_come_back_as_one_result(user):
+    session = session_make(user)
+    turn_add(session, "I adopted a puppy named Biscuit, we walk him by the river.")
+    [event] = user_events(session.id)
+    whole = memory_make(
+        user=user,
+        text="[8 May 2023] User: I adopted a puppy named Biscuit, we walk him by the river.",
+        sources=[event],
+    )
+    Memory.objects.filter(pk=whole.pk).update(topic=KEY_CONVERSATION_DETAILS)
+    memory_make(user=user, text="The user adopted a puppy named Biscuit.", sources=[event])
+    memory_make(user=user, text="The user cycles by the river on Sundays.")
+
+    found = texts(search(user, "puppy Biscuit river", limit=2))
+
+    assert found == [
+        "[8 May 2023] User: I adopted a puppy named Biscuit, we walk him by the river.",
+        "The user cycles by the river on Sundays.",
     ]
 
 
