@@ -8,13 +8,14 @@ calls and results are one line each, as the chat shows them, their JSON on deman
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.db.models import Count
+from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
@@ -27,9 +28,10 @@ from access_app.selectors import (
 )
 from core.admin import ReadOnlyAdmin
 from sessions_app.errors import SessionStoreError
-from sessions_app.events import TOOL_STEPS_KEY
+from sessions_app.events import ATTACHMENTS_KEY, TOOL_STEPS_KEY
 from sessions_app.markdown import markdown_render_safe
 from sessions_app.models import AppState, EventRecord, SessionRecord
+from sessions_app.selectors import staff_may_open_files
 from sessions_app.services import app_state as app_state_services
 from sessions_app.services.app_state import APP_STATE_PERMISSION
 from sessions_app.state import APP_PREFIX, PREFIXES, state_key_validate, state_value_validate
@@ -52,6 +54,7 @@ class ConversationEntry:
     html: SafeString
     steps: list[ToolStep]
     when: datetime
+    files: list[dict] = field(default_factory=list)
 
 
 def _json(value: object) -> str:
@@ -99,12 +102,23 @@ def conversation_entry(event: EventRecord) -> ConversationEntry:
             fallback = f"{name} failed" if _failed(answer) else f"Result of {name}"
             summary = steps_said.get(response.get("id")) or fallback
             steps.append(ToolStep(summary=summary, detail=_json({name: answer})))
+    attached = (event.custom_metadata or {}).get(ATTACHMENTS_KEY) if event.author == "user" else []
     return ConversationEntry(
         event=event,
         role=_speaker(event, only_results=bool(results) and not texts),
         html=mark_safe(markdown_render_safe("\n\n".join(texts))),
         steps=steps,
         when=datetime.fromtimestamp(event.timestamp, tz=UTC),
+        files=[
+            {
+                "filename": str(each.get("filename", "")),
+                "mime_type": str(each.get("mime_type", "")),
+                "size": each.get("size"),
+                "url": reverse("sessions_api:artifact-content", args=[each["id"]]),
+            }
+            for each in attached or []
+            if isinstance(each, dict) and isinstance(each.get("id"), str)
+        ],
     )
 
 
@@ -157,6 +171,11 @@ class SessionRecordAdmin(ReadOnlyAdmin):
         if session is not None and self.has_view_permission(request, session):
             events = session.events.order_by("sequence")
             extra["conversation"] = [conversation_entry(event) for event in events]
+            # Files open with the owner's grant only (a role is not enough); the download
+            # writes each opening to the owner's audit log.
+            extra["files_openable"] = session.user_id == request.user.pk or staff_may_open_files(
+                staff=request.user, owner_pk=session.user_id, scope=AccessScope.CONVERSATIONS
+            )
         response = super().change_view(request, object_id, form_url, extra_context=extra)
         audit_object_viewed(request, response, session)
         return response

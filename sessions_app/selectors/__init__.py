@@ -16,6 +16,7 @@ from sessions_app.selectors.artifacts import (
     artifact_versions_list,
     artifacts_of_user,
     session_artifacts_get,
+    staff_may_open_files,
 )
 from sessions_app.selectors.events import (
     StoredEvent,
@@ -84,6 +85,7 @@ __all__ = [
     "session_scoped_state",
     "session_titles",
     "sessions_temporary",
+    "staff_may_open_files",
     "store_read_async",
     "store_read_run",
     "stored_event_get",

@@ -186,14 +186,20 @@ def artifact_staff_scope(record: ArtifactRecord) -> str:
     return AccessScope.CONVERSATIONS if record.session_id else AccessScope.MEMORIES
 
 
-def artifact_staff_may_read(*, staff: Any, record: ArtifactRecord) -> bool:
-    """Whether ``staff`` (not the owner) may open the file: an active staff account holding an
-    active grant of :func:`artifact_staff_scope` from the owner. A role's global permission is
-    not enough: files are opened only with the owner's say-so."""
+def staff_may_open_files(*, staff: Any, owner_pk: int, scope: str) -> bool:
+    """Whether ``staff`` may open user ``owner_pk``'s files of ``scope``: an active staff
+    account holding an active grant of that scope from the owner. A role's global permission
+    is not enough: files are opened only with the owner's say-so."""
     if not (staff.is_authenticated and staff.is_active and staff.is_staff):
         return False
-    return grant_active_exists(
-        grantee_pk=staff.pk, owner_pk=record.user_id, scope=artifact_staff_scope(record)
+    return grant_active_exists(grantee_pk=staff.pk, owner_pk=owner_pk, scope=scope)
+
+
+def artifact_staff_may_read(*, staff: Any, record: ArtifactRecord) -> bool:
+    """Whether ``staff`` (not the owner) may open the file (:func:`staff_may_open_files` with
+    the grant :func:`artifact_staff_scope` names)."""
+    return staff_may_open_files(
+        staff=staff, owner_pk=record.user_id, scope=artifact_staff_scope(record)
     )
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 from google.genai import types
 
-from agents_app.runtime.attachments import attachment_parts
+from agents_app.runtime.attachments import attachment_parts, attachments_metadata
 from memory_app import services
 from memory_app.models import Memory, MemorySource
 from sessions_app import services as session_services
@@ -45,6 +45,7 @@ def say_with_files(session, text, files, *, user=None):
         content=types.Content(
             role="user", parts=[types.Part(text=text), *attachment_parts(records)]
         ),
+        custom_metadata={"attachments": attachments_metadata(records)},
     )
     session_services.event_append(session=session, event=event)
     return event, records
@@ -374,3 +375,22 @@ class TestShown:
         assert "opening it needs the user's grant of conversations" in page
         assert client.get(f"/api/artifacts/{memory.image.pk}/thumbnail/").status_code == 200
         assert client.get(f"/api/artifacts/{attached.pk}/thumbnail/").status_code == 404
+
+    def test_the_staff_conversation_lists_its_files_and_links_them_only_with_a_grant(
+        self, user, client, kept
+    ):
+        _, attached = kept
+        staff = StaffFactory(is_superuser=True)
+        client.force_login(staff)
+        url = f"/admin/sessions_app/sessionrecord/{attached.session_id}/change/"
+
+        page = client.get(url).content.decode()
+
+        assert "logo.png (image/png" in page
+        assert f"/api/artifacts/{attached.pk}/content/" not in page
+        assert "Opening these files needs the user's grant of conversations." in page
+
+        AccessGrantFactory(owner=user, grantee=staff, scope="conversations")
+        page = client.get(url).content.decode()
+
+        assert f'<a href="/api/artifacts/{attached.pk}/content/">logo.png</a>' in page
