@@ -140,12 +140,16 @@ class GrantListView(generics.ListAPIView, JSONAPIView):
         responses={
             201: GrantSerializer,
             400: bad_request(
-                "a `grantee` that is no active staff account (an unknown user name too, "
-                "and your own)",
+                "your own user name as `grantee`",
                 f"an `expires_at` not in the future or more than {services.GRANT_MAX_DAYS} "
                 "days ahead",
             ),
             403: NOT_SIGNED_IN,
+            404: OpenApiResponse(
+                ErrorSerializer,
+                description="The `grantee` is no active staff account (an unknown user name "
+                "too): the account the grant names does not exist for you.",
+            ),
             413: TOO_LARGE,
             415: UNSUPPORTED,
         },
@@ -160,6 +164,8 @@ class GrantListView(generics.ListAPIView, JSONAPIView):
                 scope=serializer.validated_data["scope"],
                 expires_at=serializer.validated_data["expires_at"],
             )
+        except services.GranteeNotFoundError as error:
+            raise NotFound(error.message_dict["grantee"][0]) from None
         except ValidationError as error:
             raise APIValidationError(error.message_dict) from None
         return Response(GrantSerializer(grant).data, status=status.HTTP_201_CREATED)

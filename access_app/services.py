@@ -80,6 +80,10 @@ def audit_record(
     )
 
 
+class GranteeNotFoundError(ValidationError):
+    """No active staff account has the username a grant names (an unknown one too)."""
+
+
 def _grantee_resolve(*, grantee: AbstractBaseUser | None, grantee_username: str | None):
     user_model = get_user_model()
     if grantee is None:
@@ -90,7 +94,7 @@ def _grantee_resolve(*, grantee: AbstractBaseUser | None, grantee_username: str 
             **{user_model.USERNAME_FIELD: username}
         ).first()
     if grantee is None or not grantee.is_staff or not grantee.is_active:
-        raise ValidationError({"grantee": "No active staff account has this username."})
+        raise GranteeNotFoundError({"grantee": "No active staff account has this username."})
     return grantee
 
 
@@ -105,8 +109,8 @@ def access_grant_create(
     """Let a staff account read ``scope`` of the owner's data until ``expires_at``.
 
     Raises ``ValidationError`` (keyed by field) for an unknown or non-staff
-    grantee, the owner themself, an unknown scope, or an expiry that is past or
-    more than ``GRANT_MAX_DAYS`` ahead. A still-active grant to the same
+    grantee (``GranteeNotFoundError``), the owner themself, an unknown scope, or
+    an expiry that is past or more than ``GRANT_MAX_DAYS`` ahead. A still-active grant to the same
     grantee for the same scope is revoked and replaced, so at most one applies.
     """
     grantee = _grantee_resolve(grantee=grantee, grantee_username=grantee_username)

@@ -66,8 +66,13 @@ class MemoryListView(JSONAPIView):
         parameters=[MemoryQuerySerializer],
         responses={
             200: MemoryPageSerializer,
-            400: bad_request("a `page` past the last page (the message says how many there are)"),
+            400: BAD_REQUEST,
             403: NOT_SIGNED_IN,
+            404: OpenApiResponse(
+                ErrorSerializer,
+                description="A `page` past the last page, which does not exist (the message "
+                "says how many there are).",
+            ),
         },
     )
     def get(self, request: Request) -> Response:
@@ -85,7 +90,7 @@ class MemoryListView(JSONAPIView):
             selectors.user_memories(app_name=app_name, user_pk=user_pk), query["page_size"]
         )
         if query["page"] > max(paginator.num_pages, 1):
-            raise BadRequest(f"There are {paginator.num_pages} pages.")
+            raise NotFound(f"There are {paginator.num_pages} pages.")
         page = paginator.page(query["page"])
         return Response(
             {

@@ -32,6 +32,7 @@ from sessions_app.errors import (
     AppForbiddenError,
     AppNotFoundError,
     DuplicateEventError,
+    InvocationNotFoundError,
     SessionAlreadyExistsError,
     SessionNotFoundError,
     SessionStoreError,
@@ -59,13 +60,15 @@ def _api_error(exc: Exception) -> Exception:
     """The API error a store or request error answers with; any other exception as it is."""
     if isinstance(exc, SessionNotFoundError):
         return NotFound()
-    if isinstance(exc, AppNotFoundError):
+    if isinstance(exc, AppNotFoundError | InvocationNotFoundError):
+        return NotFound(str(exc))
+    if isinstance(exc, selectors.InvalidPageTokenError):
         return NotFound(str(exc))
     if isinstance(exc, AppForbiddenError):
         return PermissionDenied(str(exc))
     if isinstance(exc, SessionAlreadyExistsError | DuplicateEventError):
         return Conflict(str(exc))
-    if isinstance(exc, SessionStoreError | selectors.InvalidPageTokenError):
+    if isinstance(exc, SessionStoreError):
         return BadRequest(str(exc))
     return exc
 
@@ -83,6 +86,12 @@ SESSION_ID = OpenApiParameter(
 )
 NOT_FOUND = OpenApiResponse(
     ErrorSerializer, description="You have no session with this id (also another user's)."
+)
+
+PAGE_NOT_FOUND = OpenApiResponse(
+    ErrorSerializer,
+    description="A `page_token` this service did not issue: no such page (as a cursor this "
+    "API did not give answers).",
 )
 
 
@@ -125,8 +134,9 @@ class SessionListView(SessionStoreAPIView):
         parameters=[SessionListQuerySerializer],
         responses={
             200: SessionPageSerializer,
-            400: bad_request("a `page_token` this service did not issue"),
+            400: BAD_REQUEST,
             403: NOT_SIGNED_IN,
+            404: PAGE_NOT_FOUND,
         },
     )
     def get(self, request: Request) -> Response:
@@ -376,11 +386,14 @@ class SessionRewindView(SessionStoreAPIView):
         request=RewindSerializer,
         responses={
             201: StoredEventSerializer,
-            400: bad_request(
-                "an `invocation_id` that is empty or that the session's history does not hold"
-            ),
+            400: bad_request("an empty `invocation_id`"),
             403: NOT_SIGNED_IN,
-            404: NOT_FOUND,
+            404: OpenApiResponse(
+                ErrorSerializer,
+                description="You have no session with this id (also another user's), or the "
+                "session's history does not hold the `invocation_id` (an unknown invocation is "
+                "an unknown object, as an unknown session is).",
+            ),
             413: TOO_LARGE,
             415: UNSUPPORTED,
         },

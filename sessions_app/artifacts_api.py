@@ -129,7 +129,11 @@ class SessionArtifactsView(SessionStoreAPIView):
             "multipart/form-data": {
                 "type": "object",
                 "properties": {
-                    "file": {"type": "array", "items": {"type": "string", "format": "binary"}}
+                    "file": {
+                        "type": "array",
+                        "items": {"type": "string", "format": "binary"},
+                        "minItems": 1,
+                    }
                 },
                 "required": ["file"],
             }

@@ -13,6 +13,7 @@ import pydantic
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.plumbing import ResolvedComponent
+from drf_spectacular.utils import extend_schema_field
 from pydantic.json_schema import model_json_schema
 from rest_framework import serializers
 from rest_framework.settings import api_settings
@@ -25,11 +26,23 @@ from sessions_app.models import EventRecord, SessionRecord
 from sessions_app.services import IDENTIFIER_PATTERN
 from sessions_app.state import APP_PREFIX, USER_PREFIX, ScopedState, state_merge
 
+# What the store refuses of a state key, in the schema's terms (``state.state_key_validate``
+# refuses more, such as a scope prefix alone, and the 400s say so).
+STATE_KEY_SCHEMA = {"minLength": 1, "maxLength": settings.MAX_STATE_KEY_LENGTH}
 DEFAULT_RECENT_EVENTS = 20
 MAX_RECENT_EVENTS = 1000
 DEFAULT_EVENTS_PAGE_SIZE = 100
 MAX_EVENTS_PAGE_SIZE = 1000
 MAX_SEQUENCE = 2**63 - 1
+
+
+@extend_schema_field(
+    {"type": "object", "propertyNames": STATE_KEY_SCHEMA, "additionalProperties": {}}
+)
+class StateField(serializers.DictField):
+    """A state dict: its keys as the store takes them (non-empty, bounded)."""
+
+
 IDENTIFIER_MESSAGE = (
     "Use 1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit."
 )
@@ -104,7 +117,7 @@ class SessionCreateSerializer(serializers.Serializer):
         help_text="A new id is made when left out, or when another user has this one "
         "(the response's `id` is the session's); one of your own sessions answers 409.",
     )
-    state = serializers.DictField(
+    state = StateField(
         required=False,
         help_text="Initial state; `user:` keys go to the user's shared scope, `temp:` keys "
         "are dropped, `app:` keys are refused.",
@@ -292,6 +305,8 @@ def event_schema(auto_schema) -> dict[str, Any]:
         Event, by_alias=False, ref_template="#/components/schemas/{model}", mode="validation"
     )
     for name, sub_schema in schema.pop("$defs", {}).items():
+        if name == "EventActions":
+            sub_schema["properties"]["state_delta"]["propertyNames"] = STATE_KEY_SCHEMA
         auto_schema.registry.register_on_missing(
             ResolvedComponent(
                 name=name, type=ResolvedComponent.SCHEMA, object=name, schema=sub_schema
@@ -310,6 +325,19 @@ class EventCreateSerializerSchema(OpenApiSerializerExtension):
         schema = event_schema(auto_schema)
         schema["additionalProperties"] = False
         schema["properties"]["id"]["minLength"] = 1
+        # What the API refuses of an end user's event, said in the schema's own terms.
+        schema["properties"]["author"] = {
+            "title": "Author",
+            "type": "string",
+            "enum": ["user"],
+            "description": "Events you append are authored `user`.",
+        }
+        schema["properties"]["partial"] = {
+            "title": "Partial",
+            "anyOf": [{"type": "boolean", "enum": [False]}, {"type": "null"}],
+            "default": None,
+            "description": "Partial (streaming) events are refused.",
+        }
         schema["description"] = (
             "An event to append (ADK's Event). `partial` events and "
             "`actions.rewind_before_invocation_id` are refused."

@@ -36,7 +36,11 @@ USER_ID = OpenApiParameter(
 )
 NO_KEY = OpenApiResponse(ErrorSerializer, description="No, unknown, revoked or expired key.")
 NO_SCOPE = OpenApiResponse(ErrorSerializer, description="The key lacks the scope.")
-UNKNOWN = OpenApiResponse(ErrorSerializer, description="Unknown app, user or object.")
+UNKNOWN = OpenApiResponse(
+    ErrorSerializer,
+    description="Unknown app, user or object: a session, memory or job, an invocation a "
+    "rewind names, or a `page_token` this API did not give.",
+)
 
 
 class ServiceAPIView(SessionStoreAPIView):

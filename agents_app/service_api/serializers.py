@@ -13,6 +13,7 @@ from sessions_app.selectors import MAX_PAGE_SIZE
 from sessions_app.serializers import (
     MAX_RECENT_EVENTS,
     EventCreateSerializer,
+    StateField,
     event_schema,
     identifier_field,
 )
@@ -43,7 +44,7 @@ def session_json(session: Session, *, external_user_id: str, events: bool) -> di
 
 class ServiceSessionCreateSerializer(serializers.Serializer):
     session_id = identifier_field(required=False, help_text="A new id is made when left out.")
-    state = serializers.DictField(
+    state = StateField(
         required=False,
         help_text="Initial state of any scope: `app:` and `user:` keys go to the shared scopes, "
         "`temp:` keys are dropped.",
@@ -103,7 +104,7 @@ class MemoryGenerateSerializer(serializers.Serializer):
 
 class MemoryEventsSerializer(serializers.Serializer):
     session_id = identifier_field()
-    events = serializers.ListField(child=serializers.DictField(), allow_empty=False)
+    events = serializers.ListField(child=serializers.DictField(), allow_empty=False, min_length=1)
     custom_metadata = serializers.DictField(required=False)
 
 
@@ -132,6 +133,17 @@ class JobSerializer(serializers.Serializer):
     job_id = serializers.CharField()
     status = serializers.CharField(help_text="queued, running, done, failed or dead.")
     error = serializers.CharField(allow_null=True)
+
+
+class AppMemoryUpdateSerializerSchema(OpenApiSerializerExtension):
+    """The correction of an app memory as the API takes it: at least one of its fields."""
+
+    target_class = AppMemoryUpdateSerializer
+
+    def map_serializer(self, auto_schema, direction) -> dict[str, Any]:
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        schema["minProperties"] = 1
+        return schema
 
 
 class ServiceEventSerializerSchema(OpenApiSerializerExtension):

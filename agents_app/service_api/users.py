@@ -7,13 +7,14 @@ import binascii
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents_app.models import Scope
 from agents_app.selectors import end_users_of
 from agents_app.service_api.base import APP_NAME, NO_KEY, NO_SCOPE, UNKNOWN, ServiceAPIView
-from core.api import BAD_REQUEST, BadRequest, request_data_validated
+from core.api import BAD_REQUEST, request_data_validated
 
 MAX_PAGE_SIZE = 1000
 
@@ -31,7 +32,7 @@ def _token_decode(token: str) -> str:
     try:
         return base64.urlsafe_b64decode(token.encode()).decode()
     except (binascii.Error, UnicodeError, ValueError):
-        raise BadRequest("The page_token is not one this API gave.") from None
+        raise NotFound("The page_token is not one this API gave.") from None
 
 
 class UsersAdminView(ServiceAPIView):

@@ -56,7 +56,6 @@ def test_create_list_and_revoke_a_grant(api_client, user, staff):
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"grantee": "nobody", "expires_at": "+1"}, "grantee"),
         ({"grantee": "STAFF", "expires_at": "-1"}, "expires_at"),
         ({"grantee": "STAFF", "expires_at": "yesterday"}, "expires_at"),
         ({"grantee": "STAFF", "scope": "all", "expires_at": "+1"}, "scope"),
@@ -72,6 +71,21 @@ def test_bad_grants_answer_400_with_the_field(api_client, staff, body, field):
     response = api_client.post(reverse(GRANTS), data, format="json")
     assert response.status_code == 400
     assert field in response.json()
+    assert not AccessGrant.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_grant_to_an_unknown_account_answers_404_and_writes_nothing(api_client, staff):
+    """The grantee is valid by the schema (a user name) and names no staff account, as an
+    unknown id names no object (found by schemathesis' positive_data_acceptance)."""
+    expires_at = (timezone.now() + timedelta(days=1)).isoformat()
+
+    response = api_client.post(
+        reverse(GRANTS), {"grantee": "nobody", "expires_at": expires_at}, format="json"
+    )
+
+    assert response.status_code == 404
+    assert response.json() == {"detail": "No active staff account has this username."}
     assert not AccessGrant.objects.exists()
 
 

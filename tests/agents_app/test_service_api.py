@@ -362,7 +362,8 @@ def test_a_rewind_appended_as_adk_does_rewinds_on_the_server(api):
     session = api.get("users/alice/sessions/s1/").json()
     assert session["state"] == {"n": 1}
     assert [e["invocation_id"] for e in session["events"]] == ["i1", "i3"]
-    assert api.post("users/alice/sessions/s1/events/", rewind).status_code == 400
+    # i2 is out of the history now: no such invocation to rewind to.
+    assert api.post("users/alice/sessions/s1/events/", rewind).status_code == 404
 
 
 def test_app_memories_are_bootstrapped_shared_and_found_by_every_end_user(api):
@@ -469,3 +470,19 @@ def test_app_memories_are_corrected_with_a_revision_naming_the_service_account(a
     assert other.patch(f"memories/{memory_id}/", {"text": "Refunds are free."}).status_code == 404
     assert api.patch("memories/not-a-uuid/", {"text": "x"}).status_code == 404
     assert Memory.objects.get(pk=memory_id).revisions.count() == 2
+
+
+def test_what_names_nothing_is_not_found_and_an_empty_correction_is_refused(api):
+    """Found by schemathesis' positive_data_acceptance with a valid key: each request is valid
+    by the schema, and was answered 400."""
+    api.post("users/alice/sessions/", {"session_id": "s1"})
+    memory = api.post("memories/", {"text": "Opening hours are 9 to 5."}).json()
+
+    unknown_invocation = api.post("users/alice/sessions/s1/rewind/", {"invocation_id": "never"})
+    unknown_page = api.get("users/", page_token="session_state_key")
+    empty_correction = api.patch(f"memories/{memory['id']}/", {})
+
+    assert unknown_invocation.status_code == 404
+    assert "No invocation 'never'" in unknown_invocation.json()["detail"]
+    assert unknown_page.status_code == 404
+    assert empty_correction.status_code == 400

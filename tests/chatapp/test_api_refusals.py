@@ -3,7 +3,9 @@
 Each case is a request the types of the schema allow but the API refuses by design (a NUL
 character, a page out of range, an unknown grantee or invocation, an empty author ...): the
 answer must be the 4xx the schema documents for the operation, with a message a person can act
-on, and the schema's description of that answer must name the refusal. So a client learns
+on, and the schema's description of that answer must name the refusal. What names something
+that does not exist (a page, an invocation, a grantee) answers 404, as an unknown id does: a
+request that is valid by the schema's types is never refused with a 400 for it. So a client learns
 from ``/api/schema/`` what will be refused, and a refusal the schema does not state fails here.
 """
 
@@ -81,16 +83,18 @@ REFUSALS = {
         "/api/sessions/",
         "/api/sessions/",
         query={"page_token": "bm90IGEgdG9rZW4"},
+        status=404,
         says="not one this service issued",
-        documented="a `page_token` this service did not issue",
+        documented="A `page_token` this service did not issue",
     ),
     "a page past the last": Refusal(
         "get",
         "/api/memories/",
         "/api/memories/",
         query={"page": "99"},
+        status=404,
         says="There are 1 pages",
-        documented="a `page` past the last page",
+        documented="A `page` past the last page",
     ),
     "app state from an end user": Refusal(
         "post",
@@ -145,8 +149,9 @@ REFUSALS = {
         "/api/sessions/{session_id}/rewind/",
         f"/api/sessions/{SESSION_ID}/rewind/",
         {"invocation_id": "never-ran"},
+        status=404,
         says="No invocation 'never-ran'",
-        documented="the session's history does not hold",
+        documented="the session's history does not hold the `invocation_id`",
     ),
     "an empty correction": Refusal(
         "post",
@@ -161,8 +166,9 @@ REFUSALS = {
         "/api/access/grants/",
         "/api/access/grants/",
         {"grantee": "nobody-here", "expires_at": _in_days(7)},
+        status=404,
         says="No active staff account",
-        documented="no active staff account (an unknown user name too",
+        documented="is no active staff account (an unknown user name too",
     ),
     "a grant for ever": Refusal(
         "post",
@@ -246,3 +252,58 @@ def test_every_documented_400_names_what_every_operation_refuses(schema):
     assert len(descriptions) > 20
     assert [name for name, text in descriptions if "NUL (`\\u0000`)" not in text] == []
     assert [name for name, text in descriptions if "nested more than 64" not in text] == []
+
+
+def _request_schema(schema: dict, path: str, method: str, media: str = "application/json"):
+    body = schema["paths"][path][method]["requestBody"]["content"][media]["schema"]
+    if "$ref" in body:
+        return schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[1]]
+    return body
+
+
+def test_what_the_api_refuses_of_a_field_the_schema_types_refuse_too(schema):
+    """Found by schemathesis' positive_data_acceptance: each of these was valid by the schema
+    and answered 400."""
+    event = _request_schema(schema, "/api/sessions/{session_id}/events/", "post")
+    author = event["properties"]["author"]
+    enum = (
+        author.get("enum")
+        or schema["components"]["schemas"][author["allOf"][0]["$ref"].rsplit("/", 1)[1]]["enum"]
+    )
+    upload = _request_schema(
+        schema, "/api/sessions/{session_id}/artifacts/", "post", "multipart/form-data"
+    )
+    correction = _request_schema(schema, "/api/v1/apps/{app_name}/memories/{memory_id}/", "patch")
+
+    created = _request_schema(schema, "/api/sessions/", "post")
+    created_by_key = _request_schema(
+        schema, "/api/v1/apps/{app_name}/users/{user_id}/sessions/", "post"
+    )
+    remembered = _request_schema(
+        schema, "/api/v1/apps/{app_name}/users/{user_id}/memory/events/", "post"
+    )
+    actions = schema["components"]["schemas"]["EventActions"]
+
+    assert enum == ["user"]
+    assert {"type": "boolean", "enum": [False]} in event["properties"]["partial"]["anyOf"]
+    assert upload["properties"]["file"]["minItems"] == 1
+    assert correction["minProperties"] == 1
+    assert remembered["properties"]["events"]["minItems"] == 1
+    for state in (
+        created["properties"]["state"],
+        created_by_key["properties"]["state"],
+        actions["properties"]["state_delta"],
+    ):
+        assert state["propertyNames"]["minLength"] == 1
+
+
+def test_an_upload_without_a_file_and_an_empty_author_are_refused(api_client, memory_id):
+    upload = api_client.post(f"/api/sessions/{SESSION_ID}/artifacts/", {}, format="multipart")
+    partial = api_client.post(
+        f"/api/sessions/{SESSION_ID}/events/",
+        {"author": "user", "partial": True},
+        format="json",
+    )
+
+    assert upload.status_code == 400
+    assert partial.status_code == 400

@@ -128,7 +128,7 @@ def test_responses_match_the_schema(spec, api_client):
             200,
         ),
         (api_client.get("/api/sessions/nope/"), detail, "get", 404),
-        (api_client.get("/api/sessions/", {"page_token": "x"}), "/api/sessions/", "get", 400),
+        (api_client.get("/api/sessions/", {"page_token": "x"}), "/api/sessions/", "get", 404),
         (
             api_client.post("/api/sessions/", {"session_id": "s-1"}, format="json"),
             "/api/sessions/",
