@@ -39,6 +39,22 @@ def responses_add_throttled(result: dict[str, Any], generator, request, public) 
     return result
 
 
+def request_bodies_require_some_field(
+    result: dict[str, Any], generator, request, public
+) -> dict[str, Any]:
+    """A body whose schema needs at least one field (``minProperties``) is itself required:
+    drf-spectacular marks a body required only when a field is."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            body = operation.get("requestBody")
+            for media in (body or {}).get("content", {}).values():
+                ref = media.get("schema", {}).get("$ref", "")
+                if schemas.get(ref.rsplit("/", 1)[-1], {}).get("minProperties"):
+                    body["required"] = True
+    return result
+
+
 class SchemaView(SpectacularAPIView):
     """drf-spectacular's schema view, with the schema made once per process and language,
     under a lock.

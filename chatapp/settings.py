@@ -479,6 +479,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "chatapp.schema.responses_add_throttled",
+        "chatapp.schema.request_bodies_require_some_field",
         "agents_app.service_api.reference.service_operations_describe",
     ],
 }

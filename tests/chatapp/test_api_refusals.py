@@ -288,6 +288,9 @@ def test_what_the_api_refuses_of_a_field_the_schema_types_refuse_too(schema):
     assert {"type": "boolean", "enum": [False]} in event["properties"]["partial"]["anyOf"]
     assert upload["properties"]["file"]["minItems"] == 1
     assert correction["minProperties"] == 1
+    assert schema["paths"]["/api/v1/apps/{app_name}/memories/{memory_id}/"]["patch"]["requestBody"][
+        "required"
+    ]
     assert remembered["properties"]["events"]["minItems"] == 1
     for state in (
         created["properties"]["state"],
