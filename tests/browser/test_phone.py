@@ -1,5 +1,6 @@
-"""At phone width (390 px): no page scrolls sideways, the chat's title shows, and the
-navigation folds behind a Menu button that works by keyboard."""
+"""At phone width (390 px): no page scrolls sideways, the chat's title shows, the composer's
+placeholder is whole on one line, and the navigation folds behind a Menu button that works by
+keyboard."""
 
 from __future__ import annotations
 
@@ -108,3 +109,22 @@ def test_the_navigation_is_not_folded_on_a_wide_screen(new_page, server: Server)
     expect(
         page.get_by_role("navigation", name="Main").get_by_role("link", name="Memory")
     ).to_be_visible()
+
+
+@pytest.mark.parametrize("width", [320, 360, 390])
+def test_the_composer_shows_its_whole_placeholder_on_a_phone(new_page, width: int):
+    page = new_page({"width": width, "height": 740})
+    composer = page.get_by_role("textbox", name="Message")
+    expect(composer).to_be_visible()
+    room, needed = composer.evaluate(
+        """box => {
+            const style = getComputedStyle(box);
+            const context = document.createElement("canvas").getContext("2d");
+            context.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+            const padding = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+            return [box.clientWidth - padding, context.measureText(box.placeholder).width];
+        }"""
+    )
+    assert needed <= room, f"placeholder needs {needed:.0f} px, the box has {room:.0f} px"
+    expect(page.get_by_role("button", name="Attach files")).to_be_visible()
+    assert overflow(page) == 0
