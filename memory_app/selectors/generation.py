@@ -145,40 +145,45 @@ def content_text(content: dict | None) -> str:
 @dataclass(frozen=True)
 class TurnTriggerFacts:
     """What the turn triggers look at: the text of the user event that began the invocation
-    (None without one) and the user turns stored past the session's watermark."""
+    (None without one), the user turns stored past the session's watermark, and whether a job
+    of the session is queued (it reads the session's events when it starts, so it will take
+    this turn too)."""
 
     user_text: str | None
     unprocessed_user_turns: int
+    job_queued: bool = False
 
 
 def _turn_trigger_facts_assemble(results: list[list[tuple]]) -> TurnTriggerFacts:
-    content, unprocessed = results[0][0]
+    content, unprocessed, job_queued = results[0][0]
     if isinstance(content, str | bytes):  # text as stored; a driver may decode it itself
         content = EventRecord._meta.get_field("content").from_db_value(content, None, connection)
     return TurnTriggerFacts(
         user_text=None if content is None else content_text(content),
         unprocessed_user_turns=unprocessed,
+        job_queued=bool(job_queued),
     )
 
 
 def turn_trigger_facts_read(*, session_id: str, invocation_id: str) -> StoreRead:
-    """The read behind ``turn_trigger_facts``: both facts in one statement, written out in SQL:
-    it runs after every turn, where the ORM's building of the two queries cost more than the
+    """The read behind ``turn_trigger_facts``: the three facts in one statement, written out in
+    SQL: it runs after every turn, where the ORM's building of the queries cost more than the
     database's answering them; a turn runs it from the event loop. Rewound user turns are not
     counted."""
     events = EventRecord._meta.db_table
     watermarks = MemoryWatermark._meta.db_table
+    jobs = GenerationJob._meta.db_table
     sql = (
         f"SELECT (SELECT content FROM {events} WHERE session_id = %s AND invocation_id = %s"
         f" AND author = 'user' ORDER BY sequence LIMIT 1),"
         f" (SELECT COUNT(*) FROM {events} WHERE session_id = %s AND author = 'user'"
         f" AND rewound = %s AND sequence > COALESCE("
-        f"(SELECT last_sequence FROM {watermarks} WHERE session_id = %s), 0))"
+        f"(SELECT last_sequence FROM {watermarks} WHERE session_id = %s), 0)),"
+        f" EXISTS (SELECT 1 FROM {jobs} WHERE session_id = %s AND status = %s)"
     )
-    return StoreRead(
-        [(sql, [session_id, invocation_id, session_id, False, session_id])],
-        _turn_trigger_facts_assemble,
-    )
+    params = [session_id, invocation_id, session_id, False, session_id]
+    params += [session_id, str(GenerationJob.Status.QUEUED)]
+    return StoreRead([(sql, params)], _turn_trigger_facts_assemble)
 
 
 def turn_trigger_facts(*, session_id: str, invocation_id: str) -> TurnTriggerFacts:

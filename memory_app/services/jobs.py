@@ -115,26 +115,29 @@ def _turn_trigger_decide(
     config: selectors.TriggerConfig, facts: selectors.TurnTriggerFacts | None
 ) -> GenerationJob.Trigger | None:
     """The turn trigger due, from the app's triggers and the turn's facts (None: not read,
-    as ``_facts_needed`` says they are not)."""
-    if config.explicit and facts and facts.user_text and REMEMBER_REQUEST.search(facts.user_text):
+    as ``_facts_needed`` says no trigger can be due). A job already queued for the session
+    takes this turn when it starts, so nothing more is due: a request would only find it."""
+    if facts is None or facts.job_queued:
+        return None
+    if config.explicit and facts.user_text and REMEMBER_REQUEST.search(facts.user_text):
         return GenerationJob.Trigger.EXPLICIT
     if config.every_turn:
         return GenerationJob.Trigger.EVERY_TURN
-    if config.every_n_turns > 0 and facts and facts.unprocessed_user_turns >= config.every_n_turns:
+    if config.every_n_turns > 0 and facts.unprocessed_user_turns >= config.every_n_turns:
         return GenerationJob.Trigger.EVERY_N_TURNS
     return None
 
 
 def _facts_needed(config: selectors.TriggerConfig) -> bool:
-    return config.explicit or not (config.every_turn or config.every_n_turns <= 0)
+    return config.explicit or config.every_turn or config.every_n_turns > 0
 
 
 def memory_turn_trigger(
     *, app_name: str, session_id: str, invocation_id: str
 ) -> GenerationJob.Trigger | None:
     """The turn trigger due after a stored turn, or None: explicit ("remember ..." in the
-    user's message) first, then every turn, then every N user turns past the watermark. One
-    indexed read at most."""
+    user's message) first, then every turn, then every N user turns past the watermark; none
+    while a job of the session is queued. One indexed read at most."""
     config = selectors.trigger_config_get(app_name=app_name)
     facts = None
     if _facts_needed(config):
@@ -160,7 +163,8 @@ def memory_turn_completed(
     *, app_name: str, user_pk: int, session_id: str, invocation_id: str
 ) -> GenerationJob | None:
     """After a stored turn: queue a job if one of the app's turn triggers is due
-    (``memory_turn_trigger``), else None. The job itself runs elsewhere."""
+    (``memory_turn_trigger``), else None (also when a queued job will take the turn). The job
+    itself runs elsewhere."""
     trigger = memory_turn_trigger(
         app_name=app_name, session_id=session_id, invocation_id=invocation_id
     )

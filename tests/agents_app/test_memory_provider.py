@@ -149,6 +149,36 @@ async def test_turn_completed_queues_a_job_only_when_due(owner, settings, monkey
     assert job.trigger == GenerationJob.Trigger.EVERY_N_TURNS
 
 
+async def test_a_turn_while_a_job_is_queued_is_left_to_that_job(owner, settings, monkeypatch):
+    """Once a job of the session is queued, later turns request nothing (no lock, no thread
+    hop): the job reads the session's events when it starts, these turns included."""
+    settings.MEMORY_TRIGGERS = {APP: {"every_n_turns": 2, "explicit": True}}
+    monkeypatch.setattr(jobs, "task_enqueue", lambda **kwargs: None)
+    session = await sync_to_async(session_make)(owner)
+    for text in ("My name is Dana", "I live in Lisbon"):
+        invocation_id = await sync_to_async(turn_add)(session, text)
+        await provider.turn_completed(session=session, invocation_id=invocation_id)
+    job = await GenerationJob.objects.aget()
+
+    later = await sync_to_async(turn_add)(session, "Remember that my cat is called Miso")
+    trigger = await services.memory_turn_trigger_async(
+        app_name=APP, session_id=session.id, invocation_id=later
+    )
+    assert trigger is None
+    await provider.turn_completed(session=session, invocation_id=later)
+    assert [j.pk async for j in GenerationJob.objects.all()] == [job.pk]
+
+    await sync_to_async(services.memory_job_run)(job_id=str(job.pk))
+    texts = [m.text async for m in Memory.objects.filter(user=owner)]
+    assert any("Miso" in text for text in texts), texts
+
+    after = await sync_to_async(turn_add)(session, "Remember that I am allergic to peanuts")
+    trigger = await services.memory_turn_trigger_async(
+        app_name=APP, session_id=session.id, invocation_id=after
+    )
+    assert trigger == GenerationJob.Trigger.EXPLICIT
+
+
 async def say(runner, user, session_id, text):
     message = types.Content(role="user", parts=[types.Part(text=text)])
     return [

@@ -112,7 +112,8 @@ def test_a_queued_job_absorbs_later_triggers(user, enqueued, triggers):
     first = completed(user, session, turn_add(session, "I like tea"))
     second = completed(user, session, turn_add(session, "I like coffee"))
 
-    assert first.pk == second.pk
+    assert first is not None and second is None
+    assert list(GenerationJob.objects.values_list("pk", flat=True)) == [first.pk]
     assert len(enqueued) == 1
 
 
