@@ -42,15 +42,18 @@ def responses_add_throttled(result: dict[str, Any], generator, request, public) 
 def request_bodies_require_some_field(
     result: dict[str, Any], generator, request, public
 ) -> dict[str, Any]:
-    """A body whose schema needs at least one field (``minProperties``) is itself required:
-    drf-spectacular marks a body required only when a field is."""
+    """A body whose schema needs at least one field (``minProperties``, or a required field of
+    a schema given inline, as the uploads' form is) is itself required: drf-spectacular marks
+    a body required only when a field of a serializer is."""
     schemas = result.get("components", {}).get("schemas", {})
     for operations in result.get("paths", {}).values():
         for operation in operations.values():
             body = operation.get("requestBody")
             for media in (body or {}).get("content", {}).values():
-                ref = media.get("schema", {}).get("$ref", "")
-                if schemas.get(ref.rsplit("/", 1)[-1], {}).get("minProperties"):
+                schema = media.get("schema", {})
+                if "$ref" in schema:
+                    schema = schemas.get(schema["$ref"].rsplit("/", 1)[-1], {})
+                if schema.get("minProperties") or schema.get("required"):
                     body["required"] = True
     return result
 

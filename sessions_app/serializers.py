@@ -7,6 +7,7 @@ Events are described in the schema by the ``Event`` model's own JSON schema.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pydantic
@@ -20,7 +21,14 @@ from rest_framework.settings import api_settings
 
 from core.api import StrictBooleanField, StrictCharField, StrictRegexField
 from sessions_app import selectors
-from sessions_app.events import TIMESTAMP_RANGE_MESSAGE, Event, timestamp_representable
+from sessions_app.end_user import AGENT_ONLY_ACTIONS, END_USER_ROLE
+from sessions_app.events import (
+    TIMESTAMP_MAX,
+    TIMESTAMP_MIN,
+    TIMESTAMP_RANGE_MESSAGE,
+    Event,
+    timestamp_representable,
+)
 from sessions_app.markdown import markdown_render_safe
 from sessions_app.models import EventRecord, SessionRecord
 from sessions_app.services import IDENTIFIER_PATTERN
@@ -307,12 +315,62 @@ def event_schema(auto_schema) -> dict[str, Any]:
     for name, sub_schema in schema.pop("$defs", {}).items():
         if name == "EventActions":
             sub_schema["properties"]["state_delta"]["propertyNames"] = STATE_KEY_SCHEMA
-        auto_schema.registry.register_on_missing(
-            ResolvedComponent(
-                name=name, type=ResolvedComponent.SCHEMA, object=name, schema=sub_schema
-            )
-        )
+        _component_register(auto_schema, name, sub_schema)
     return schema
+
+
+def _component_register(auto_schema, name: str, schema: dict[str, Any]) -> None:
+    auto_schema.registry.register_on_missing(
+        ResolvedComponent(name=name, type=ResolvedComponent.SCHEMA, object=name, schema=schema)
+    )
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+NOT_FROM_AN_END_USER = {"type": "null", "description": "Only an agent's events carry it."}
+
+
+def end_user_event_components(auto_schema) -> None:
+    """``UserContent``, ``UserPart`` and ``UserEventActions``: ADK's ``Content``, ``Part`` and
+    ``EventActions`` narrowed to what an end user may append (``sessions_app.end_user``), so
+    that the schema of the events a person sends refuses what the API refuses."""
+    defs = model_json_schema(
+        Event, by_alias=False, ref_template="#/components/schemas/{model}", mode="validation"
+    )["$defs"]
+    part = copy.deepcopy(defs["Part"])
+    part["title"] = "UserPart"
+    part["properties"]["function_call"] = {
+        "type": "null",
+        "description": "Only an agent calls tools: no function_call parts.",
+    }
+    content = copy.deepcopy(defs["Content"])
+    content["title"] = "UserContent"
+    content["properties"]["parts"]["anyOf"][0]["items"] = _ref("UserPart")
+    content["properties"]["role"] = {
+        "anyOf": [{"type": "string", "enum": [END_USER_ROLE]}, {"type": "null"}],
+        "default": None,
+        "description": f"Events you append are in the {END_USER_ROLE!r} role.",
+    }
+    actions = copy.deepcopy(defs["EventActions"])
+    actions["title"] = "UserEventActions"
+    actions["properties"]["state_delta"]["propertyNames"] = {
+        **STATE_KEY_SCHEMA,
+        "not": {"pattern": f"^{APP_PREFIX}"},
+        "description": "`app:` keys are written only by the app's agent, its service "
+        "accounts and staff.",
+    }
+    for name in AGENT_ONLY_ACTIONS:
+        actions["properties"][name] = NOT_FROM_AN_END_USER
+    actions["properties"]["rewind_before_invocation_id"] = {
+        "type": "null",
+        "description": "Rewinds are made with POST /api/sessions/<session_id>/rewind/.",
+    }
+    actions["additionalProperties"] = False
+    components = {"UserPart": part, "UserContent": content, "UserEventActions": actions}
+    for name, schema in components.items():
+        _component_register(auto_schema, name, schema)
 
 
 class EventCreateSerializerSchema(OpenApiSerializerExtension):
@@ -338,6 +396,15 @@ class EventCreateSerializerSchema(OpenApiSerializerExtension):
             "default": None,
             "description": "Partial (streaming) events are refused.",
         }
+        end_user_event_components(auto_schema)
+        schema["properties"]["content"] = {
+            "anyOf": [_ref("UserContent"), {"type": "null"}],
+            "default": None,
+        }
+        schema["properties"]["actions"] = _ref("UserEventActions")
+        schema["properties"]["timestamp"].update(
+            minimum=TIMESTAMP_MIN, maximum=TIMESTAMP_MAX, description=TIMESTAMP_RANGE_MESSAGE
+        )
         schema["description"] = (
             "An event to append (ADK's Event). `partial` events and "
             "`actions.rewind_before_invocation_id` are refused."

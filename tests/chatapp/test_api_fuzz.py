@@ -5,10 +5,10 @@ in-process to the Django WSGI application (the same middleware stack as a
 browser's requests), as a signed-in user who has a session with events and
 state in place, so that generated requests reach real objects as well as
 unknown ones. Whatever schemathesis sends, the app must answer without a 5xx
-and as its schema says (status codes, content types, bodies), refuse what the
-schema does not allow, and enforce authentication. Only "schema-valid data is
-accepted" is left out: the schema cannot say which invocation ids a session
-holds or how large an event may grow, and refusing those is the API's job.
+and as its schema says (status codes, content types, bodies), accept what the
+schema allows, refuse what it does not, and enforce authentication. Uploads are
+real files (an image, a PDF, a text): a schema says a part is binary, not which
+formats its bytes must be in, and the API reads them to check.
 
 Examples are bounded and derandomised so the run takes a minute or two and
 gives the same verdict every time; raise ``FUZZ_EXAMPLES`` for a longer hunt.
@@ -25,11 +25,11 @@ from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from schemathesis.config import SchemathesisConfig
-from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from sessions_app import services
 from sessions_app.events import Event, EventActions
 from tests.factories import MemoryFactory, UserFactory
+from tests.sample_files import image_bytes, pdf_bytes
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
@@ -63,12 +63,21 @@ def before_generate_path_parameters(context, strategy):
     return st.one_of(strategy, st.just(real))
 
 
+UPLOADS = (image_bytes(), image_bytes("JPEG"), pdf_bytes(), b"Notes\n")
+
+
 @schema.hook
 def before_generate_body(context, strategy):
-    """Rewinds also name invocations that exist in the session."""
-    if context.operation and context.operation.path.endswith("/rewind/"):
+    """Rewinds also name invocations that exist in the session; uploads are files of the
+    accepted formats."""
+    path = context.operation.path if context.operation else ""
+    if path.endswith("/rewind/"):
         return st.one_of(
             strategy, st.sampled_from([{"invocation_id": value} for value in INVOCATION_IDS])
+        )
+    if path.endswith("/artifacts/") and context.operation.method.upper() == "POST":
+        return st.lists(st.sampled_from(UPLOADS), min_size=1, max_size=3).map(
+            lambda files: {"file": files}
         )
     return strategy
 
@@ -121,4 +130,4 @@ class SignedInUser:
     suppress_health_check=list(HealthCheck),
 )
 def test_every_operation_answers_without_a_server_error_and_as_documented(case, data_in_place):
-    case.call_and_validate(excluded_checks=[positive_data_acceptance])
+    case.call_and_validate()

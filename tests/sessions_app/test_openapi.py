@@ -162,3 +162,29 @@ def test_docs_page_renders_from_local_assets_only(client, user):
     for asset in assets:
         assert client.get(asset).status_code == 200, asset
     assert client.get("/api/schema/").status_code == 200
+
+
+def test_the_event_a_person_appends_is_refused_by_the_schema_as_by_the_api(spec):
+    """What ``sessions_app.end_user`` refuses of a person's event, the request schema refuses:
+    another role, a tool call, an ``app:`` key, an agent's action, a rewind, a timestamp past
+    year 9999; an ordinary message passes."""
+    schema = _request_schema_of(spec, "/api/sessions/{session_id}/events/", "post")
+    message = {"author": "user", "content": {"role": "user", "parts": [{"text": "Hi"}]}}
+    _assert_matches(schema, message)
+    refused = [
+        {**message, "content": {"role": "model", "parts": [{"text": "Hi"}]}},
+        {**message, "content": {"parts": [{"function_call": {"name": "lookup"}}]}},
+        {**message, "actions": {"state_delta": {"app:greeting": "hello"}}},
+        {**message, "actions": {"transfer_to_agent": "billing"}},
+        {**message, "actions": {"escalate": True}},
+        {**message, "actions": {"rewind_before_invocation_id": "inv-1"}},
+        {**message, "actions": {"not_an_action": 1}},
+        {**message, "timestamp": 1e300},
+    ]
+    for body in refused:
+        assert list(OAS31Validator(schema).iter_errors(body)), body
+
+
+def test_an_upload_needs_its_body(spec):
+    body = spec["paths"]["/api/sessions/{session_id}/artifacts/"]["post"]["requestBody"]
+    assert body["required"] is True
