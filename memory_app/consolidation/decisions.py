@@ -194,14 +194,25 @@ class _Run:
 
 def _events_resolve(
     *, session_id: str | None, facts: list[ExtractedFact]
-) -> dict[str, EventRecord]:
-    """The session's stored events the facts cite, by event id (ids from elsewhere, and events
-    a rewind took out of the history while the facts were extracted, are ignored)."""
+) -> tuple[dict[str, EventRecord], set[str]]:
+    """The session's stored events the facts cite, by event id, and the ids of those a rewind
+    took out of the history while the facts were extracted (ids from elsewhere are ignored)."""
     wanted = {event_id for fact in facts for event_id in fact.event_ids}
     if session_id is None or not wanted:
-        return {}
-    records = EventRecord.objects.filter(session_id=session_id, event_id__in=wanted, rewound=False)
-    return {record.event_id: record for record in records}
+        return {}, set()
+    records = EventRecord.objects.filter(session_id=session_id, event_id__in=wanted)
+    live = {record.event_id: record for record in records if not record.rewound}
+    return live, {record.event_id for record in records if record.rewound}
+
+
+def _from_rewound_turns_only(
+    fact: ExtractedFact, events: dict[str, EventRecord], rewound: set[str]
+) -> bool:
+    """A fact whose cited turns a rewind took out of the history, none left in it: the user
+    edited or regenerated what it came from, so it is not remembered."""
+    return not any(i in events for i in fact.event_ids) and any(
+        i in rewound for i in fact.event_ids
+    )
 
 
 def _artifacts_resolve(*, user_pk: int, facts: list[ExtractedFact]) -> dict[str, ArtifactRecord]:
@@ -239,7 +250,7 @@ def memories_consolidate(
         prepared = consolidation_prepare(app_name=app_name, facts=facts)
     elif prepared.app_name != app_name or [item.fact for item in prepared.items] != facts:
         raise ValueError("prepared was made for other facts or another app")
-    events = _events_resolve(session_id=session_id, facts=facts)
+    events, rewound = _events_resolve(session_id=session_id, facts=facts)
     artifacts = _artifacts_resolve(user_pk=user_pk, facts=facts)
     with transaction.atomic():
         known = KnownMemories(
@@ -257,5 +268,6 @@ def memories_consolidate(
         )
         run = _Run(known=known, writes=writes)
         for item in prepared.items:
-            run.apply(item)
+            if not _from_rewound_turns_only(item.fact, events, rewound):
+                run.apply(item)
     return run.report

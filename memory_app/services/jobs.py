@@ -30,11 +30,12 @@ from memory_app.models import (
     MemoryWatermark,
     SessionDeparture,
 )
+from memory_app.services.releases import session_rewound_memories_release
 from memory_app.services.users import memory_index_invalidate, memory_notices_send, user_lock
 from memory_app.topics import topics_for_app
 from sessions_app import selectors as session_selectors
 from sessions_app.app_policy import app_policy_get
-from sessions_app.models import SessionRecord
+from sessions_app.models import EventRecord, SessionRecord
 
 logger = logging.getLogger(__name__)
 
@@ -426,6 +427,22 @@ def _batch_read(session_id: str) -> _Batch:
     )
 
 
+def _batch_rewound_since(session_id: str, batch: _Batch) -> bool:
+    """Whether a rewind took events of ``batch`` out of the history after they were read.
+
+    Called once the run's memories are committed: a rewind committed before this read is seen
+    here (and its memories are revised now); one committed after revises them itself, since
+    its revision runs after its commit and finds them stored. So no fact of a rewound turn
+    outlives a run that raced the rewind, and no lock is shared with the chat."""
+    read = [event.id for event in batch.events]
+    return (
+        bool(read)
+        and EventRecord.objects.filter(
+            session_id=session_id, event_id__in=read, rewound=True
+        ).exists()
+    )
+
+
 def memory_job_run(*, job_id: str) -> GenerationJob:
     """Run a job: extract facts from the session's unprocessed events, consolidate, store.
 
@@ -462,6 +479,8 @@ def memory_job_run(*, job_id: str) -> GenerationJob:
             break
     finished, report = outcome
     if report is not None:
+        if _batch_rewound_since(job.session_id, batch):
+            session_rewound_memories_release(session_id=job.session_id)
         memory_index_invalidate(app_name=job.app_name, user_pk=job.user_id)
         memory_notices_send(user_pk=job.user_id, report=report)
         if batch.more:

@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from core.background import background_wait_idle
 from memory_app import services
+from memory_app.consolidation import decisions
 from memory_app.models import Memory, MemoryRevision, MemorySource, RewindRelease
-from memory_app.services import session_rewound_memories_release
+from memory_app.services import jobs, session_rewound_memories_release
 from memory_app.tasks import rewind_releases_sweep
 from sessions_app import services as session_services
 from tests.memory_app.support import (
@@ -146,3 +147,55 @@ def test_a_rewind_made_while_a_revision_runs_keeps_its_record_for_the_next(user,
     later = timezone.now() + timedelta(seconds=settings.MEMORY_JOB_REDISPATCH_AFTER_SECONDS + 1)
     assert services.rewind_releases_sweep(now=later) == 1
     assert not RewindRelease.objects.filter(session_id=session.id).exists()
+
+
+def test_a_job_that_read_turns_a_rewind_then_took_out_keeps_none_of_their_facts(
+    user, chat, monkeypatch, settings
+):
+    """The user edits a message while a memory job is extracting facts from it: the job's
+    facts of the rewound turn do not stay, whichever commits first."""
+    settings.MEMORY_TRIGGERS = {APP: {"every_n_turns": 0, "explicit": False}}
+    session, _, second = chat
+    job = services.memory_job_request(
+        app_name=APP, user_pk=user.pk, session_id=session.id, trigger="session_end", enqueue=False
+    )
+    extract = jobs.facts_extract
+
+    def extract_while_the_user_edits(**kwargs):
+        facts = extract(**kwargs)
+        rewind(user, session, second)  # commits before the job writes what it extracted
+        return facts
+
+    monkeypatch.setattr(jobs, "facts_extract", extract_while_the_user_edits)
+    services.memory_job_run(job_id=str(job.pk))
+    background_wait_idle()
+
+    texts = list(Memory.objects.filter(user=user).values_list("text", flat=True))
+    assert any("Porto" in text for text in texts), texts
+    assert not any("Miso" in text for text in texts), texts
+    rewound = MemorySource.objects.filter(memory__user=user, event__rewound=True)
+    assert not rewound.exists()
+
+
+def test_a_rewind_landing_while_the_job_writes_is_revised_by_the_job(user, chat, monkeypatch):
+    """The rewind lands after the job found its turns in the history but before its memories
+    are stored, and the rewind's own revision has run already: the job revises them."""
+    session, _, second = chat
+    job = services.memory_job_request(
+        app_name=APP, user_pk=user.pk, session_id=session.id, trigger="session_end", enqueue=False
+    )
+    resolve = decisions._events_resolve
+
+    def resolve_then_the_user_edits(**kwargs):
+        found = resolve(**kwargs)
+        rewind(user, session, second)
+        session_rewound_memories_release(session_id=session.id)  # finds nothing yet
+        return found
+
+    monkeypatch.setattr(decisions, "_events_resolve", resolve_then_the_user_edits)
+    services.memory_job_run(job_id=str(job.pk))
+
+    texts = list(Memory.objects.filter(user=user).values_list("text", flat=True))
+    assert any("Porto" in text for text in texts), texts
+    assert not any("Miso" in text for text in texts), texts
+    assert not MemorySource.objects.filter(memory__user=user, event__rewound=True).exists()
