@@ -160,6 +160,9 @@ class MemoryWrites:
         return {"embedding": vector_to_bytes(vector), "embedding_model": self.embedder_name}
 
     def quarantine(self, item: PreparedFact) -> None:
+        """Hold the fact for review as a memory of its own, with the copy of its file a memory
+        that keeps one holds (see :meth:`create`): approved, it is the same memory as one that
+        was never held; and the person sees on their Memory page what is held about them."""
         fact = item.fact
         text = secrets_mask(text=item.text)
         existing = (
@@ -177,7 +180,9 @@ class MemoryWrites:
             self._sources_add(existing, item, linked)
             self.report.quarantined.append(existing)
             return
+        kept = self.fact_file(item) if fact.keeps_file else None
         memory = Memory.objects.create(
+            image=session_services.artifact_user_copy(record=kept) if kept else None,
             app_name=self.app_name,
             scope=MemoryScope.USER,
             user_id=self.user_pk,
