@@ -262,6 +262,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "sessions_app.tasks.sessions_expire_idle",
         "schedule": float(SESSION_CLEANUP_INTERVAL_SECONDS),
     },
+    # Files whose rows rolled back (a failed write after the file was stored), a day after.
+    "artifact-files-orphaned": {
+        "task": "sessions_app.tasks.artifact_files_orphaned_delete",
+        "schedule": 3 * 3600.0,
+    },
 }
 
 # --- Models and agents ----------------------------------------------------------------

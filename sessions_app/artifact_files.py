@@ -87,7 +87,7 @@ def artifact_uri_parse(uri: str) -> dict[str, Any] | None:
 
 def artifact_file_delete(storage_name: str) -> None:
     """Remove one stored file; a failure is logged, not raised (its row is gone already, and
-    the next deletion walk of the storage lists it)."""
+    the periodic walk of the storage, ``artifact_files_orphaned_delete``, finds it again)."""
     try:
         artifact_storage().delete(storage_name)
     except Exception:

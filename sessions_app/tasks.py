@@ -13,3 +13,10 @@ def sessions_expire_idle() -> int:
     time it runs, so a second run finds nothing left to do.
     """
     return services.sessions_expire_idle()
+
+
+@shared_task(name="sessions_app.tasks.artifact_files_orphaned_delete")
+def artifact_files_orphaned_delete() -> int:
+    """Delete stored files no artifact names, a day after they were written (see
+    ``services.artifact_files_orphaned_delete``); safe to run twice or concurrently."""
+    return services.artifact_files_orphaned_delete()

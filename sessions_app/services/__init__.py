@@ -20,6 +20,7 @@ from sessions_app.errors import InvalidStateError
 from sessions_app.services.artifact_service import ArtifactService
 from sessions_app.services.artifacts import (
     artifact_delete,
+    artifact_files_orphaned_delete,
     artifact_save,
     artifact_user_copy,
     attachments_store,
@@ -44,6 +45,7 @@ __all__ = [
     "ListSessionsResponse",
     "SessionService",
     "artifact_delete",
+    "artifact_files_orphaned_delete",
     "artifact_save",
     "artifact_user_copy",
     "attachments_store",

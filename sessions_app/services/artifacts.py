@@ -173,3 +173,36 @@ def attachments_store(
             artifact_file_delete(record.storage_name)
         raise
     return records
+
+
+ORPHAN_FILE_MIN_AGE_SECONDS = 24 * 3600
+
+
+def artifact_files_orphaned_delete(*, now: float | None = None) -> int:
+    """Delete the stored files no artifact row names and older than a day; returns how many.
+
+    A file is written before its row, and a row can roll back with a transaction around it (a
+    memory job's copy of a kept file, when the job's write fails) and take no file with it:
+    such files are found here, by walking the storage one user's folder at a time. A file of
+    a day or less may belong to a transaction still open, so it is left for a later run.
+    Running it twice, or beside uploads, deletes nothing that is used.
+    """
+    storage = artifact_storage()
+    cutoff = (time.time() if now is None else now) - ORPHAN_FILE_MIN_AGE_SECONDS
+    deleted = 0
+    try:
+        folders, _ = storage.listdir("")
+    except FileNotFoundError:  # a local storage nothing was ever written to
+        return 0
+    for folder in folders:
+        names = [f"{folder}/{name}" for name in storage.listdir(folder)[1]]
+        used = set(
+            ArtifactRecord.objects.filter(storage_name__in=names).values_list(
+                "storage_name", flat=True
+            )
+        )
+        for name in names:
+            if name not in used and storage.get_modified_time(name).timestamp() < cutoff:
+                artifact_file_delete(name)
+                deleted += 1
+    return deleted

@@ -1,16 +1,18 @@
 """Artifacts with ADK's semantics, on the local file system storage."""
 
 import threading
+import time
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connection
+from django.db import connection, transaction
 from google.genai import types
 
 from sessions_app import selectors, services
 from sessions_app.errors import InvalidArtifactError, SessionNotFoundError
 from sessions_app.models import ArtifactRecord
 from sessions_app.services import ArtifactService
+from sessions_app.services.artifacts import ORPHAN_FILE_MIN_AGE_SECONDS
 from tests.factories import UserFactory
 
 APP = "demo"
@@ -233,6 +235,23 @@ def test_deleting_the_session_or_the_account_removes_the_files(
         user.delete()
     assert stored_files(artifacts_dir) == []
     assert not ArtifactRecord.objects.exists()
+
+
+def test_a_file_whose_row_rolled_back_is_deleted_a_day_later(user, session, artifacts_dir):
+    uid = str(user.pk)
+    kept = services.artifact_save(
+        app_name=APP, user_id=uid, session_id=session.id, filename="a.png", artifact=image()
+    )
+    with pytest.raises(RuntimeError), transaction.atomic():
+        services.artifact_user_copy(record=kept)  # as a memory job's write copies a kept file
+        raise RuntimeError("the write failed after the copy")
+    assert len(stored_files(artifacts_dir)) == 2  # the copy's row rolled back, not its file
+
+    assert services.artifact_files_orphaned_delete() == 0  # its transaction may still be open
+    later = time.time() + ORPHAN_FILE_MIN_AGE_SECONDS + 60
+    assert services.artifact_files_orphaned_delete(now=later) == 1
+    assert stored_files(artifacts_dir) == [artifacts_dir / kept.storage_name]
+    assert services.artifact_files_orphaned_delete(now=later) == 0
 
 
 @pytest.mark.django_db(transaction=True)
