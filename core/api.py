@@ -84,13 +84,22 @@ def request_data_validated(serializer_class: type[serializers.Serializer], data:
     return serializer.validated_data
 
 
+def _json_string_checked(field: serializers.CharField, data: Any) -> None:
+    """Refuse what the schema of a string field refuses before DRF reads it: a value that is
+    not a JSON string, and one longer than ``maxLength`` as sent (DRF measures it after
+    trimming the whitespace around it, and so took what the schema says is too long)."""
+    if not isinstance(data, str):
+        field.fail("invalid")
+    if field.max_length is not None and len(data) > field.max_length:
+        field.fail("max_length", max_length=field.max_length)
+
+
 class StrictCharField(serializers.CharField):
     """A string that must be a JSON string: DRF's CharField would turn ``0`` into ``"0"``,
-    which the schema (``type: string``) does not allow."""
+    which the schema (``type: string``) does not allow; and within ``max_length`` as sent."""
 
     def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
+        _json_string_checked(self, data)
         return super().to_internal_value(data)
 
 
@@ -98,8 +107,7 @@ class StrictRegexField(serializers.RegexField):
     """A ``RegexField`` that takes JSON strings only (see ``StrictCharField``)."""
 
     def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
+        _json_string_checked(self, data)
         return super().to_internal_value(data)
 
 

@@ -42,8 +42,12 @@ INVOCATION_IDS = ("inv-1", "inv-2")
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "50"))
 
 # Explicit (not discovered from a schemathesis.toml), and failures show the values sent:
-# everything here is test data.
-CONFIG = SchemathesisConfig.from_dict({"output": {"sanitization": {"enabled": False}}})
+# everything here is test data. No NUL character is drawn, as for the service accounts' fuzz
+# (tests/agents_app/test_service_api_fuzz.py says why); tests/chatapp/test_api_refusals.py
+# sends NUL characters and checks the refusal.
+CONFIG = SchemathesisConfig.from_dict(
+    {"output": {"sanitization": {"enabled": False}}, "generation": {"allow-x00": False}}
+)
 # The service-account API (/api/v1/) answers a browser user's credentials 401 whatever is sent:
 # tests/agents_app/test_service_api_fuzz.py fuzzes it with a key.
 schema = schemathesis.openapi.from_wsgi(

@@ -156,6 +156,20 @@ def test_correct_makes_an_explicit_memory_and_refuses_bad_text(api_client, user)
     )
 
 
+def test_a_correction_longer_than_the_schema_allows_is_refused_as_sent(api_client, user):
+    """The schema's maxLength counts the text as sent; DRF counted it after trimming the
+    whitespace around it, and took 1,001 characters (found by schemathesis)."""
+    memory = memory_make(user=user, text="Works at Acme")
+    sent = "\u0085" + "x" * 1000
+
+    answer = api_client.post(correct(memory.id), {"text": sent}, format="json")
+
+    assert answer.status_code == 400
+    assert "1000 characters" in str(answer.json())
+    memory.refresh_from_db()
+    assert memory.text == "Works at Acme"
+
+
 def test_settings_read_and_update(api_client, user):
     assert api_client.get(SETTINGS).json() == {"create_enabled": True, "use_enabled": True}
 
