@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, caches
@@ -24,6 +25,7 @@ logger = logging.getLogger(__name__)
 # The wall clock, a name of its own so that tests can hold it inside one window.
 _clock = time.time
 _counters: BaseCache | None = None
+_counters_redis: Any = None
 
 
 def _counter_cache() -> BaseCache:
@@ -41,9 +43,9 @@ def _counter_cache() -> BaseCache:
 
 @receiver(setting_changed)
 def _counter_cache_forget(*, setting: str, **kwargs) -> None:
-    global _counters
+    global _counters, _counters_redis
     if setting == "CACHES":
-        _counters = None
+        _counters = _counters_redis = None
 
 
 def window_count_exceeded(*, key: str, limit: int, window_seconds: int) -> bool:
@@ -82,7 +84,7 @@ def _window_count_add(*, key: str, timeout: int) -> int:
     cache = _counter_cache()
     if isinstance(cache, RedisCache):
         cache_key = cache.make_and_validate_key(key)
-        pipeline = cache._cache.get_client(cache_key, write=True).pipeline(transaction=False)
+        pipeline = _counters_redis_client(cache).pipeline(transaction=False)
         pipeline.set(cache_key, 0, ex=timeout, nx=True)
         pipeline.incr(cache_key)
         _created, count = pipeline.execute()
@@ -94,6 +96,20 @@ def _window_count_add(*, key: str, timeout: int) -> int:
         # Evicted between add and incr (a full local-memory cache): start again.
         cache.set(key, 1, timeout=timeout)
         return 1
+
+
+def _counters_redis_client(cache: RedisCache) -> Any:
+    """One redis-py client for the counters, on the cache's own connection pool.
+
+    The cache's ``get_client`` makes a client for each command, and making one sets up its
+    table of some two hundred reply parsers: that cost more than the round trip to Redis.
+    A client is safe to share between threads (each command takes a connection from the
+    pool), so one serves the whole process; it writes where the cache writes.
+    """
+    global _counters_redis
+    if _counters_redis is None:
+        _counters_redis = cache._cache.get_client(write=True)
+    return _counters_redis
 
 
 def window_seconds_left(*, window_seconds: int) -> float:
