@@ -8,6 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from asgiref.sync import ThreadSensitiveContext
 from django.core.handlers.asgi import ASGIHandler
 
+from core.after_response import responses_sent_then_run
+
 IDLE_THREADS_KEPT = 32
 
 
@@ -24,6 +26,9 @@ class KeptThreadASGIHandler(ASGIHandler):
     the executor goes back to the pool when the request ends; at most ``IDLE_THREADS_KEPT``
     wait there. asgiref refuses sync calls from tasks that outlive their request's context,
     so a kept thread never runs a finished request's work beside the next one's.
+
+    Work a view left for after its response (``core.after_response``: the service API's audit
+    row) runs once the response is sent, still in the request's context.
     """
 
     def __init__(self) -> None:
@@ -36,7 +41,7 @@ class KeptThreadASGIHandler(ASGIHandler):
             return
         executor = self._executor_take()
         try:
-            async with ThreadSensitiveContext(executor=executor):
+            async with ThreadSensitiveContext(executor=executor), responses_sent_then_run():
                 await self.handle(scope, receive, send)
         finally:
             self._executor_give_back(executor)
