@@ -20,7 +20,7 @@ from agents_app.runtime.memory_hooks import MemoryPermissions
 from agents_app.runtime.tools import Tool, ToolContext, response_failed
 from core.llm import MemorySnippet
 from memory_app import selectors, services
-from memory_app.models import HELD_FOR_REVIEW_NOTE
+from memory_app.models import HELD_FOR_REVIEW_NOTE, GenerationJob
 from sessions_app.selectors import store_read_async, user_pk_from_id
 from sessions_app.types import Session
 
@@ -212,19 +212,27 @@ class DjangoMemoryProvider:
     async def turn_completed(self, *, session: Session, invocation_id: str) -> None:
         """Enqueue generation if a turn trigger is due; the job runs after commit, elsewhere.
         The check reads from the event loop; only a due trigger takes a database thread hop."""
-        user_pk = user_pk_from_id(session.user_id)
-        if user_pk is None:
-            return
-        trigger = await services.memory_turn_trigger_async(
+        trigger = await self.turn_trigger_check(
             app_name=session.app_name, session_id=session.id, invocation_id=invocation_id
         )
-        if trigger is not None:
-            await sync_to_async(services.memory_job_request)(
-                app_name=session.app_name,
-                user_pk=user_pk,
-                session_id=session.id,
-                trigger=trigger,
-            )
+        await self.turn_trigger_queue(session=session, trigger=trigger)
+
+    async def turn_trigger_check(
+        self, *, app_name: str, session_id: str, invocation_id: str
+    ) -> GenerationJob.Trigger | None:
+        return await services.memory_turn_trigger_async(
+            app_name=app_name, session_id=session_id, invocation_id=invocation_id
+        )
+
+    async def turn_trigger_queue(
+        self, *, session: Session, trigger: GenerationJob.Trigger | None
+    ) -> None:
+        user_pk = user_pk_from_id(session.user_id)
+        if trigger is None or user_pk is None:
+            return
+        await sync_to_async(services.memory_job_request)(
+            app_name=session.app_name, user_pk=user_pk, session_id=session.id, trigger=trigger
+        )
 
     async def session_opened(self, *, user_id: str, session_id: str) -> None:
         """Forget the session's departure (a reload comes back at once) and count the user's

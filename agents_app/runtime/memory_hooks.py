@@ -62,6 +62,19 @@ class MemoryProvider(Protocol):
         """Called after a turn is stored; may enqueue memory generation, never waits for it."""
         ...
 
+    async def turn_trigger_check(
+        self, *, app_name: str, session_id: str, invocation_id: str
+    ) -> Any:
+        """The first half of ``turn_completed``: which trigger is due for the turn, if any
+        (None: none). It reads nothing of the turn's last event, so it may run while that
+        event is being stored."""
+        ...
+
+    async def turn_trigger_queue(self, *, session: Session, trigger: Any) -> None:
+        """The second half of ``turn_completed``, once the turn is stored: enqueue the
+        generation ``trigger`` (from ``turn_trigger_check``) calls for."""
+        ...
+
     async def session_opened(self, *, user_id: str, session_id: str) -> None:
         """The user opened a chat on the session (a socket connected): they are in it, and
         out of their other chats."""
@@ -83,6 +96,14 @@ class NoMemoryProvider:
         return []
 
     async def turn_completed(self, *, session: Session, invocation_id: str) -> None:
+        return None
+
+    async def turn_trigger_check(
+        self, *, app_name: str, session_id: str, invocation_id: str
+    ) -> Any:
+        return None
+
+    async def turn_trigger_queue(self, *, session: Session, trigger: Any) -> None:
         return None
 
     async def session_opened(self, *, user_id: str, session_id: str) -> None:

@@ -7,6 +7,8 @@ any state scope (``app:`` included).
 
 from __future__ import annotations
 
+import asyncio
+
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 from django.db.models import QuerySet
@@ -64,6 +66,12 @@ CONFLICT = OpenApiResponse(ErrorSerializer, description="The session id is in us
 WRITE_ERRORS = {400: BAD_REQUEST, 401: NO_KEY, 403: NO_SCOPE, 404: UNKNOWN}
 WRITE_BODY_ERRORS = {**WRITE_ERRORS, 413: TOO_LARGE, 415: UNSUPPORTED}
 READ_ERRORS = {401: NO_KEY, 403: NO_SCOPE, 404: UNKNOWN}
+
+
+def _turn_ends(event) -> bool:
+    """Whether ``event`` ends a turn as the memory triggers count turns: the agent's final
+    response (as after a turn of the built-in agent)."""
+    return event.author != "user" and event.is_final_response()
 
 
 def _prefixed(rows: QuerySet, prefix: str) -> dict:
@@ -188,7 +196,37 @@ class SessionEventsView(AsyncServiceAPIView):
         event = request_data_validated(ServiceEventSerializer, request.data)
         if app_settings_of(self.app).pii_redaction:
             event_redact(event)
-        for afresh in (False, True):
+        appended = self._appended(event, app_name, user_id, session_id)
+        if event.actions.rewind_before_invocation_id is not None or not _turn_ends(event):
+            session = await appended
+        else:
+            # Which memory trigger the turn meets is read from its earlier events only: the
+            # read goes beside this event's append rather than after it.
+            session, trigger = await asyncio.gather(
+                appended,
+                memory_provider_get().turn_trigger_check(
+                    app_name=app_name, session_id=session_id, invocation_id=event.invocation_id
+                ),
+                return_exceptions=True,
+            )
+            for outcome in (session, trigger):
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            await memory_provider_get().turn_trigger_queue(session=session, trigger=trigger)
+        if isinstance(session, Response):
+            return session
+        return Response(
+            {"event": event_json(event), "last_update_time": session.last_update_time},
+            status=status.HTTP_201_CREATED,
+        )
+
+    async def _appended(
+        self, event, app_name: str, user_id: str, session_id: str
+    ) -> Session | Response:
+        """The session with ``event`` appended, or the answer to a rewind event. The end
+        user is looked up afresh once if the session is not found under a kept one."""
+        afresh = False
+        while True:
             user_pk = await self.end_user_pk_of(user_id, afresh=afresh)
             if user_pk is None:
                 raise NotFound("No such session.")
@@ -200,16 +238,9 @@ class SessionEventsView(AsyncServiceAPIView):
             except SessionNotFoundError:
                 if afresh:
                     raise
+                afresh = True
                 continue
-            break
-        if event.author != "user" and event.is_final_response():
-            await memory_provider_get().turn_completed(
-                session=session, invocation_id=event.invocation_id
-            )
-        return Response(
-            {"event": event_json(event), "last_update_time": session.last_update_time},
-            status=status.HTTP_201_CREATED,
-        )
+            return session
 
     def _rewind_appended(self, *, session: Session, event) -> Response:
         """ADK's ``Runner.rewind_async`` appends its rewind as an event: done here as the

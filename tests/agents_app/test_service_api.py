@@ -425,6 +425,33 @@ def test_an_agents_reply_appended_triggers_memory_generation_as_a_turn_does(
     assert job.user == EndUser.objects.get(external_id="alice").user
 
 
+def test_a_reply_refused_triggers_nothing(api, django_capture_on_commit_callbacks):
+    App.objects.filter(name="support").update(trigger_every_turn=True)
+    api.post("users/alice/sessions/", {"session_id": "s1"})
+    told = {
+        "invocation_id": "i1",
+        "author": "user",
+        "content": {"role": "user", "parts": [{"text": "I moved to Porto last week."}]},
+    }
+    replied = {
+        "id": "reply",
+        "invocation_id": "i1",
+        "author": "support_agent",
+        "content": {"role": "model", "parts": [{"text": "Noted, welcome to Porto!"}]},
+    }
+    with django_capture_on_commit_callbacks(execute=False):
+        assert api.post("users/alice/sessions/s1/events/", told).status_code == 201
+        assert api.post("users/bob/sessions/s1/events/", replied).status_code == 404
+        assert api.post("users/alice/sessions/s2/events/", replied).status_code == 404
+    assert not GenerationJob.objects.exists()
+    with django_capture_on_commit_callbacks(execute=False):
+        assert api.post("users/alice/sessions/s1/events/", replied).status_code == 201
+    GenerationJob.objects.update(status=GenerationJob.Status.SUCCEEDED)
+    with django_capture_on_commit_callbacks(execute=False):
+        assert api.post("users/alice/sessions/s1/events/", replied).status_code == 409
+    assert GenerationJob.objects.count() == 1
+
+
 def test_a_function_call_of_the_agent_is_no_finished_turn(api, django_capture_on_commit_callbacks):
     App.objects.filter(name="support").update(trigger_every_turn=True)
     api.post("users/alice/sessions/", {"session_id": "s1"})
