@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 from google.genai import types
 
-from bench.workload import APP_NAME, chat_turns, list_session_state, writer_delta
+from bench.workload import APP_NAME, Turn, chat_turns, list_session_state, writer_delta
 from sessions_app import selectors, services
 from sessions_app.events import Event, EventActions
 from sessions_app.models import EventRecord
@@ -29,6 +29,17 @@ def _event(*, invocation_id: str, author: str, role: str, text: str, delta: dict
         author=author,
         content=types.Content(role=role, parts=[types.Part(text=text)]),
         actions=EventActions(state_delta=delta),
+    )
+
+
+def turn_event(turn: Turn) -> Event:
+    """The workload's turn as a new event (a fresh id; its own copy of the delta)."""
+    return _event(
+        invocation_id=turn.invocation_id,
+        author=turn.author,
+        role=turn.role,
+        text=turn.text,
+        delta=dict(turn.state_delta),
     )
 
 
@@ -61,13 +72,7 @@ class OursSide:
     async def append(self, *, start: int, stop: int) -> list[float]:
         samples = []
         for turn in self.turns[start:stop]:
-            event = _event(
-                invocation_id=turn.invocation_id,
-                author=turn.author,
-                role=turn.role,
-                text=turn.text,
-                delta=dict(turn.state_delta),
-            )
+            event = turn_event(turn)
             started = time.perf_counter()
             await self.service.append_event(self.session, event)
             samples.append(time.perf_counter() - started)

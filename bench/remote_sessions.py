@@ -19,15 +19,18 @@ take turns in small steps, so all run under the same load on the machine:
 - **ADK**: ``DatabaseSessionService`` in the same environment, its tables in the
   same database (``bench.adk_side --db-url``, asyncpg);
 - **store**: our session store called in this process (``bench.ours_side``), the
-  server's share of the remote figures without HTTP.
+  server's share of the remote figures without HTTP;
+- **in-process**: the service API through the ASGI application called in this
+  process (``bench.asgi_side``, the daphne's settings and Redis): the server's
+  whole share, without daphne, the socket or the client's HTTP library.
 
 Figures: append_event (with a state delta) and get_session of the last 20 of
 ``--events`` events, p50/p95 for each side and the ratio ADK / remote. Where
 the remote time goes, at p50: the client's own work (encoding the event,
-decoding answers into ADK's objects), the HTTP floor (daphne answering
-``/healthz`` on the same connections), the store, and the rest (the API:
-authentication, DRF, the view). Printed and written to
-build/bench-remote-sessions.json; never asserted.
+decoding answers into ADK's objects), what going over HTTP adds (the remote
+call less the in-process one), Django's handler (``/healthz`` in process), the
+API (the in-process call less the handler and the store) and the store.
+Printed and written to build/bench-remote-sessions.json; never asserted.
 """
 
 from __future__ import annotations
@@ -118,29 +121,43 @@ def report_print(results: dict) -> None:
             f"{theirs['p50_ms']:8.2f} {theirs['p95_ms']:8.2f} "
             f"{theirs['p50_ms'] / mine['p50_ms']:7.2f}x {theirs['p95_ms'] / mine['p95_ms']:7.2f}x"
         )
-    floor = results["breakdown"]["http_floor"]["p50_ms"]
-    print(f"\nWhere the remote time goes, p50 (ms); HTTP floor (daphne, /healthz): {floor:.2f}")
+    breakdown = results["breakdown"]
+    floor, handler = breakdown["http_floor"]["p50_ms"], breakdown["in_process_floor"]["p50_ms"]
+    print(
+        f"\nWhere the remote time goes, p50 (ms). /healthz over HTTP {floor:.2f}, in process "
+        f"{handler:.2f}.\nover HTTP = the remote call less the same call in process (daphne, "
+        "the client's HTTP library, the switches between processes); handler = Django's "
+        "handler and middleware (/healthz in process); API = the rest of the call in process "
+        "(key, rate limit, DRF, the view, the memory trigger) less the store's own time."
+    )
     for name, label, client_parts in (
         ("append_event", "append_event", ("encode_event", "decode_append")),
         ("get_session_recent20", "get_session, last 20", ("decode_read",)),
     ):
         total = remote[name]["p50_ms"]
-        client = sum(results["breakdown"][part]["p50_ms"] for part in client_parts)
+        client = sum(breakdown[part]["p50_ms"] for part in client_parts)
+        in_process = figures["in-process"][name]["p50_ms"]
         stored = store[name]["p50_ms"]
-        rest = total - client - floor - stored
         print(
-            f"  {label:<22} total {total:6.2f} = client {client:5.2f} + HTTP floor {floor:5.2f} "
-            f"+ store {stored:5.2f} + API (auth, DRF, view) {rest:5.2f}"
+            f"  {label:<22} total {total:6.2f} = client {client:5.2f} + over HTTP "
+            f"{total - client - in_process:5.2f} + handler {handler:5.2f} + API "
+            f"{in_process - handler - stored:5.2f} + store {stored:5.2f}"
         )
 
 
 def main(argv: list[str] | None = None) -> None:
     args = arguments_parse(argv)
     load_before = os.getloadavg()
+    folder = Path(tempfile.mkdtemp(prefix="bench-remote-sessions-"))
+    redis = RedisServer(folder)
+    redis.start()
+    # This process calls the application too (the in-process side), with the daphne's Redis.
+    os.environ.update(REDIS_URL=redis.url, BACKGROUND_TASKS="celery")
     django_url, adk_url = django_on_new_database(server=args.server, database=args.database)
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
+    from bench.asgi_side import AsgiSide
     from bench.ours_side import OursSide
 
     printed = io.StringIO()
@@ -150,11 +167,9 @@ def main(argv: list[str] | None = None) -> None:
     store_events_user, store_list_user = (
         str(users.create_user(username=f"bench-{name}").pk) for name in ("events", "list")
     )
-    folder = Path(tempfile.mkdtemp(prefix="bench-remote-sessions-"))
-    redis = RedisServer(folder)
-    redis.start()
-    daphne = daphne_start(database_url=django_url, redis_url=redis.url, folder=folder)
+    daphne = None
     try:
+        daphne = daphne_start(database_url=django_url, redis_url=redis.url, folder=folder)
         sides = [
             RemoteSide(
                 name="remote",
@@ -164,7 +179,9 @@ def main(argv: list[str] | None = None) -> None:
         ]
         store = LocalSide(OursSide(page_size=20))
         store.name = "store"
-        run = Run([*sides, store])
+        in_process = LocalSide(AsgiSide(api_key=api_key))
+        in_process.name = "in-process"
+        run = Run([*sides, store, in_process])
         versions = {
             side.name: side.call(
                 "setup", events_user="bench-events", list_user="bench-list", events=args.events
@@ -174,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
         store.call(
             "setup", events_user=store_events_user, list_user=store_list_user, events=args.events
         )
+        in_process.call("setup", events=args.events)
         run.turns(
             "append_event",
             total=args.events,
@@ -181,7 +199,8 @@ def main(argv: list[str] | None = None) -> None:
             call=lambda side, start, stop: side.call("append", start=start, stop=stop),
         )
         run.say("ANALYZE")
-        run.warm_up("analyze")
+        for side in [*sides, store]:
+            side.call("analyze")
         run.warm_up("get_session", recent=20, repeat=3, expected=min(20, args.events))
         run.turns(
             "get_session_recent20",
@@ -193,15 +212,19 @@ def main(argv: list[str] | None = None) -> None:
         )
         remote = sides[0]
         run.say(f"HTTP floor: {args.floor_repeat} requests of /healthz; the client's own costs")
-        breakdown = {"http_floor": summary(remote.call("http_floor", repeat=args.floor_repeat))}
+        breakdown = {
+            "http_floor": summary(remote.call("http_floor", repeat=args.floor_repeat)),
+            "in_process_floor": summary(in_process.call("http_floor", repeat=args.floor_repeat)),
+        }
         costs = remote.call("client_costs", repeat=args.repeat, recent=20)
         breakdown.update({part: summary(samples) for part, samples in costs.items()})
-        for side in [*sides, store]:
+        for side in [*sides, store, in_process]:
             side.close()
     finally:
-        daphne.stop()
+        if daphne is not None:
+            daphne.stop()
+            shutil.copyfile(daphne.log_path, DAPHNE_LOG)
         redis.stop()
-        shutil.copyfile(daphne.log_path, DAPHNE_LOG)
         shutil.rmtree(folder, ignore_errors=True)
 
     results = results_of(
