@@ -2,7 +2,6 @@
 Gemini server, with scripted answers; the trust order, provenance and refusals stay in code."""
 
 import json
-import uuid
 
 import pytest
 
@@ -137,7 +136,7 @@ def test_create_stores_the_fact_with_the_model_s_reason(user, fake_gemini):
     assert memory.revisions.get().reason == "A new fact."
 
 
-@pytest.mark.parametrize("memory_id", ["invented", str(uuid.uuid4())])
+@pytest.mark.parametrize("memory_id", ["invented", "5f0c7b9e-2d41-4f7a-9c3e-8a6b1d2e4f60"])
 def test_an_id_that_was_not_shown_is_refused_and_the_rules_decide(user, fake_gemini, memory_id):
     lisbon = memory_make(user=user, text="The user lives in Lisbon.")
     answers(
