@@ -18,14 +18,6 @@ from memory_app.services.jobs import (
     memory_job_retry_note,
     memory_job_run,
     memory_jobs_redispatch,
-    memory_session_end,
-    memory_session_left,
-    memory_session_opened,
-    memory_sessions_idle_enqueue,
-    memory_sessions_left_enqueue,
-    memory_turn_completed,
-    memory_turn_trigger,
-    memory_turn_trigger_async,
 )
 from memory_app.services.memories import (
     ForgetReport,
@@ -45,6 +37,16 @@ from memory_app.services.releases import (
     session_memories_release,
     session_rewound_memories_release,
     session_rewound_release_request,
+)
+from memory_app.services.triggers import (
+    memory_session_end,
+    memory_session_left,
+    memory_session_opened,
+    memory_sessions_idle_enqueue,
+    memory_sessions_left_enqueue,
+    memory_turn_completed,
+    memory_turn_trigger,
+    memory_turn_trigger_async,
 )
 from memory_app.services.users import (
     memory_change_notice_send,
