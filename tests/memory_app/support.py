@@ -8,8 +8,9 @@ import pytest
 from django.utils import timezone
 from google.genai import types
 
+from memory_app import services
 from memory_app.embedding import embedder_get
-from memory_app.models import Memory, MemoryScope, MemorySource, SourceType
+from memory_app.models import GenerationJob, Memory, MemoryScope, MemorySource, SourceType
 from memory_app.selectors import search as search_selectors
 from sessions_app import services as session_services
 from sessions_app.events import Event, new_invocation_id
@@ -102,4 +103,16 @@ def memory_make(
 def user_events(session_id: str) -> list[EventRecord]:
     return list(
         EventRecord.objects.filter(session_id=session_id, author="user").order_by("sequence")
+    )
+
+
+def completed(user, session, invocation_id):
+    return services.memory_turn_completed(
+        app_name=APP, user_pk=user.pk, session_id=session.id, invocation_id=invocation_id
+    )
+
+
+def job_for(user, session, trigger=GenerationJob.Trigger.SESSION_END):
+    return services.memory_job_request(
+        app_name=APP, user_pk=user.pk, session_id=session.id, trigger=trigger
     )
