@@ -10,7 +10,7 @@ use; ``make test-adk`` refreshes it before the suite:
     python -m bench.adk_venv        # create or refresh it; prints its interpreter
 
 A change of the requirements rebuilds it; a change of the client's files
-reinstalls the client alone.
+reinstalls the client (and installs what its dependencies gained).
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def adk_python() -> Path:
         _pip(python, *REQUIREMENTS, f"{CLIENT_DIR}[adk]")
     else:
         print(f"Reinstalling the client in {where}", flush=True)
+        _pip(python, f"{CLIENT_DIR}[adk]")  # what its dependencies may have gained
         _pip(python, "--no-deps", "--force-reinstall", str(CLIENT_DIR))
     marker.write_text(json.dumps(wanted))
     return python
