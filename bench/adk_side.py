@@ -76,7 +76,7 @@ class AdkSide:
             app_name=APP_NAME, user_id=events_user, state={"user:display_name": "Bench user"}
         )
         self.turns = chat_turns(events)
-        packages = ("google-adk", "google-genai", "sqlalchemy", "agent-memory-client", "httpx")
+        packages = ("google-adk", "google-genai", "sqlalchemy", "agent-memory-client", "aiohttp")
         return {name: version(name) for name in packages}
 
     async def append(self, *, start: int, stop: int) -> list[float]:
