@@ -6,10 +6,11 @@ class SessionsAppConfig(AppConfig):
     verbose_name = "Sessions (short-term memory)"
 
     def ready(self) -> None:
-        """Declare the sessions' owners and object permissions to the access layer, and have
-        an artifact's file removed with its row."""
+        """Declare the sessions' owners and object permissions to the access layer, have an
+        artifact's file removed with its row, and register the events' OpenAPI schema."""
         from django.db.models.signals import post_delete
 
+        import sessions_app.openapi  # noqa: F401 (registers drf-spectacular's extensions)
         from sessions_app.artifact_files import artifact_file_delete_on_commit
         from sessions_app.models import ArtifactRecord
         from sessions_app.permissions import session_permissions_register

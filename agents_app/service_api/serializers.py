@@ -9,12 +9,12 @@ from rest_framework import serializers
 
 from core.api import StrictCharField
 from sessions_app.events import Event
+from sessions_app.openapi import event_schema
 from sessions_app.selectors import MAX_PAGE_SIZE
 from sessions_app.serializers import (
     MAX_RECENT_EVENTS,
     EventCreateSerializer,
     StateField,
-    event_schema,
     identifier_field,
 )
 from sessions_app.types import Session
