@@ -12,7 +12,9 @@ is never sent twice.
 
 HTTP goes through aiohttp, whose parser is compiled: an agent calls this client at
 every step, and a pure-Python HTTP stack (httpx) took about 1.4 ms of processor per
-call where aiohttp takes about 0.5 (docs/benchmarks.md, issue 12).
+call where aiohttp takes about 0.5 (docs/benchmarks.md, issue 12). As with most HTTP
+clients, the environment's proxy settings apply (``HTTP_PROXY``, ``HTTPS_PROXY``,
+``NO_PROXY``); no cookies are kept.
 """
 
 from __future__ import annotations
@@ -136,6 +138,7 @@ class AgentMemoryClient:
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
                 connector=aiohttp.TCPConnector(limit=self.max_connections),
                 cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=True,
             )
             pool = self._pools[loop] = await _Pool.open(
                 session, closed=lambda: self._pools.pop(loop, None)

@@ -159,6 +159,17 @@ async def test_ids_stay_one_path_segment_and_queries_are_sent_as_given(scripted)
     assert target == "/api/v1/apps/my%20app/users/a%2Fb%25c%3Fd/sessions/?page_size=5"
 
 
+async def test_the_environments_proxy_is_used(scripted, monkeypatch):
+    monkeypatch.setenv("HTTP_PROXY", scripted.base_url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    async with AgentMemoryClient(base_url="http://memory.example.invalid", api_key="k") as client:
+        await client.list_sessions(app_name="a", user_id="u")
+
+    [(_, target, _)] = scripted.seen
+    assert target == "http://memory.example.invalid/api/v1/apps/a/users/u/sessions/"
+
+
 def test_a_client_left_open_when_its_loops_end_leaves_nothing_open(scripted, caplog, monkeypatch):
     client = client_of(scripted)
     unraisable = []
