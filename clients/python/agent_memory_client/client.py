@@ -172,7 +172,9 @@ class AgentMemoryClient:
         while True:
             try:
                 session = await self._session()
-                async with session.request(method, url, data=content, headers=headers) as answer:
+                async with session.request(
+                    method, url, data=content, headers=headers, allow_redirects=False
+                ) as answer:
                     response = Response(answer.status, answer.headers, await answer.read())
             except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
                 if attempt >= self.retries:
@@ -187,7 +189,7 @@ class AgentMemoryClient:
                     idempotent and response.status_code in _RETRY_STATUSES_IDEMPOTENT
                 )
                 if not retryable or attempt >= self.retries:
-                    raise api_error(response.status_code, _json_or_text(response))
+                    raise api_error(response.status_code, _answer_of(response))
                 retry_after = _retry_after_seconds(response)
                 if retry_after is not None:
                     attempt += 1
@@ -480,6 +482,15 @@ class _Pool:
 
     async def close(self) -> None:
         await self._holder.aclose()
+
+
+def _answer_of(response: Response) -> Any:
+    """What an error answer says: its JSON or text, and for a redirect where to (a redirect is
+    not followed: a POST would be sent again as a GET, and the key to another origin)."""
+    location = response.headers.get("Location")
+    if 300 <= response.status_code < 400 and location:
+        return f"redirected to {location}: use the server's own address as base_url"
+    return _json_or_text(response)
 
 
 def _json_or_text(response: Response) -> Any:

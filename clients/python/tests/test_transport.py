@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_memory_client import AgentMemoryClient, ServerError, TransportError
+from agent_memory_client import AgentMemoryClient, ApiError, ServerError, TransportError
 
 OK = (200, {}, b'{"sessions": [], "next_page_token": null}')
 CREATED = (201, {}, b'{"event": {"id": "e1"}, "last_update_time": 1.0}')
@@ -157,6 +157,18 @@ async def test_ids_stay_one_path_segment_and_queries_are_sent_as_given(scripted)
 
     [(_, target, _)] = scripted.seen
     assert target == "/api/v1/apps/my%20app/users/a%2Fb%25c%3Fd/sessions/?page_size=5"
+
+
+async def test_a_redirect_is_not_followed_and_says_where_to(scripted):
+    moved = (301, {"Location": "https://memory.example.com/api/v1/apps/a/"}, b"")
+    scripted.script = [moved]
+    async with client_of(scripted) as client:
+        with pytest.raises(ApiError) as refused:
+            await client.append_event(app_name="a", user_id="u", session_id="s", event=EVENT)
+
+    assert refused.value.status == 301
+    assert "redirected to https://memory.example.com/api/v1/apps/a/" in str(refused.value)
+    assert len(scripted.seen) == 1
 
 
 async def test_the_environments_proxy_is_used(scripted, monkeypatch):
