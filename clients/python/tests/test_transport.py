@@ -182,6 +182,16 @@ async def test_the_environments_proxy_is_used(scripted, monkeypatch):
     assert target == "http://memory.example.invalid/api/v1/apps/a/users/u/sessions/"
 
 
+async def test_no_proxy_names_the_hosts_reached_directly(scripted, monkeypatch):
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    async with client_of(scripted) as client:
+        await client.list_sessions(app_name="a", user_id="u")
+
+    [(_, target, _)] = scripted.seen
+    assert target == "/api/v1/apps/a/users/u/sessions/"
+
+
 def test_a_client_left_open_when_its_loops_end_leaves_nothing_open(scripted, caplog, monkeypatch):
     client = client_of(scripted)
     unraisable = []
