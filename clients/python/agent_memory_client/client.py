@@ -64,7 +64,7 @@ def _version() -> str:
 
 @dataclass(frozen=True)
 class Response:
-    """A successful answer of the server, read whole."""
+    """An answer of the server, read whole."""
 
     status_code: int
     headers: CIMultiDictProxy[str]
@@ -142,9 +142,16 @@ class AgentMemoryClient:
                 proxy=_environment_proxy(self.base_url),
             )
             pool = self._pools[loop] = await _Pool.open(
-                session, closed=lambda: self._pools.pop(loop, None)
+                session, closed=lambda: self._pool_forget(loop, session)
             )
         return pool.session
+
+    def _pool_forget(self, loop: asyncio.AbstractEventLoop, session: aiohttp.ClientSession) -> None:
+        """Forget the loop's pool if it is still the one of ``session`` (a pool closing late
+        leaves a newer one of its loop alone)."""
+        pool = self._pools.get(loop)
+        if pool is not None and pool.session is session:
+            del self._pools[loop]
 
     # --- The one way out --------------------------------------------------------------------
 
