@@ -400,25 +400,28 @@ def test_num_recent_events_zero_answers_no_events_and_after_timestamp_keeps_late
     assert [event["id"] for event in both.json()["events"]] == ["e3"]
 
 
+TOLD = {
+    "invocation_id": "i1",
+    "author": "user",
+    "content": {"role": "user", "parts": [{"text": "I moved to Porto last week."}]},
+}
+REPLIED = {
+    "id": "reply",
+    "invocation_id": "i1",
+    "author": "support_agent",
+    "content": {"role": "model", "parts": [{"text": "Noted, welcome to Porto!"}]},
+}
+
+
 def test_an_agents_reply_appended_triggers_memory_generation_as_a_turn_does(
     api, django_capture_on_commit_callbacks
 ):
     App.objects.filter(name="support").update(trigger_every_turn=True)
     api.post("users/alice/sessions/", {"session_id": "s1"})
-    told = {
-        "invocation_id": "i1",
-        "author": "user",
-        "content": {"role": "user", "parts": [{"text": "I moved to Porto last week."}]},
-    }
-    replied = {
-        "invocation_id": "i1",
-        "author": "support_agent",
-        "content": {"role": "model", "parts": [{"text": "Noted, welcome to Porto!"}]},
-    }
     with django_capture_on_commit_callbacks(execute=False):
-        assert api.post("users/alice/sessions/s1/events/", told).status_code == 201
+        assert api.post("users/alice/sessions/s1/events/", TOLD).status_code == 201
         assert not GenerationJob.objects.exists()
-        assert api.post("users/alice/sessions/s1/events/", replied).status_code == 201
+        assert api.post("users/alice/sessions/s1/events/", REPLIED).status_code == 201
 
     job = GenerationJob.objects.get()
     assert (job.session_id, job.trigger, job.status) == ("s1", "every_turn", "queued")
@@ -428,27 +431,18 @@ def test_an_agents_reply_appended_triggers_memory_generation_as_a_turn_does(
 def test_a_reply_refused_triggers_nothing(api, django_capture_on_commit_callbacks):
     App.objects.filter(name="support").update(trigger_every_turn=True)
     api.post("users/alice/sessions/", {"session_id": "s1"})
-    told = {
-        "invocation_id": "i1",
-        "author": "user",
-        "content": {"role": "user", "parts": [{"text": "I moved to Porto last week."}]},
-    }
-    replied = {
-        "id": "reply",
-        "invocation_id": "i1",
-        "author": "support_agent",
-        "content": {"role": "model", "parts": [{"text": "Noted, welcome to Porto!"}]},
-    }
+    api.post("users/bob/sessions/", {"session_id": "b1"})
     with django_capture_on_commit_callbacks(execute=False):
-        assert api.post("users/alice/sessions/s1/events/", told).status_code == 201
-        assert api.post("users/bob/sessions/s1/events/", replied).status_code == 404
-        assert api.post("users/alice/sessions/s2/events/", replied).status_code == 404
+        assert api.post("users/alice/sessions/s1/events/", TOLD).status_code == 201
+        # Bob's reply to Alice's session: her trigger is due, his append is refused.
+        assert api.post("users/bob/sessions/s1/events/", REPLIED).status_code == 404
+        assert api.post("users/alice/sessions/s2/events/", REPLIED).status_code == 404
     assert not GenerationJob.objects.exists()
     with django_capture_on_commit_callbacks(execute=False):
-        assert api.post("users/alice/sessions/s1/events/", replied).status_code == 201
+        assert api.post("users/alice/sessions/s1/events/", REPLIED).status_code == 201
     GenerationJob.objects.update(status=GenerationJob.Status.SUCCEEDED)
     with django_capture_on_commit_callbacks(execute=False):
-        assert api.post("users/alice/sessions/s1/events/", replied).status_code == 409
+        assert api.post("users/alice/sessions/s1/events/", REPLIED).status_code == 409
     assert GenerationJob.objects.count() == 1
 
 

@@ -16,7 +16,6 @@ from memory_app.models import (
     MemoryWatermark,
 )
 from memory_app.services import jobs as job_services
-from memory_app.tasks import memory_job_run
 from sessions_app.models import SessionRecord
 from tests.memory_app.support import (
     APP,
@@ -30,10 +29,6 @@ pytestmark = pytest.mark.usefixtures("lexical_only")
 
 Trigger = GenerationJob.Trigger
 Status = GenerationJob.Status
-
-
-def run(job):
-    return memory_job_run.apply(kwargs={"job_id": str(job.id)}).get()
 
 
 # --- Triggers -------------------------------------------------------------------------------
