@@ -197,7 +197,9 @@ class SessionEventsView(AsyncServiceAPIView):
         if app_settings_of(self.app).pii_redaction:
             event_redact(event)
         appended = self._appended(event, app_name, user_id, session_id)
-        if event.actions.rewind_before_invocation_id is not None or not _turn_ends(event):
+        if event.actions.rewind_before_invocation_id is not None:
+            return await appended  # the rewind's own answer
+        if not _turn_ends(event):
             session = await appended
         else:
             # Which memory trigger the turn meets is read from its earlier events only: the
@@ -213,8 +215,6 @@ class SessionEventsView(AsyncServiceAPIView):
                 if isinstance(outcome, BaseException):
                     raise outcome
             await memory_provider_get().turn_trigger_queue(session=session, trigger=trigger)
-        if isinstance(session, Response):
-            return session
         return Response(
             {"event": event_json(event), "last_update_time": session.last_update_time},
             status=status.HTTP_201_CREATED,
