@@ -1,9 +1,9 @@
 """The client's HTTP against a server that misbehaves on cue: what is sent again and what is
 not, how ids and queries are sent, and connections left open when a loop ends.
 
-The server here is a real one on a socket (asyncio, on a thread of its own), answering each
-request as its script says: the real server cannot be made to drop a connection or answer
-503 at a chosen request.
+The server here is a real one on a socket (the standard library's, on threads of its own),
+answering each request as its script says: the real server cannot be made to drop a
+connection or answer 503 at a chosen request.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -28,65 +29,48 @@ CREATED = (201, {}, b'{"event": {"id": "e1"}, "last_update_time": 1.0}')
 DROP = "drop"
 
 
-class ScriptedServer:
+class ScriptedServer(ThreadingHTTPServer):
     """Answers request after request from ``script`` (a status, headers and body, or
     ``DROP`` to close the connection unanswered), then ``OK``; keeps what it was sent."""
 
+    daemon_threads = True
+
     def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _ScriptedAnswer)
         self.script: list = []
         self.seen: list[tuple[str, str, bytes]] = []
-        self.loop = asyncio.new_event_loop()
-        started = threading.Event()
-        self.thread = threading.Thread(target=self._serve, args=(started,), daemon=True)
-        self.thread.start()
-        started.wait(10)
-
-    def _serve(self, started: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.server = self.loop.run_until_complete(
-            asyncio.start_server(self._answer, "127.0.0.1", 0)
-        )
-        self.base_url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        started.set()
-        self.loop.run_forever()
-
-    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-                method, target, _ = head[0].split(" ", 2)
-                length = next(
-                    (
-                        int(line.split(":", 1)[1])
-                        for line in head
-                        if line.lower().startswith("content-length:")
-                    ),
-                    0,
-                )
-                self.seen.append((method, target, await reader.readexactly(length)))
-                action = self.script.pop(0) if self.script else OK
-                if action == DROP:
-                    return
-                status, headers, body = action
-                lines = [f"HTTP/1.1 {status} Scripted", "Content-Type: application/json"]
-                lines += [f"{name}: {value}" for name, value in headers.items()]
-                lines.append(f"Content-Length: {len(body)}")
-                writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+        self.base_url = f"http://127.0.0.1:{self.server_address[1]}"
+        threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self._close(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+        self.shutdown()
+        self.server_close()
 
-    async def _close(self) -> None:
-        self.server.close()
-        await self.server.wait_closed()
+
+class _ScriptedAnswer(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # connections kept alive, as the client keeps them
+    server: ScriptedServer
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.server.seen.append((self.command, self.path, self.rfile.read(length)))
+        action = self.server.script.pop(0) if self.server.script else OK
+        if action == DROP:
+            self.close_connection = True
+            return
+        status, headers, body = action
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_DELETE = _answer
+
+    def log_message(self, format: str, *args) -> None:
+        """Quiet: the tests read ``seen``."""
 
 
 @pytest.fixture
