@@ -4,8 +4,10 @@ They count with ``core.rate_limits`` in Django's default cache, which is Redis w
 ``REDIS_URL`` is set, so every web process shares one count per user: ``cache.add`` (Redis
 ``SET NX`` with an expiry: the window's counter is made once) and ``cache.incr`` (Redis
 ``INCRBY``), so concurrent requests each get a number of their own and no more than the limit
-get through. DRF's own throttles read a list of times and write it back, which lost counts
-under concurrency: 16 clients at once got 781 requests through a limit of 600.
+get through (a budget of 200 or more is taken from the count a hundredth at a time:
+``core.rate_limits.WindowLeases``). DRF's own throttles read a list of times and write it
+back, which lost counts under concurrency: 16 clients at once got 781 requests through a
+limit of 600.
 
 The REST API's rates are read from settings on each request (DRF's own classes bind them at
 import), so they come from the environment and can change in tests. A refused request

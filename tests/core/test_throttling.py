@@ -4,42 +4,11 @@ default cache (local memory in the embedded shape, Redis when ``REDIS_URL`` is s
 
 from __future__ import annotations
 
-import os
-import threading
-import uuid
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 from django.core.cache import caches
 from rest_framework.test import APIClient
 
-from core import rate_limits
 from tests.factories import UserFactory
-
-NOW = 1_800_000_000.0
-REDIS_URL = os.environ.get("REDIS_URL", "")
-
-
-@pytest.fixture(params=["locmem", "redis"])
-def cache_backend(request, settings):
-    """Each test on both cache backends, with counters of its own (even in a shared Redis)."""
-    prefix = f"throttle-test-{uuid.uuid4().hex}"
-    if request.param == "locmem":
-        backend = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": prefix}
-    else:
-        if not REDIS_URL:
-            pytest.skip("needs REDIS_URL; runs in CI's PostgreSQL + Redis pass")
-        backend = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
-    settings.CACHES = {"default": {**backend, "KEY_PREFIX": prefix}}
-    return request.param
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    """The rate limits' clock, held still and moved on by the test."""
-    now = [NOW]
-    monkeypatch.setattr(rate_limits, "_clock", lambda: now[0])
-    return now
 
 
 def _signed_in(user) -> APIClient:
@@ -125,13 +94,13 @@ def test_the_counts_live_in_the_configured_cache(settings, cache_backend, clock)
 
     caches.close_all()
     fresh = caches.create_connection("default")
-    count = fresh.get(f"throttle_user_{user.pk}:{int(NOW // 60)}")
+    count = fresh.get(f"throttle_user_{user.pk}:{int(clock[0] // 60)}")
 
     assert count == 2
     if cache_backend == "redis":
         assert type(fresh).__name__ == "RedisCache"
         # Made with its expiry (two windows), so a window's counter does not outlive it long.
-        key = fresh.make_and_validate_key(f"throttle_user_{user.pk}:{int(NOW // 60)}")
+        key = fresh.make_and_validate_key(f"throttle_user_{user.pk}:{int(clock[0] // 60)}")
         assert 0 < fresh._cache.get_client(key).ttl(key) <= 120
 
 
@@ -156,38 +125,9 @@ def test_without_a_reachable_cache_requests_go_through(settings, unreachable_cac
     assert "rate limit not checked, no cache" in caplog.text
 
 
-def _concurrently(count: int, call) -> list:
-    """``call()`` from ``count`` threads released at the same moment; their results."""
-    barrier = threading.Barrier(count)
-
-    def released():
-        barrier.wait(timeout=30)
-        return call()
-
-    with ThreadPoolExecutor(count) as threads:
-        return list(threads.map(lambda _: released(), range(count)))
-
-
-@pytest.mark.parametrize("attempt", range(3))
-def test_parallel_hits_never_get_more_than_the_limit_through(cache_backend, clock, attempt):
-    """The count is one atomic increment per hit: 32 threads at once, 200 hits, a limit of 50:
-    exactly 50 get through (DRF's list of times, read and written back, let more through)."""
-    key = f"parallel-{uuid.uuid4().hex}"
-    hits_per_thread = 200 // 32 + 1
-
-    def hits() -> int:
-        allowed = 0
-        for _ in range(hits_per_thread):
-            exceeded = rate_limits.window_count_exceeded(key=key, limit=50, window_seconds=3600)
-            allowed += not exceeded
-        return allowed
-
-    assert sum(_concurrently(32, hits)) == 50
-
-
 @pytest.mark.django_db(transaction=True)
 def test_parallel_clients_of_the_api_never_get_more_than_the_rate_through(
-    settings, cache_backend, clock
+    settings, cache_backend, clock, concurrently
 ):
     settings.API_THROTTLE_USER_RATE = "20/hour"
     user = UserFactory()
@@ -196,7 +136,7 @@ def test_parallel_clients_of_the_api_never_get_more_than_the_rate_through(
         client = _signed_in(user)
         return [client.get("/api/access/grants/").status_code for _ in range(4)]
 
-    statuses = [status for batch in _concurrently(16, requests) for status in batch]
+    statuses = [status for batch in concurrently(16, requests) for status in batch]
 
     assert statuses.count(200) == 20
     assert statuses.count(429) == 16 * 4 - 20
