@@ -12,6 +12,8 @@ import asyncio
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 from django.db.models import QuerySet
+from django.http import HttpResponse
+from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound
@@ -40,8 +42,10 @@ from agents_app.service_api.serializers import (
     ServiceSessionListQuerySerializer,
     ServiceSessionPageSerializer,
     ServiceSessionSerializer,
+    appended_response,
     event_json,
     session_json,
+    session_response,
 )
 from core.api import (
     BAD_REQUEST,
@@ -129,7 +133,9 @@ class SessionDetailView(AsyncServiceAPIView):
         parameters=[APP_NAME, USER_ID, SESSION_ID, ServiceSessionGetQuerySerializer],
         responses={200: ServiceSessionDetailSerializer, 400: BAD_REQUEST, **READ_ERRORS},
     )
-    async def get(self, request: Request, app_name: str, user_id: str, session_id: str) -> Response:
+    async def get(
+        self, request: Request, app_name: str, user_id: str, session_id: str
+    ) -> HttpResponse:
         query = request_data_validated(ServiceSessionGetQuerySerializer, request.query_params)
         config = GetSessionConfig(
             num_recent_events=query.get("num_recent_events"),
@@ -147,7 +153,7 @@ class SessionDetailView(AsyncServiceAPIView):
                 break
         if session is None:
             raise NotFound("No such session.")
-        return Response(session_json(session, external_user_id=user_id, events=True))
+        return session_response(session, external_user_id=user_id)
 
     @extend_schema(
         operation_id="v1_sessions_destroy",
@@ -192,7 +198,7 @@ class SessionEventsView(AsyncServiceAPIView):
     )
     async def post(
         self, request: Request, app_name: str, user_id: str, session_id: str
-    ) -> Response:
+    ) -> HttpResponseBase:
         event = request_data_validated(ServiceEventSerializer, request.data)
         if app_settings_of(self.app).pii_redaction:
             event_redact(event)
@@ -215,10 +221,7 @@ class SessionEventsView(AsyncServiceAPIView):
                 if isinstance(outcome, BaseException):
                     raise outcome
             await memory_provider_get().turn_trigger_queue(session=session, trigger=trigger)
-        return Response(
-            {"event": event_json(event), "last_update_time": session.last_update_time},
-            status=status.HTTP_201_CREATED,
-        )
+        return appended_response(event, last_update_time=session.last_update_time)
 
     async def _appended(
         self, event, app_name: str, user_id: str, session_id: str

@@ -142,6 +142,41 @@ def test_a_session_round_trip_in_adk_shapes(api):
     assert api.get("users/alice/sessions/s1/").status_code == 404
 
 
+def test_an_event_comes_back_with_the_values_it_was_sent_with(api):
+    """Text beyond ASCII, quotes and line ends, nulls and numbers in state and metadata, and
+    a field ADK added that this server does not model: the append's answer and a read give
+    back what was sent, temp: keys aside."""
+    api.post("users/alice/sessions/", {"session_id": "s1"})
+    event = {
+        "id": "ev1",
+        "invocation_id": "inv1",
+        "author": "support_agent",
+        "timestamp": 1_790_000_000.125,
+        "content": {"role": "model", "parts": [{"text": 'Grüße — "ok" 😀\n\tdone\u2028'}]},
+        "actions": {
+            "state_delta": {
+                "none": None,
+                "big": 2**53 + 1,
+                "tenth": 0.1,
+                "nested": {"list": [1, None, "x", {"deep": -0.5e-7}]},
+                "temp:scratch": 1,
+            },
+        },
+        "custom_metadata": {"note": None, "ratio": 1e21},
+        "x_added_by_a_later_adk": {"values": [None, True, 1.5]},
+    }
+
+    appended = api.post("users/alice/sessions/s1/events/", event).json()["event"]
+    read = api.get("users/alice/sessions/s1/").json()["events"]
+
+    assert read == [appended]
+    del event["actions"]["state_delta"]["temp:scratch"]
+    for field in ("id", "invocation_id", "author", "timestamp", "content", "custom_metadata"):
+        assert appended[field] == event[field]
+    assert appended["x_added_by_a_later_adk"] == event["x_added_by_a_later_adk"]
+    assert appended["actions"]["state_delta"] == event["actions"]["state_delta"]
+
+
 def test_partial_events_are_refused_and_nothing_is_written(api):
     api.post("users/alice/sessions/", {"session_id": "s1"})
     refused = api.post("users/alice/sessions/s1/events/", {"author": "user", "partial": True})
