@@ -22,6 +22,7 @@ from agents_app.models import (
     ServiceRequest,
 )
 from core import async_database
+from core.write_behind import write_behind
 
 # A key's last use is written at most this often: a write per request would double the
 # database work of the API's hottest calls for a time nobody needs to the second.
@@ -162,8 +163,9 @@ def service_request_record(
 
 
 async def service_request_record_async(**fields) -> None:
-    """``service_request_record`` from an event loop: on PostgreSQL one prepared statement
-    from the loop's own connection (``core.async_database``), else a hop to a thread."""
+    """``service_request_record`` from an event loop: on PostgreSQL written behind, with the
+    loop's other rows of the next fraction of a second (``core.write_behind``), else a hop to
+    a thread."""
     if not async_database.available():
         await sync_to_async(service_request_record)(**fields)
         return
@@ -176,8 +178,9 @@ async def service_request_record_async(**fields) -> None:
         "route": fields["route"][:200],
         "detail": fields["detail"][:300],
     }
-    params = [values[name] for name in _SERVICE_REQUEST_COLUMNS]
-    await async_database.fetch_each([(_service_request_insert_sql(), params)], repeatable=False)
+    await write_behind(
+        _service_request_insert_sql(), [values[name] for name in _SERVICE_REQUEST_COLUMNS]
+    )
 
 
 def _username_for(*, app: App, external_id: str) -> str:

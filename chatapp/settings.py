@@ -423,6 +423,10 @@ API_THROTTLE_SERVICE_ACCOUNT_RATE = env.str(
 # service-account API's hot calls skip those statements; a key revoked in another process is
 # refused within this time (agents_app.key_cache). 0: verify on every request.
 SERVICE_KEY_CACHE_SECONDS = env.float("SERVICE_KEY_CACHE_SECONDS", default=5.0)
+# Seconds a web process may hold the service API's audit rows before it writes them, together,
+# on PostgreSQL (core.write_behind); a process killed outright loses that much. 0: each row at
+# once, after its response.
+WRITE_BEHIND_SECONDS = env.float("WRITE_BEHIND_SECONDS", default=0.25)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent memory API",
     # The overview above the operations, also linked from the README.

@@ -93,6 +93,14 @@ def api_throttling_off(settings):
 
 
 @pytest.fixture(autouse=True)
+def rows_written_at_once(settings):
+    """The service API's audit rows are written as each request ends, not held back
+    (core.write_behind): a test reads them straight after, and a test's event loop ends
+    with it. tests/core/test_write_behind.py turns it back on."""
+    settings.WRITE_BEHIND_SECONDS = 0
+
+
+@pytest.fixture(autouse=True)
 def app_settings_read_afresh():
     """Each test reads apps' settings afresh: the app policy keeps what it read for a few
     seconds for the memory triggers run from the event loop (agents_app.app_policy)."""

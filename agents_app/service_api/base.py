@@ -130,8 +130,9 @@ class AsyncServiceAPIView(ServiceAPIView):
 
     The audit row is written once the response is sent (``core.after_response``), under an
     ASGI server: its round trip to the database was an eighth of an append's time, and the
-    agent waiting for the append has no use for it. A process that dies in between loses
-    that row (the crash is in the server's log).
+    agent waiting for the append has no use for it. On PostgreSQL it is held a moment and
+    written with the process's other rows of that moment (``core.write_behind``); a process
+    killed outright loses what it held (the crash is in the server's log).
     """
 
     @classproperty

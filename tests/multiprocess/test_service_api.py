@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.multiprocess.stack import BIN, ROOT
+from tests.multiprocess.stack import BIN, ROOT, Daphne
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.postgres]
 
@@ -108,3 +108,34 @@ def test_sixteen_writers_through_two_processes_lose_nothing(healthy_stack):
         "shared",
     )
     assert [row[0] for row in sequences] == list(range(1, WRITERS * EVENTS_PER_WRITER + 1))
+
+
+def test_audit_rows_held_by_a_web_process_are_written_when_it_stops(healthy_stack):
+    """A web process holds the service API's audit rows a moment to write them together
+    (core.write_behind); stopped (SIGTERM, as a deploy stops it) while it holds some, it
+    writes them before it exits. Here it would hold them for a minute."""
+    stack = healthy_stack
+    key = _key(stack.env, "stopping")
+    sessions = "/api/v1/apps/stopping/users/someone/sessions/"
+    stack.web_b.stop()
+    holding = Daphne("web-holding", {**stack.env, "WRITE_BEHIND_SECONDS": "60"}, stack.folder)
+    try:
+        holding.start().wait_ready()
+        statuses = [
+            _call(holding.base_url, key, "GET", f"{sessions}s{n}/?num_recent_events=20")[0]
+            for n in range(5)
+        ]
+        held = stack.postgres.rows(
+            "SELECT count(*) FROM agents_app_servicerequest WHERE app_name = %s", "stopping"
+        )
+        holding.stop()
+        audited = stack.postgres.rows(
+            "SELECT count(*) FROM agents_app_servicerequest WHERE app_name = %s", "stopping"
+        )
+    finally:
+        holding.stop()
+        stack.web_b.start().wait_ready()
+
+    assert statuses == [404] * 5, "reads of sessions, the calls an agent makes at every step"
+    assert held == [(0,)]
+    assert audited == [(5,)]
