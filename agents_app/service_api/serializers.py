@@ -25,36 +25,8 @@ MAX_SEARCH_LIMIT = 50
 MAX_MEMORY_CHARS = 2000
 
 
-def event_json(event: Event) -> dict[str, Any]:
-    """An event as ADK's Event JSON without its null fields, fields ADK added kept."""
-    return event.model_dump(mode="json", exclude_none=True)
-
-
-def session_json(session: Session, *, external_user_id: str, events: bool) -> dict[str, Any]:
-    """A session as ADK's Session JSON, named by the end user's own id."""
-    data = _session_fields(session, external_user_id=external_user_id)
-    if events:
-        data["events"] = [event_json(event) for event in session.events]
-    return data
-
-
-def session_response(session: Session, *, external_user_id: str) -> HttpResponse:
-    """``session_json`` with its events, as a response: the JSON of ADK's ``get_session``
-    at every step of an agent. Made in one pass of pydantic's encoder, each event as
-    ``event_json`` gives it, rather than as dicts then encoded again by DRF (which took
-    twice as long for the last 20 events of a chat)."""
-    data = _session_fields(session, external_user_id=external_user_id)
-    data["events"] = session.events
-    return _json_response(data, status=200)
-
-
-def appended_response(event: Event, *, last_update_time: float) -> HttpResponse:
-    """The 201 of an appended event (``ServiceAppendedSerializer``), made as
-    ``session_response``."""
-    return _json_response({"event": event, "last_update_time": last_update_time}, status=201)
-
-
-def _session_fields(session: Session, *, external_user_id: str) -> dict[str, Any]:
+def session_json(session: Session, *, external_user_id: str) -> dict[str, Any]:
+    """A session as ADK's Session JSON without its events, named by the end user's own id."""
     return {
         "id": session.id,
         "app_name": session.app_name,
@@ -64,9 +36,24 @@ def _session_fields(session: Session, *, external_user_id: str) -> dict[str, Any
     }
 
 
+def session_response(session: Session, *, external_user_id: str, status: int = 200) -> HttpResponse:
+    """``session_json`` with its events, as a response: the JSON of ADK's ``get_session``,
+    which an agent calls at every step. Made in one pass of pydantic's encoder rather than as
+    dicts encoded again by DRF, which took twice as long for the last 20 events of a chat."""
+    data = session_json(session, external_user_id=external_user_id)
+    data["events"] = session.events
+    return _json_response(data, status=status)
+
+
+def appended_response(event: Event, *, last_update_time: float) -> HttpResponse:
+    """The 201 of an appended event (``ServiceAppendedSerializer``), made as
+    ``session_response``."""
+    return _json_response({"event": event, "last_update_time": last_update_time}, status=201)
+
+
 def _json_response(data: dict[str, Any], *, status: int) -> HttpResponse:
-    """``data``, holding plain JSON values and events, as JSON: each event without its null
-    fields (``event_json``), every other value as it is."""
+    """``data``, holding plain JSON values and events, as JSON: each event as ADK's Event JSON
+    without its null fields, the fields ADK added kept; every other value as it is."""
     body = pydantic_core.to_json(data, by_alias=False, exclude_none=True)
     return HttpResponse(body, status=status, content_type="application/json")
 

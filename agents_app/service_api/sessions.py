@@ -13,7 +13,6 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 from django.db.models import QuerySet
 from django.http import HttpResponse
-from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound
@@ -43,7 +42,6 @@ from agents_app.service_api.serializers import (
     ServiceSessionPageSerializer,
     ServiceSessionSerializer,
     appended_response,
-    event_json,
     session_json,
     session_response,
 )
@@ -100,10 +98,7 @@ class SessionListView(ServiceAPIView):
             page_size=query["page_size"],
             page_token=query.get("page_token") or None,
         )
-        sessions = [
-            session_json(session, external_user_id=user_id, events=False)
-            for session in page.sessions
-        ]
+        sessions = [session_json(session, external_user_id=user_id) for session in page.sessions]
         return Response({"sessions": sessions, "next_page_token": page.next_page_token})
 
     @extend_schema(
@@ -113,7 +108,7 @@ class SessionListView(ServiceAPIView):
         request=ServiceSessionCreateSerializer,
         responses={201: ServiceSessionDetailSerializer, 409: CONFLICT, **WRITE_BODY_ERRORS},
     )
-    def post(self, request: Request, app_name: str, user_id: str) -> Response:
+    def post(self, request: Request, app_name: str, user_id: str) -> HttpResponse:
         data = request_data_validated(ServiceSessionCreateSerializer, request.data)
         end_user = self.end_user(user_id, create=True)
         session = services.session_create(
@@ -122,8 +117,7 @@ class SessionListView(ServiceAPIView):
             state=data.get("state"),
             session_id=data.get("session_id"),
         )
-        body = session_json(session, external_user_id=user_id, events=True)
-        return Response(body, status=status.HTTP_201_CREATED)
+        return session_response(session, external_user_id=user_id, status=status.HTTP_201_CREATED)
 
 
 class SessionDetailView(AsyncServiceAPIView):
@@ -198,7 +192,7 @@ class SessionEventsView(AsyncServiceAPIView):
     )
     async def post(
         self, request: Request, app_name: str, user_id: str, session_id: str
-    ) -> HttpResponseBase:
+    ) -> HttpResponse:
         event = request_data_validated(ServiceEventSerializer, request.data)
         if app_settings_of(self.app).pii_redaction:
             event_redact(event)
@@ -225,7 +219,7 @@ class SessionEventsView(AsyncServiceAPIView):
 
     async def _appended(
         self, event, app_name: str, user_id: str, session_id: str
-    ) -> Session | Response:
+    ) -> Session | HttpResponse:
         """The session with ``event`` appended, or the answer to a rewind event. The end
         user is looked up afresh once if the session is not found under a kept one."""
         afresh = False
@@ -245,7 +239,7 @@ class SessionEventsView(AsyncServiceAPIView):
                 continue
             return session
 
-    def _rewind_appended(self, *, session: Session, event) -> Response:
+    def _rewind_appended(self, *, session: Session, event) -> HttpResponse:
         """ADK's ``Runner.rewind_async`` appends its rewind as an event: done here as the
         rewind route does it (later events out of the history, session state replayed, in one
         transaction), the sent event stored with the state delta computed here."""
@@ -262,10 +256,7 @@ class SessionEventsView(AsyncServiceAPIView):
         record = SessionRecord.objects.filter(pk=session.id).values_list(
             "last_update_time", flat=True
         )
-        return Response(
-            {"event": event_json(stored), "last_update_time": record.first()},
-            status=status.HTTP_201_CREATED,
-        )
+        return appended_response(stored, last_update_time=record.first())
 
 
 class SessionRewindView(ServiceAPIView):
@@ -276,7 +267,7 @@ class SessionRewindView(ServiceAPIView):
         request=ServiceRewindSerializer,
         responses={200: ServiceSessionDetailSerializer, **WRITE_BODY_ERRORS},
     )
-    def post(self, request: Request, app_name: str, user_id: str, session_id: str) -> Response:
+    def post(self, request: Request, app_name: str, user_id: str, session_id: str) -> HttpResponse:
         data = request_data_validated(ServiceRewindSerializer, request.data)
         end_user = self.end_user(user_id)
         if end_user is None:
@@ -292,7 +283,7 @@ class SessionRewindView(ServiceAPIView):
         )
         if session is None:
             raise NotFound("No such session.")
-        return Response(session_json(session, external_user_id=user_id, events=True))
+        return session_response(session, external_user_id=user_id)
 
 
 class UserStateView(ServiceAPIView):
