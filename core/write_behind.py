@@ -48,8 +48,9 @@ _queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = weakref.
 
 
 async def write_behind(sql: str, params: list[Any]) -> None:
-    """Run ``sql`` (an insert, ``%s`` placeholders) within ``WRITE_BEHIND_SECONDS``, with the
-    other statements this loop queued meanwhile; at once when write-behind is off. Errors of
+    """Run ``sql`` (an insert ``RETURNING`` its id: ``fetch_each`` reads every statement's
+    rows; ``%s`` placeholders) within ``WRITE_BEHIND_SECONDS``, with the other statements
+    this loop queued meanwhile; at once when write-behind is off. Errors of
     a late write are logged with how many rows it lost; those of an immediate one are the
     caller's."""
     delay = settings.WRITE_BEHIND_SECONDS

@@ -96,7 +96,7 @@ async def test_what_is_held_when_the_process_exits_is_written(settings):
 async def test_a_batch_that_fails_is_logged_with_the_rows_it_lost(settings, caplog):
     settings.WRITE_BEHIND_SECONDS = 60
     await _audited("kept")
-    await write_behind.write_behind("INSERT INTO no_such_table (x) VALUES (%s)", [1])
+    await write_behind.write_behind("INSERT INTO no_such_table (x) VALUES (%s) RETURNING x", [1])
 
     await write_behind.write_behind_flush()
 
