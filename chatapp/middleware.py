@@ -51,6 +51,8 @@ PROBES: dict[str, Callable[[HttpRequest], HttpResponse]] = {
     "/readyz": health.readyz,
     "/metrics": metrics.metrics_view,
 }
+# Probes that touch nothing but the request: in an async chain, answered on the event loop.
+PROBES_WITHOUT_IO = frozenset({health.healthz})
 
 
 class _SyncAndAsyncMiddleware:
@@ -155,11 +157,17 @@ class ProbeMiddleware(_SyncAndAsyncMiddleware):
         if self.is_async:
             if probe is None:
                 return self.get_response(request)
+            if probe in PROBES_WITHOUT_IO:
+                return _answered(probe(request))
             # On the thread that Django's request signals keep the database connection of.
             return sync_to_async(probe)(request)
         if probe is None:
             return self.get_response(request)
         return probe(request)
+
+
+async def _answered(response: HttpResponse) -> HttpResponse:
+    return response
 
 
 TIME_ZONE_COOKIE = "tz"
