@@ -77,7 +77,8 @@ def arguments_parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def daphne_start(*, database_url: str, redis_url: str, folder: Path) -> Daphne:
-    """One daphne process on the benchmark database, production's settings but for TLS.
+    """One daphne process on the benchmark database, production's settings and arguments but
+    for TLS and the proxy headers.
 
     Background work goes to the Celery broker (``redis_url``) and no worker takes it: a
     reply's memory trigger is checked and its job queued, as on production's web processes,
@@ -100,7 +101,12 @@ def daphne_start(*, database_url: str, redis_url: str, folder: Path) -> Daphne:
             "DJANGO_SETTINGS_MODULE": "chatapp.settings",
         }
     )
-    return Daphne("bench-daphne", environment, folder).start().wait_ready()
+    # As the Dockerfile runs it: the application writes the access log, daphne writes none.
+    return (
+        Daphne("bench-daphne", environment, folder, arguments=["--verbosity", "0"])
+        .start()
+        .wait_ready()
+    )
 
 
 def report_print(results: dict) -> None:

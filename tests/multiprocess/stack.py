@@ -31,7 +31,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -271,7 +271,10 @@ class AppProcess:
 
 
 class Daphne(AppProcess):
-    def __init__(self, name: str, env: dict[str, str], folder: Path) -> None:
+    def __init__(
+        self, name: str, env: dict[str, str], folder: Path, arguments: Sequence[str] = ()
+    ) -> None:
+        """``arguments``: more of daphne's, such as production's ``--verbosity 0``."""
         self.port = free_port()
         command = [
             sys.executable,
@@ -281,6 +284,7 @@ class Daphne(AppProcess):
             "127.0.0.1",
             "-p",
             str(self.port),
+            *arguments,
         ]
         super().__init__(name, [*command, "chatapp.asgi:application"], env, folder)
 
