@@ -125,11 +125,12 @@ class KeptThreadASGIHandler(ASGIHandler):
             await super().__call__(scope, receive, send)  # Django refuses it
             return
         executor = self._executor_take()
-        _request_executor.set(executor)
+        token = _request_executor.set(executor)
         try:
             async with ThreadSensitiveContext(executor=executor), responses_sent_then_run():
                 await self.handle(scope, receive, send)
         finally:
+            _request_executor.reset(token)
             self._executor_give_back(executor)
 
     async def handle(self, scope, receive, send) -> None:
