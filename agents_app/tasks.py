@@ -6,7 +6,7 @@ import random
 from celery import shared_task
 
 from agents_app.runtime.compaction import session_compact as compact
-from agents_app.turn_claims import turns_sweep as sweep
+from agents_app.turn_sweep import turns_sweep as sweep
 from core.llm import ModelError
 
 

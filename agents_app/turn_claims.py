@@ -14,9 +14,10 @@ process holds it:
   died (SIGKILL, out of memory, a lost host): a re-send or a Retry takes it
   over, bumping its ``fence``, and runs the turn on from its stored events;
 - a claim not renewed for ``TURN_INTERRUPTED_AFTER_SECONDS`` whose turn is
-  still open is taken over by the sweeper (``turns_sweep``, a periodic
-  task), which stores the turn's final event as interrupted with the error
-  code ``server_stopped``, so the history and the chat say so and offer Retry.
+  still open is taken over by the sweeper (``agents_app.turn_sweep``, a
+  periodic task), which stores the turn's final event as interrupted with the
+  error code ``server_stopped``, so the history and the chat say so and offer
+  Retry.
 
 Why a database row and not a Redis lock with expiry: the claim must hold on
 the embedded default, which has no Redis, and it has to agree with the
@@ -54,7 +55,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 from channels.db import database_sync_to_async
@@ -62,25 +63,14 @@ from django.conf import settings
 from django.db import IntegrityError, connection
 
 from agents_app.models import TurnClaim
-from agents_app.runtime.agents import agent_for_app
-from agents_app.runtime.turns import (
-    SERVER_STOPPED,
-    SERVER_STOPPED_MESSAGE,
-    TurnProgress,
-    TurnRun,
-    tool_calls_interrupted_content,
-)
+from agents_app.runtime.turns import TurnProgress
 from core import async_database
 from core.outages import DATABASE_UNAVAILABLE_ERRORS
-from sessions_app import selectors, services
-from sessions_app.errors import DuplicateEventError, SessionNotFoundError
-from sessions_app.events import Event
-from sessions_app.models import EventRecord, SessionRecord
-from sessions_app.types import Session
+from sessions_app import selectors
+from sessions_app.errors import SessionNotFoundError
+from sessions_app.models import EventRecord
 
 logger = logging.getLogger(__name__)
-
-SWEEP_BATCH_SIZE = 200
 
 
 def holder_name(label: str) -> str:
@@ -384,105 +374,3 @@ async def turn_claim_release_if_ended_async(*, claim: HeldClaim) -> bool:
     except DATABASE_UNAVAILABLE_ERRORS as error:
         logger.warning("turn claim %s not released, database unavailable: %s", claim.id, error)
         return False
-
-
-@dataclass
-class TurnSweepReport:
-    """What one sweep did: claims of ended or never-stored turns released, turns stored as
-    interrupted, and open turns left for a client to resume (their claim expired recently)."""
-
-    released: int = 0
-    interrupted: list[str] = field(default_factory=list)
-    waiting: int = 0
-
-
-def turns_sweep(*, now: float | None = None, batch_size: int = SWEEP_BATCH_SIZE) -> TurnSweepReport:
-    """Find turns whose process died and end them: an open turn whose claim has not been
-    renewed for ``TURN_INTERRUPTED_AFTER_SECONDS`` gets its final event, stored as interrupted
-    (``server_stopped``), and its claim released; so do claims whose turn ended or was never
-    stored. Claims a live process renews are not touched.
-
-    Safe to run twice or concurrently, and beside a client resuming the same turn: the
-    sweeper takes the claim over (fence) before storing, and stores at the turn's next place,
-    where only one event can ever be stored.
-    """
-    now = time.time() if now is None else now
-    report = TurnSweepReport()
-    expired = list(
-        TurnClaim.objects.filter(renewed_at__lt=now - settings.TURN_LEASE_SECONDS)
-        .order_by("renewed_at")
-        .values_list("id", "session_id", "user_event_id", "fence", "renewed_at")[:batch_size]
-    )
-    for claim_id, session_id, user_event_id, fence, renewed_at in expired:
-        progress = turn_progress(
-            selectors.stored_events_of_turn(session_id=session_id, user_event_id=user_event_id)
-        )
-        if not progress.open:
-            report.released += TurnClaim.objects.filter(pk=claim_id, fence=fence).delete()[0]
-            continue
-        if renewed_at >= now - settings.TURN_INTERRUPTED_AFTER_SECONDS:
-            report.waiting += 1
-            continue
-        taken = TurnClaim.objects.filter(pk=claim_id, fence=fence).update(
-            fence=fence + 1, holder=holder_name("sweeper")
-        )
-        if not taken:
-            continue
-        claim = HeldClaim(id=claim_id, fence=fence + 1)
-        if _turn_interrupted_store(session_id=session_id, progress=progress):
-            turn_claim_release(claim=claim)
-            report.interrupted.append(user_event_id)
-    return report
-
-
-def _turn_interrupted_store(*, session_id: str, progress: TurnProgress) -> bool:
-    """Store the open turn's final event as interrupted by a server stop, at its next place;
-    False when another process stored there first (a zombie that is alive after all: the
-    claim, taken over, stays for the next sweep)."""
-    record = SessionRecord.objects.filter(pk=session_id).values_list("app_name", "user_id").first()
-    if record is None:
-        return False
-    app_name, user_pk = record
-    user_event_id = progress.events[0].id
-    run = TurnRun(
-        invocation_id=progress.invocation_id,
-        user_event_id=user_event_id,
-        position=progress.next_position,
-    )
-    session = Session(id=session_id, app_name=app_name, user_id=str(user_pk))
-    author = agent_for_app(app_name).name
-    events = []
-    if progress.pending_calls:
-        events.append(
-            Event(
-                id=run.next_id(),
-                invocation_id=run.invocation_id,
-                author=author,
-                content=tool_calls_interrupted_content(progress.pending_calls),
-            )
-        )
-    events.append(
-        Event(
-            id=run.next_id(),
-            invocation_id=run.invocation_id,
-            author=author,
-            turn_complete=True,
-            interrupted=True,
-            error_code=SERVER_STOPPED,
-            error_message=SERVER_STOPPED_MESSAGE,
-        )
-    )
-    try:
-        for event in events:
-            services.event_append(session=session, event=event)
-    except DuplicateEventError:
-        logger.warning("turn %s was stored by another process while swept", user_event_id)
-        return False
-    except SessionNotFoundError:
-        return False
-    logger.warning(
-        "turn %s of session %s stored as interrupted: its process stopped",
-        user_event_id,
-        session_id,
-    )
-    return True

@@ -1,18 +1,14 @@
 """Claims on chat turns (``agents_app.turn_claims``): what a message, a re-send or a Retry of a
-turn starts, leases that run out when their process dies, and the sweeper that ends the turns
-nobody came back for."""
+turn starts, and leases that run out when their process dies."""
 
 import asyncio
 import threading
-import time
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
-from google.genai import types
 
 from agents_app.models import TurnClaim
-from agents_app.runtime.turns import SERVER_STOPPED, TOOL_CALL_INTERRUPTED
 from agents_app.turn_claims import (
     HeldClaim,
     TurnStart,
@@ -24,61 +20,15 @@ from agents_app.turn_claims import (
     turn_claim_renew,
     turn_claim_renew_async,
     turn_claim_take,
-    turns_sweep,
 )
 from core import async_database
 from sessions_app import services
 from sessions_app.errors import SessionNotFoundError
-from sessions_app.events import Event, new_invocation_id
-from sessions_app.models import EventRecord
+from tests.agents_app.turns import agent_event, chat_message, claim_age
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("turn_leases")]
 
 APP = "chat"
-
-
-@pytest.fixture(autouse=True)
-def lease_settings(settings):
-    settings.TURN_LEASE_SECONDS = 15.0
-    settings.TURN_INTERRUPTED_AFTER_SECONDS = 90.0
-
-
-@pytest.fixture
-def session(user):
-    return services.session_create(app_name=APP, user_id=str(user.pk))
-
-
-def _message(session, client_message_id="m1", text="hello"):
-    event = Event(
-        id=f"msg-{client_message_id}",
-        invocation_id=new_invocation_id(),
-        author="user",
-        content=types.Content(role="user", parts=[types.Part(text=text)]),
-    )
-    return services.event_append(session=session, event=event)
-
-
-def _agent_event(session, user_event, position, **fields):
-    event = Event(
-        id=f"{user_event.id}.{position}",
-        invocation_id=user_event.invocation_id,
-        author="assistant",
-        **fields,
-    )
-    return services.event_append(session=session, event=event)
-
-
-def _age(claim: HeldClaim, seconds: float) -> None:
-    """Make the claim's holder look silent for ``seconds`` (as if its process had died)."""
-    TurnClaim.objects.filter(pk=claim.id).update(renewed_at=time.time() - seconds)
-
-
-def _events(session):
-    return list(
-        EventRecord.objects.filter(session_id=session.id)
-        .order_by("sequence")
-        .values_list("event_id", "turn_complete", "interrupted", "error_code")
-    )
 
 
 def test_a_new_message_takes_the_claim_and_a_second_one_finds_it_running(session):
@@ -90,11 +40,11 @@ def test_a_new_message_takes_the_claim_and_a_second_one_finds_it_running(session
 
 
 def test_an_open_turn_whose_holder_went_silent_is_resumed_under_a_new_fence(session):
-    _message(session)
+    chat_message(session)
     first = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a")
     assert first.start is TurnStart.RESUME  # stored, no claim, no final: its process is gone
 
-    _age(first.claim, 16)
+    claim_age(first.claim, 16)
     second = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="b")
 
     assert second.start is TurnStart.RESUME
@@ -105,16 +55,16 @@ def test_an_open_turn_whose_holder_went_silent_is_resumed_under_a_new_fence(sess
 
 
 def test_a_live_claim_is_not_taken(session):
-    _message(session)
+    chat_message(session)
     first = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a")
-    _age(first.claim, 10)
+    claim_age(first.claim, 10)
 
     assert turn_claim_take(session_id=session.id, user_event_id="msg-m1", holder="b") is None
 
 
 def test_an_ended_turn_is_answered_whatever_asks(session):
-    user_event = _message(session)
-    _agent_event(session, user_event, 1, turn_complete=True)
+    user_event = chat_message(session)
+    agent_event(session, user_event, 1, turn_complete=True)
 
     for retry in (False, True):
         begin = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a", retry=retry)
@@ -123,10 +73,10 @@ def test_an_ended_turn_is_answered_whatever_asks(session):
 
 
 def test_retry_runs_an_interrupted_or_failed_turn_again_and_nothing_unknown(session):
-    user_event = _message(session)
-    _agent_event(session, user_event, 1, turn_complete=True, interrupted=True)
-    failed = _message(session, "m2")
-    _agent_event(session, failed, 1, turn_complete=True, error_code="model_unavailable")
+    user_event = chat_message(session)
+    agent_event(session, user_event, 1, turn_complete=True, interrupted=True)
+    failed = chat_message(session, "m2")
+    agent_event(session, failed, 1, turn_complete=True, error_code="model_unavailable")
 
     resend = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a")
     retried = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a", retry=True)
@@ -143,8 +93,8 @@ def test_retry_runs_an_interrupted_or_failed_turn_again_and_nothing_unknown(sess
 
 
 def test_a_rewound_turn_is_never_run_again(session):
-    user_event = _message(session)
-    _agent_event(session, user_event, 1, turn_complete=True, interrupted=True)
+    user_event = chat_message(session)
+    agent_event(session, user_event, 1, turn_complete=True, interrupted=True)
     services.session_rewind(
         app_name=APP,
         user_id=session.user_id,
@@ -165,11 +115,11 @@ def test_a_claim_on_a_deleted_session_is_session_not_found(session):
 
 
 def test_a_claim_is_released_only_by_its_holder_and_only_once_the_turn_ended(session):
-    user_event = _message(session)
+    user_event = chat_message(session)
     first = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a").claim
 
     assert turn_claim_release_if_ended(claim=first) is False
-    _agent_event(session, user_event, 1, turn_complete=True)
+    agent_event(session, user_event, 1, turn_complete=True)
     stale = HeldClaim(id=first.id, fence=first.fence + 5)
     turn_claim_release(claim=stale)
     assert TurnClaim.objects.count() == 1
@@ -177,75 +127,9 @@ def test_a_claim_is_released_only_by_its_holder_and_only_once_the_turn_ended(ses
     assert TurnClaim.objects.count() == 0
 
 
-def test_the_sweeper_ends_a_turn_nobody_came_back_for(session):
-    _message(session)
-    claim = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a").claim
-    _age(claim, 91)
-
-    report = turns_sweep()
-
-    assert report.interrupted == ["msg-m1"]
-    assert _events(session) == [
-        ("msg-m1", None, None, ""),
-        ("msg-m1.1", True, True, SERVER_STOPPED),
-    ]
-    assert TurnClaim.objects.count() == 0
-    assert turns_sweep().interrupted == [], "a second sweep finds nothing"
-    assert len(_events(session)) == 2
-
-
-def test_the_sweeper_answers_a_half_run_tool_call_before_ending_the_turn(session):
-    user_event = _message(session)
-    claim = turn_begin(session_id=session.id, user_event_id="msg-m1", holder="a").claim
-    call = types.FunctionCall(id="c1", name="set_state", args={"key": "k", "value": "v"})
-    _agent_event(
-        session,
-        user_event,
-        1,
-        content=types.Content(role="model", parts=[types.Part(function_call=call)]),
-    )
-    _age(claim, 91)
-
-    turns_sweep()
-
-    records = list(EventRecord.objects.filter(session_id=session.id).order_by("sequence"))
-    assert [record.event_id for record in records] == [
-        "msg-m1",
-        "msg-m1.1",
-        "msg-m1.2",
-        "msg-m1.3",
-    ]
-    response = records[2].content["parts"][0]["function_response"]
-    assert response["id"] == "c1"
-    assert response["response"]["message"] == TOOL_CALL_INTERRUPTED
-    assert records[3].error_code == SERVER_STOPPED
-
-
-def test_the_sweeper_leaves_live_and_recently_silent_turns_and_clears_stale_claims(session):
-    live = _message(session, "live")
-    turn_begin(session_id=session.id, user_event_id=live.id, holder="a")
-    recent = _message(session, "recent")
-    _age(turn_begin(session_id=session.id, user_event_id=recent.id, holder="a").claim, 20)
-    ended = _message(session, "ended")
-    ended_claim = turn_begin(session_id=session.id, user_event_id=ended.id, holder="a").claim
-    _agent_event(session, ended, 1, turn_complete=True)
-    _age(ended_claim, 20)
-    never_stored = turn_begin(session_id=session.id, user_event_id="msg-lost", holder="a").claim
-    _age(never_stored, 20)
-
-    report = turns_sweep()
-
-    assert (report.released, report.interrupted, report.waiting) == (2, [], 1)
-    assert sorted(TurnClaim.objects.values_list("user_event_id", flat=True)) == [
-        "msg-live",
-        "msg-recent",
-    ]
-    assert not any(error for *_, error in _events(session))
-
-
 def test_two_processes_claiming_one_turn_at_once_get_it_once(session, requires_postgres):
     """Two threads, two database connections, the same instant: one claim."""
-    _message(session)
+    chat_message(session)
     start = threading.Barrier(8)
     outcomes = []
 
@@ -281,8 +165,8 @@ async def test_from_an_event_loop_a_new_message_is_claimed_once_and_an_ended_one
     )
     assert sorted(begin.start.value for begin in begins) == ["new"] + ["running"] * 7
     (claimed,) = [begin for begin in begins if begin.claim is not None]
-    user_event = await sync_to_async(_message)(session)
-    await sync_to_async(_agent_event)(session, user_event, 1, turn_complete=True)
+    user_event = await sync_to_async(chat_message)(session)
+    await sync_to_async(agent_event)(session, user_event, 1, turn_complete=True)
     await turn_claim_release_async(claim=claimed.claim)
 
     again = await turn_begin_async(session_id=session.id, user_event_id="msg-m1", holder="s9")

@@ -13,7 +13,8 @@ from agents_app.models import TurnClaim
 from agents_app.runtime.runner import DuplicateTurnError
 from agents_app.runtime.turn_store import TurnTakenOverError
 from agents_app.runtime.turns import SERVER_STOPPED
-from agents_app.turn_claims import turn_claim_take, turns_sweep
+from agents_app.turn_claims import turn_claim_take
+from agents_app.turn_sweep import turns_sweep
 from sessions_app.models import EventRecord
 from tests.agents_app.runtime.test_runner import RecordingModel, make_runner, new_session
 from tests.factories import UserFactory
