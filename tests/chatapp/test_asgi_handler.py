@@ -213,7 +213,7 @@ async def test_a_connection_a_view_opened_on_its_thread_is_closed_there_when_it_
     assert await get("/counted/") == 200
 
     [used] = request_cycle_urls.connections_used
-    [(closed, thread)] = [(wrapper, thread) for wrapper, thread in closed_connections]
+    [(closed, thread)] = closed_connections
     assert closed is used
     assert thread is not threading.current_thread()
     assert thread.name.startswith("django-request")

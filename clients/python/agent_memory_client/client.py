@@ -31,12 +31,13 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-class AgentMemoryClient:
-    """One app's service account on one server.
+class AgentMemoryClient(Transport):
+    """One app's service account on one server: the API's routes, each a coroutine, over the
+    requests of ``Transport`` (``request`` for any other call).
 
     Safe to share between tasks, and between event loops run one after another: its
-    connections are pooled per loop (``agent_memory_client.transport.Transport``);
-    ``aclose`` closes the running loop's, ``async with`` does it on leaving.
+    connections are pooled per loop; ``aclose`` closes the running loop's, ``async with``
+    does it on leaving.
     """
 
     def __init__(
@@ -48,14 +49,13 @@ class AgentMemoryClient:
         retries: int = 3,
         max_connections: int = 100,
     ) -> None:
-        self._transport = Transport(
+        super().__init__(
             base_url=base_url,
             api_key=api_key,
             timeout=timeout,
             retries=retries,
             max_connections=max_connections,
         )
-        self.base_url = self._transport.base_url
 
     def __repr__(self) -> str:
         return f"AgentMemoryClient(base_url={self.base_url!r})"
@@ -65,29 +65,6 @@ class AgentMemoryClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connections of the running event loop."""
-        await self._transport.aclose()
-
-    # --- The one way out --------------------------------------------------------------------
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        content: bytes | None = None,
-        params: Mapping[str, Any] | None = None,
-    ) -> Response:
-        """Send one request (``path`` below the base URL; a JSON ``body``, or ``content``
-        already encoded as JSON) and return the successful response; an error status raises.
-
-        Retries what is safe to retry (:mod:`agent_memory_client.transport`)."""
-        return await self._transport.request(
-            method, path, body=body, content=content, params=params
-        )
 
     async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = await self.request(method, path, **kwargs)
