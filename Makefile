@@ -8,15 +8,21 @@ PORT ?= 8000
 export PYTHONPATH := $(CURDIR)
 export DJANGO_SETTINGS_MODULE ?= chatapp.settings
 
-.PHONY: run test test-local-embeddings test-adk lint install build migrate staff-user bench clean vendor
+.PHONY: run test test-local-embeddings test-adk lint install build migrate staff-user bench clean vendor \
+	docs lock upgrade
+
+# Every environment installs the versions locked in requirements/ (hashed, by pip-tools): dev.txt
+# for `make run` and `make test`, prod.txt for the image, bench.txt, embeddings.txt and adk.txt
+# for the environments below; `make lock` and `make upgrade` compile them (at the end). Nothing
+# changes a version but a change of a lock.
+LOCKED_INSTALL = -m pip install --quiet --require-hashes -r
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is needed, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(VENV)/.installed: requirements/dev.txt | $(BIN)/python
+	$(BIN)/python $(LOCKED_INSTALL) requirements/dev.txt
 	@touch $@
 
 install: $(VENV)/.installed
@@ -70,44 +76,73 @@ lint: install
 	$(BIN)/ruff format --check .
 
 # The browser tests (tests/browser) drive Debian's Chromium; Playwright cannot download its own.
-CHROMIUM := /usr/bin/chromium
+CHROMIUM := /usr/bin/chromium-headless-shell
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(CHROMIUM):
 	$(SUDO) apt-get update
-	$(SUDO) apt-get install -y chromium
+	$(SUDO) apt-get install -y chromium-headless-shell
+
+# One pytest-xdist worker a core (TEST_WORKERS=0 runs in this process); each worker has its own
+# test database, Redis database and static files (tests/worker_isolation.py). The suite's time
+# is printed at the end.
+TEST_WORKERS ?= auto
 
 test: install build lint $(CHROMIUM) $(HIGHLIGHT_JS) $(AXE_JS)
 	$(BIN)/python manage.py makemigrations --check --dry-run
-	$(BIN)/python -m pytest
+	@start=$$(date +%s); $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15; \
+		status=$$?; echo "make test: the suite took $$(( $$(date +%s) - start )) s"; exit $$status
 
 # The tests that need the local MiniLM embedder (marker local_embeddings), in an environment of
-# their own so that torch never reaches the one `make run` uses. torch==2.13.0 first: it is a CPU
-# build, where a bare torch requirement would pull the CUDA one.
+# their own so that torch never reaches the one `make run` uses. Its lock holds torch 2.13.0's CPU
+# build (requirements/embeddings.in), whose hash no CUDA build matches.
 EMBEDDINGS_VENV := build/embeddings-venv
 
-$(EMBEDDINGS_VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(EMBEDDINGS_VENV)
-	$(EMBEDDINGS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(EMBEDDINGS_VENV)/bin/python -m pip install --quiet torch==2.13.0
-	$(EMBEDDINGS_VENV)/bin/python -m pip install --quiet -e '.[dev,local-embeddings]'
+$(EMBEDDINGS_VENV)/.installed: requirements/embeddings.txt
+	$(PYTHON) -m venv --clear $(EMBEDDINGS_VENV)
+	$(EMBEDDINGS_VENV)/bin/python $(LOCKED_INSTALL) requirements/embeddings.txt
 	@touch $@
 
 test-local-embeddings: build $(EMBEDDINGS_VENV)/.installed
 	LOCAL_EMBEDDINGS_REQUIRED=1 $(EMBEDDINGS_VENV)/bin/python -m pytest -m local_embeddings
 
 # The ADK client (clients/python) with the real google-adk, in google-adk's own environment
-# (build/adk-venv, bench/adk_venv.py: it needs google-genai < 3). Its suite starts the server
-# with this environment's interpreter: PostgreSQL and Redis of its own, daphne, a Celery worker.
+# (build/adk-venv, bench/adk_venv.py, locked in requirements/adk.txt: it needs google-genai < 3).
+# Its suite starts the server with this environment's interpreter: PostgreSQL and Redis of its
+# own, daphne, a Celery worker.
 test-adk: install build
 	$(BIN)/python -m bench.adk_venv
 	PRODUCT_PYTHON=$(CURDIR)/$(BIN)/python build/adk-venv/bin/python -m pytest clients/python/tests
 
+# The documentation site (mkdocs.yml: docs/ with the Material theme) in build/site; strict, so a
+# warning or a broken link fails it. `.venv/bin/mkdocs serve` shows it while you edit.
+# NO_MKDOCS_2_WARNING: the theme's banner about its own future, not a finding of the build.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # Session store against google-adk on PostgreSQL (docs/benchmarks.md);
 # BENCH_ARGS go to it, e.g. BENCH_ARGS="--events 200 --sessions 500".
 bench: install
-	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python $(LOCKED_INSTALL) requirements/bench.txt
 	$(BIN)/python -m bench.sessions $(BENCH_ARGS)
+
+# The locks compiled again: `make lock` after a change of pyproject.toml or requirements/*.in pins
+# what was added and keeps every other version; `make upgrade` takes the newest version each
+# range allows. The product's environments keep dev.txt's version of each package they share (-c).
+# pip-tools comes with the dev lock.
+PIP_COMPILE = CUSTOM_COMPILE_COMMAND="make upgrade" $(BIN)/pip-compile --quiet \
+	$(if $(filter upgrade,$@),--upgrade) --generate-hashes --allow-unsafe --strip-extras \
+	--no-emit-index-url --no-emit-find-links
+
+lock upgrade: install
+	$(PIP_COMPILE) pyproject.toml --extra dev --extra docs -o requirements/dev.txt
+	$(PIP_COMPILE) pyproject.toml -c requirements/dev.txt -o requirements/prod.txt
+	$(PIP_COMPILE) pyproject.toml --extra dev --extra bench -c requirements/dev.txt \
+		-o requirements/bench.txt
+	$(PIP_COMPILE) requirements/embeddings.in pyproject.toml --extra dev --extra local-embeddings \
+		-o requirements/embeddings.txt
+	$(PIP_COMPILE) requirements/adk.in clients/python/pyproject.toml --extra adk \
+		-o requirements/adk.txt
 
 clean:
 	rm -rf $(VENV) build

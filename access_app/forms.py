@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta
 
 from django import forms
-from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.utils import timezone
 
 from access_app.models import AccessScope
 from access_app.selectors import username_confusable_taken
 from access_app.services import GRANT_MAX_DAYS
+from access_app.signin import signin_tries_left, wrong_password_message
 
 
 def end_of_day(day: date) -> datetime:
@@ -70,3 +71,38 @@ class SignupForm(UserCreationForm):
                 code="confusable",
             )
         return username
+
+
+class SignInForm(AuthenticationForm):
+    """Django's sign-in form, whose wrong-password error says how many tries are left before
+    the sign-in guard locks signing in, and for how long."""
+
+    def get_invalid_login_error(self) -> forms.ValidationError:
+        left = signin_tries_left(request=self.request, username=self.cleaned_data["username"])
+        return forms.ValidationError(wrong_password_message(tries_left=left), code="invalid_login")
+
+
+TOKEN_LIFETIMES = [("30", "30 days"), ("90", "90 days"), ("365", "A year"), ("", "Never")]
+
+
+class TokenForm(forms.Form):
+    """A personal access token to make: its name, whether it may change memories, its life."""
+
+    name = forms.CharField(
+        label="Name",
+        max_length=50,
+        help_text="To recognise it later, e.g. the assistant it is for.",
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
+    )
+    write = forms.BooleanField(
+        label="May also add, correct and delete memories", required=False, initial=False
+    )
+    expires = forms.ChoiceField(
+        label="Expires after", choices=TOKEN_LIFETIMES, initial="90", required=False
+    )
+
+    def scopes(self) -> list[str]:
+        return ["read", "write"] if self.cleaned_data["write"] else ["read"]
+
+    def expires_in_days(self) -> int | None:
+        return int(self.cleaned_data["expires"]) if self.cleaned_data["expires"] else None

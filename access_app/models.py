@@ -12,6 +12,7 @@ from datetime import date, timedelta
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from rest_framework_api_key.models import AbstractAPIKey
 
 
 class AccessScope(models.TextChoices):
@@ -33,6 +34,8 @@ class AuditAction(models.TextChoices):
     RETRY = "retry", "Retried a memory job"
     EXPORT = "export", "Exported"
     LOCKOUT = "lockout", "Locked signing in after wrong passwords"
+    ADD = "add", "Added"
+    SEARCH = "search", "Searched"
 
 
 class AuditLogEntry(models.Model):
@@ -143,3 +146,31 @@ class AccountName(models.Model):
 
     def __str__(self) -> str:
         return self.skeleton
+
+
+class TokenScope(models.TextChoices):
+    """What a personal access token lets an assistant do with its owner's memories."""
+
+    READ = "read", "Read my memories"
+    WRITE = "write", "Add, correct and delete my memories"
+
+
+class PersonalAccessToken(AbstractAPIKey):
+    """A token a person makes for their own assistant (an MCP client): hashed at rest as a
+    service account's key is (djangorestframework-api-key), its prefix visible, read or
+    read-write, optional expiry, revocable, with the time it was last used. It goes with the
+    account (cascade)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="access_tokens"
+    )
+    scopes = models.JSONField(default=list)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta(AbstractAPIKey.Meta):
+        verbose_name = "personal access token"
+        verbose_name_plural = "personal access tokens"
+
+    @property
+    def can_write(self) -> bool:
+        return TokenScope.WRITE in self.scopes

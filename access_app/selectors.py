@@ -10,17 +10,28 @@ active grant from that user (that user only, read-only, until it ends).
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.apps import apps
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.sessions.models import Session as DjangoSession
+from django.db import connection
 from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
 
-from access_app.models import AccessGrant, AccessScope, AccountName, AuditLogEntry
+from access_app.models import (
+    AccessGrant,
+    AccessScope,
+    AccountName,
+    AuditLogEntry,
+    PersonalAccessToken,
+)
+from core.async_database import StoreRead
 from core.text import confusable_skeleton
 
 # The model permission that lets a staff role read every user's data of a scope.
@@ -195,3 +206,49 @@ def username_skeleton(username: str) -> str:
 def username_confusable_taken(username: str) -> bool:
     """Whether an existing account's name looks like ``username`` (the same name included)."""
     return AccountName.objects.filter(skeleton=username_skeleton(username)).exists()
+
+
+def access_tokens_of(*, user: AbstractBaseUser) -> QuerySet[PersonalAccessToken]:
+    """The user's personal access tokens, revoked and expired ones included, newest first."""
+    return PersonalAccessToken.objects.filter(user=user).order_by("-created", "-pk")
+
+
+def access_token_from_secret(*, token: str) -> PersonalAccessToken | None:
+    """The token that ``token`` (``prefix.secret``) is, with its user; None for an unknown or
+    malformed one (a revoked or expired token is returned: the caller says why)."""
+    prefix, dot, _ = token.partition(".")
+    if not dot:
+        return None
+    found = PersonalAccessToken.objects.select_related("user").filter(prefix=prefix).first()
+    return found if found is not None and found.is_valid(token) else None
+
+
+def _signin_state(results: list[list[tuple]]) -> tuple[str, bool] | None:
+    rows = results[0]
+    return (rows[0][0], bool(rows[0][1])) if rows else None
+
+
+@functools.cache
+def _signin_state_sql() -> str:
+    user_model = get_user_model()
+    qn = connection.ops.quote_name
+
+    def column(model: type[Model], name: str) -> str:
+        return qn(model._meta.get_field(name).column)
+
+    return (
+        f"SELECT {column(user_model, 'password')}, {column(user_model, 'is_active')} "
+        f"FROM {qn(user_model._meta.db_table)} "
+        f"WHERE {column(user_model, user_model._meta.pk.name)} = %s AND EXISTS ("
+        f"SELECT 1 FROM {qn(DjangoSession._meta.db_table)} "
+        f"WHERE {column(DjangoSession, 'session_key')} = %s "
+        f"AND {column(DjangoSession, 'expire_date')} > CURRENT_TIMESTAMP)"
+    )
+
+
+def signin_state_read(*, user_pk: int, session_key: str) -> StoreRead:
+    """The user's password hash and whether the account is active, while the Django session
+    ``session_key`` exists and has not expired (else None): what a sign-in of that session
+    rests on, in one statement, for a socket to see its sign-in still holds without loading
+    and decoding the session."""
+    return StoreRead([(_signin_state_sql(), [user_pk, session_key])], _signin_state)

@@ -19,7 +19,15 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from access_app.models import AccessGrant, AccessScope, AccountName, AuditAction, AuditLogEntry
+from access_app.models import (
+    AccessGrant,
+    AccessScope,
+    AccountName,
+    AuditAction,
+    AuditLogEntry,
+    PersonalAccessToken,
+    TokenScope,
+)
 from access_app.selectors import username_skeleton
 
 GRANT_MAX_DAYS = 90
@@ -42,7 +50,7 @@ REVIEWER_PERMISSIONS = [
     ("sessions_app", "view_eventrecord"),
 ]
 # A memory admin holds every permission of these apps.
-ADMIN_PERMISSION_APPS = ["memory_app", "sessions_app", "django_celery_beat"]
+ADMIN_PERMISSION_APPS = ["memory_app", "sessions_app", "agents_app", "django_celery_beat"]
 # Permissions no role includes: a superuser gives them to an account on purpose.
 DEDICATED_PERMISSIONS = ["change_app_state"]
 ADMIN_EXTRA_PERMISSIONS = [("access_app", "view_auditlogentry"), ("access_app", "view_accessgrant")]
@@ -157,12 +165,14 @@ def access_grant_revoke(*, owner: AbstractBaseUser, grant_id: int | str) -> Acce
 
 
 def access_data_delete(*, user: AbstractBaseUser) -> None:
-    """Delete the grants a user gave or holds and what the audit log says about them.
+    """Delete the grants a user gave or holds, their personal access tokens and what the
+    audit log says about them.
 
     Part of "delete all my data" when the account itself is kept (deleting the
     account cascades to the same rows).
     """
     AccessGrant.objects.filter(Q(owner=user) | Q(grantee=user)).delete()
+    PersonalAccessToken.objects.filter(user=user).delete()
     AuditLogEntry.objects.filter(subject_user=user).delete()
 
 
@@ -238,4 +248,70 @@ def account_name_record(*, user: AbstractBaseUser) -> None:
     save of a user, whatever saved it)."""
     AccountName.objects.update_or_create(
         user_id=user.pk, defaults={"skeleton": username_skeleton(user.get_username())}
+    )
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    """A new personal access token and its secret, shown once (only its hash is kept)."""
+
+    record: PersonalAccessToken
+    token: str
+
+
+TOKEN_SCOPES = [scope.value for scope in TokenScope]
+
+
+def access_token_create(
+    *,
+    user: AbstractBaseUser,
+    name: str,
+    scopes: list[str],
+    expires_in_days: int | None = None,
+) -> IssuedToken:
+    """A new personal access token of ``user``: ``write`` implies ``read``; an unknown scope,
+    an empty name or a non-positive lifetime raise ``ValidationError`` and make nothing."""
+    name = " ".join(str(name).split())
+    if not name or len(name) > 50:
+        raise ValidationError({"name": "Give the token a name of 1 to 50 characters."})
+    unknown = sorted(set(scopes) - set(TOKEN_SCOPES))
+    if unknown or not scopes:
+        raise ValidationError({"scopes": f"Scopes are {' and '.join(TOKEN_SCOPES)}."})
+    if expires_in_days is not None and expires_in_days <= 0:
+        raise ValidationError({"expires": "A token's lifetime is at least one day."})
+    chosen = [TokenScope.READ.value, *([TokenScope.WRITE.value] if "write" in scopes else [])]
+    expires_at = (
+        timezone.now() + timedelta(days=expires_in_days) if expires_in_days is not None else None
+    )
+    record, token = PersonalAccessToken.objects.create_key(
+        name=name, user=user, scopes=chosen, expiry_date=expires_at
+    )
+    return IssuedToken(record=record, token=token)
+
+
+def access_token_revoke(*, user: AbstractBaseUser, token_id: str) -> PersonalAccessToken:
+    """Revoke one of ``user``'s tokens now; ``PersonalAccessToken.DoesNotExist`` for any other."""
+    token = PersonalAccessToken.objects.get(user=user, pk=token_id)
+    if not token.revoked:
+        token.revoked = True
+        token.save(update_fields=["revoked"])
+    return token
+
+
+def access_token_used(
+    *, token: PersonalAccessToken, action: str, what: str, object_id: str = ""
+) -> AuditLogEntry:
+    """Note that ``token`` was used now and log the use in its owner's audit log: which token,
+    what it did (``what``: the tool or resource), on which memory. Only ids are logged."""
+    now = timezone.now()
+    PersonalAccessToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    token.last_used_at = now
+    return AuditLogEntry.objects.create(
+        actor_id=token.user_id,
+        actor_username=f"token {token.name!r} ({token.prefix})",
+        subject_user_id=token.user_id,
+        action=action,
+        object_type="memory_app.memory",
+        object_id=object_id,
+        reason=f"{what} through your personal access token",
     )

@@ -43,6 +43,24 @@ def lockout_message() -> str:
     )
 
 
+def signin_tries_left(*, request: HttpRequest, username: str) -> int:
+    """How many more wrong passwords the sign-in guard takes for ``username`` from this client
+    before it locks signing in (the fewer of the account's and the address's)."""
+    failures = AxesProxyHandler.get_failures(request, {"username": username})
+    return max(settings.SIGNIN_FAILURE_LIMIT - failures, 0)
+
+
+def wrong_password_message(*, tries_left: int) -> str:
+    """What a wrong username or password is told: how many tries are left and what follows."""
+    lock = f"signing in is locked for {lockout_minutes()} minutes"
+    if tries_left == 1:
+        return (
+            "Wrong username or password. One try left: after one more wrong password, "
+            f"{lock} (you can reset your password instead)."
+        )
+    return f"Wrong username or password. {tries_left} tries left, then {lock}."
+
+
 def lockout_response(
     request: HttpRequest, original_response: HttpResponse | None, credentials: dict | None
 ) -> HttpResponse:

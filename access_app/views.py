@@ -12,8 +12,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from access_app import selectors, services
-from access_app.forms import GrantForm
-from access_app.models import AccessGrant
+from access_app.forms import GrantForm, TokenForm
+from access_app.models import AccessGrant, PersonalAccessToken
 
 AUDIT_PAGE_SIZE = 50
 
@@ -80,3 +80,38 @@ def grant_revoke(request: HttpRequest, grant_id: int) -> HttpResponse:
         raise Http404("No such grant.") from None
     messages.success(request, f"{grant.grantee.get_username()} no longer has access.")
     return redirect("access:overview")
+
+
+@login_required
+@require_POST
+def token_create(request: HttpRequest) -> HttpResponse:
+    """Make a personal access token and show it once; a bad entry goes back to Settings."""
+    form = TokenForm(request.POST)
+    if form.is_valid():
+        try:
+            issued = services.access_token_create(
+                user=request.user,
+                name=form.cleaned_data["name"],
+                scopes=form.scopes(),
+                expires_in_days=form.expires_in_days(),
+            )
+        except ValidationError as error:
+            messages.error(request, " ".join(error.messages))
+        else:
+            context = {"token": issued.token, "record": issued.record}
+            return render(request, "access/token_created.html", context, status=201)
+    else:
+        messages.error(request, " ".join(m for errors in form.errors.values() for m in errors))
+    return redirect("settings")
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, token_id: str) -> HttpResponse:
+    """Revoke one of the user's tokens at once; another user's token is 404."""
+    try:
+        token = services.access_token_revoke(user=request.user, token_id=token_id)
+    except PersonalAccessToken.DoesNotExist:
+        raise Http404("No such token.") from None
+    messages.success(request, f"The token {token.name!r} was revoked: it no longer connects.")
+    return redirect("settings")

@@ -1,9 +1,10 @@
 """Apps, their service accounts and keys, their end users and the audit of the service API, in
 the staff console.
 
-An app's agent (instruction, model, tools, output key, compaction, memory preload and tools,
-triggers, PII redaction) and who may use it are edited here; the agent reads its app at the
-start of every turn, so a change applies from the next turn. Its ``app:`` state is edited in
+An app's agent (instruction, model provider and model, tools, output key, compaction, memory
+preload and tools, triggers, PII redaction) and who may use it are edited here; the agent reads
+its app at the start of every turn, so a change applies from the next turn. "Test connection"
+sends its model one short request and shows the answer or the error. Its ``app:`` state is edited in
 the session store's console (``sessions_app.admin``, ``sessions_app.change_app_state``,
 audited), linked from the app's page. A key is shown once, on the page that created it, and is
 stored hashed; keys are revoked, never edited.
@@ -12,15 +13,20 @@ stored hashed; keys are revoked, never edited.
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
+from django.utils import timezone
 from django.utils.html import format_html
 from rest_framework_api_key.models import APIKey
 
-from agents_app.models import ALL_SCOPES, App, EndUser, ServiceAccount, ServiceAccountKey
+from agents_app.models import ALL_SCOPES, App, EndUser, Scope, ServiceAccount, ServiceAccountKey
 from agents_app.models import ServiceRequest as ServiceRequestRecord
+from agents_app.runtime.agents import agent_from_app
+from agents_app.runtime.models import model_connection_test, model_label
 from agents_app.runtime.tools import BUILTIN_TOOLS
 from agents_app.services import service_key_create, service_key_revoke
 from core.admin import ReadOnlyAdmin
+from core.llm import ModelError
 from memory_app.models import MemoryTopic
 from memory_app.services.app_memories import app_memories, app_memory_create
 from sessions_app.models import AppState
@@ -47,6 +53,20 @@ class AppForm(forms.ModelForm):
         ]
         widgets = {"instruction": forms.Textarea(attrs={"rows": 8, "cols": 90})}
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        name = self.instance.name if self.instance.pk else ""
+        for field, default in (
+            ("trigger_every_turn", settings.MEMORY_TRIGGER_EVERY_TURN),
+            ("trigger_explicit", settings.MEMORY_TRIGGER_EXPLICIT),
+            ("pii_redaction", bool(settings.MEMORY_PII_REDACTION.get(name, False))),
+        ):
+            self.fields[field].widget.choices = [
+                ("unknown", f"Use the default ({'on' if default else 'off'})"),
+                ("true", "On"),
+                ("false", "Off"),
+            ]
+
     new_app_memory = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 90}),
@@ -60,9 +80,18 @@ class AppForm(forms.ModelForm):
 @admin.register(App)
 class AppAdmin(admin.ModelAdmin):
     form = AppForm
-    list_display = ["name", "title", "open_to_all", "model", "pii_redaction", "updated_at"]
+    list_display = [
+        "name",
+        "title",
+        "open_to_all",
+        "answering_model",
+        "pii_redaction",
+        "updated_at",
+    ]
     search_fields = ["name", "title"]
     filter_horizontal = ["allowed_groups"]
+    actions = ["connection_test"]
+    change_form_template = "admin/agents_app/app/change_form.html"
     fieldsets = [
         (None, {"fields": ["name", "title", "description"]}),
         ("Who may use it", {"fields": ["open_to_all", "allowed_groups"]}),
@@ -71,6 +100,7 @@ class AppAdmin(admin.ModelAdmin):
             {
                 "fields": [
                     "agent_name",
+                    "provider",
                     "model",
                     "instruction",
                     "tools",
@@ -111,6 +141,25 @@ class AppAdmin(admin.ModelAdmin):
         ("App state", {"fields": ["app_state"]}),
     ]
     readonly_fields = ["memory_topics", "shared_memories", "app_state"]
+
+    @admin.display(description="model")
+    def answering_model(self, app: App) -> str:
+        return model_label(agent_from_app(app))
+
+    @admin.action(description="Test connection: send the model one short request")
+    def connection_test(self, request, queryset) -> None:
+        for app in queryset:
+            agent = agent_from_app(app)
+            try:
+                answer = model_connection_test(agent=agent)
+            except ModelError as error:
+                self.message_user(
+                    request, f"{app.name}: {model_label(agent)} failed: {error}", messages.ERROR
+                )
+            else:
+                self.message_user(
+                    request, f"{app.name}: {model_label(agent)} answered: {answer[:300]}"
+                )
 
     @admin.display(description="app: state")
     def app_state(self, app: App) -> str:
@@ -158,7 +207,7 @@ class AppAdmin(admin.ModelAdmin):
 
 class ServiceAccountForm(forms.ModelForm):
     scopes = forms.MultipleChoiceField(
-        choices=[(scope, scope) for scope in ALL_SCOPES],
+        choices=Scope.choices,
         initial=ALL_SCOPES,
         widget=forms.CheckboxSelectMultiple,
         help_text="Scopes of the first key.",
@@ -170,15 +219,38 @@ class ServiceAccountForm(forms.ModelForm):
         fields = ["app", "name", "description"]
 
 
+def scope_words(key: ServiceAccountKey) -> str:
+    """What a key may do, in the words of its scopes (not their stored names)."""
+    labels = dict(Scope.choices)
+    return "; ".join(labels.get(scope, scope) for scope in key.scopes) or "Nothing"
+
+
+def key_state(key: ServiceAccountKey) -> str:
+    """Whether a key still works: "Active", "Revoked" or "Expired"."""
+    if key.revoked:
+        return "Revoked"
+    if key.expiry_date and key.expiry_date <= timezone.now():
+        return "Expired"
+    return "Active"
+
+
 class KeyInline(admin.TabularInline):
     model = ServiceAccountKey
     extra = 0
-    fields = ["prefix", "name", "scopes", "created", "expiry_date", "last_used_at", "revoked"]
+    fields = ["prefix", "name", "may", "created", "expiry_date", "last_used_at", "state"]
     readonly_fields = fields
     can_delete = False
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
+
+    @admin.display(description="may")
+    def may(self, key: ServiceAccountKey) -> str:
+        return scope_words(key)
+
+    @admin.display(description="state")
+    def state(self, key: ServiceAccountKey) -> str:
+        return key_state(key)
 
 
 @admin.register(ServiceAccount)
@@ -226,15 +298,21 @@ class ServiceAccountKeyAdmin(ReadOnlyAdmin):
         "created",
         "expiry_date",
         "last_used_at",
-        "revoked",
+        "state",
     ]
     list_filter = ["revoked", "service_account__app"]
     search_fields = ["prefix", "service_account__name"]
+    fields = ["prefix", "name", *list_display[1:]]
+    readonly_fields = fields
     actions = ["revoke"]
 
-    @admin.display(description="scopes")
+    @admin.display(description="may")
     def scope_list(self, key: ServiceAccountKey) -> str:
-        return ", ".join(key.scopes)
+        return scope_words(key)
+
+    @admin.display(description="state", ordering="revoked")
+    def state(self, key: ServiceAccountKey) -> str:
+        return key_state(key)
 
     def has_revoke_permission(self, request) -> bool:
         return request.user.has_perm("agents_app.change_serviceaccountkey")

@@ -19,6 +19,7 @@ from django.db import models
 from rest_framework_api_key.models import AbstractAPIKey
 
 from agents_app.runtime.agents import DEFAULT_INSTRUCTION, AgentConfig, CompactionConfig
+from core.llm import PROVIDERS
 from sessions_app.models import SessionRecord
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}\Z"
@@ -66,8 +67,17 @@ class App(models.Model):
     allowed_groups = models.ManyToManyField(Group, blank=True, related_name="apps")
 
     agent_name = models.CharField(max_length=128, default="assistant")
+    provider = models.CharField(
+        max_length=16,
+        blank=True,
+        choices=list(PROVIDERS.items()),
+        help_text="Who runs the model; empty: the deployment's LLM_PROVIDER.",
+    )
     model = models.CharField(
-        max_length=128, blank=True, help_text="Gemini model; empty: the deployment's LLM_MODEL."
+        max_length=128,
+        blank=True,
+        help_text="The provider's model, e.g. gemini-2.5-flash, or llama3.2 on Ollama; empty: "
+        "the deployment's LLM_MODEL.",
     )
     instruction = models.TextField(
         default=DEFAULT_INSTRUCTION,
@@ -222,7 +232,7 @@ class TurnClaim(models.Model):
     """The right to run one chat turn, held by one process at a time: a lease with a fence.
 
     A row exists from just before a turn's user message is stored until its
-    final event (reply, error or interruption) is; ``agents_app.turn_claims``
+    final event (reply, error or interruption) is; ``agents_app.chat.turn_claims``
     explains the protocol. ``fence`` grows each time another process takes
     the turn over, so a process that lost its claim can tell.
     """

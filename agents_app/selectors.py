@@ -38,6 +38,7 @@ _APP_FIELDS = (
     "name",
     "open_to_all",
     "agent_name",
+    "provider",
     "model",
     "instruction",
     "tools",

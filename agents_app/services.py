@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,6 +29,7 @@ from core.write_behind import write_behind
 # database work of the API's hottest calls for a time nobody needs to the second.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 USERNAME_MAX = 150
+END_USER_DIGEST_CHARS = 32
 
 
 class AppError(ValueError):
@@ -183,16 +185,18 @@ async def service_request_record_async(**fields) -> None:
     )
 
 
-def _username_for(*, app: App, external_id: str) -> str:
-    """``app:id`` when it fits Django's username, else the app and a digest of the id.
+def end_user_username(*, app: App, external_id: str) -> str:
+    """The username of the account made for ``app``'s end user ``external_id``: ``app:id``
+    cut to fit, for staff to read, then ``~`` and a digest of (app id, external id).
 
-    The colon keeps it apart from every account made by sign-up, whose usernames cannot hold
-    one."""
-    username = f"{app.name}:{external_id}"
-    if len(username) <= USERNAME_MAX:
-        return username
-    digest = hashlib.sha256(external_id.encode()).hexdigest()[:40]
-    return f"{app.name[: USERNAME_MAX - len(digest) - 2]}:~{digest}"
+    The digest alone tells end users apart, so no id of one app (``colx`` and ``y:z``) takes
+    the account of another's (``colx:y`` and ``z``), however long the names; the ``~`` keeps
+    it apart from every account made by sign-up, whose usernames cannot hold one. End users
+    are found by (app, external id), never by this name."""
+    digest = hashlib.sha256(json.dumps([app.pk, external_id]).encode()).hexdigest()
+    digest = digest[:END_USER_DIGEST_CHARS]
+    readable = f"{app.name}:{external_id}"[: USERNAME_MAX - len(digest) - 1]
+    return f"{readable}~{digest}"
 
 
 def end_user_ensure(*, app: App, external_id: str) -> EndUser:
@@ -208,7 +212,7 @@ def end_user_ensure(*, app: App, external_id: str) -> EndUser:
     try:
         with transaction.atomic():
             user = get_user_model().objects.create_user(
-                username=_username_for(app=app, external_id=external_id), password=None
+                username=end_user_username(app=app, external_id=external_id), password=None
             )
             return EndUser.objects.create(app=app, external_id=external_id, user=user)
     except IntegrityError:

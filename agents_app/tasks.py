@@ -5,8 +5,8 @@ import random
 
 from celery import shared_task
 
+from agents_app.chat.turn_sweep import turns_sweep as sweep
 from agents_app.runtime.compaction import session_compact as compact
-from agents_app.turn_sweep import turns_sweep as sweep
 from core.llm import ModelError
 
 
@@ -35,7 +35,7 @@ def session_compact(self, *, app_name: str, user_id: str, session_id: str) -> st
 
 @shared_task(name="agents_app.tasks.turns_sweep")
 def turns_sweep() -> dict:
-    """End the turns whose process died (see ``agents_app.turn_claims``); returns what it did.
+    """End the turns whose process died (see ``agents_app.chat.turn_claims``); returns what it did.
 
     Idempotent and safe beside another sweep or a client resuming the same turn.
     """
@@ -44,4 +44,5 @@ def turns_sweep() -> dict:
         "released": report.released,
         "interrupted": report.interrupted,
         "waiting": report.waiting,
+        "blocked": report.blocked,
     }

@@ -249,11 +249,11 @@ def main(argv: list[str] | None = None) -> None:
         )
     else:
         side = AdkSide(DatabaseSessionService(db_url=args.db_url))
-    _server_gc_tuning()
+    server_gc_tuning()
     asyncio.run(_serve(side))
 
 
-def _server_gc_tuning() -> None:
+def server_gc_tuning() -> None:
     """The product's start-up GC tuning (chatapp/process.py), so both sides run alike.
 
     Loaded from its file: importing the ``chatapp`` package would need Celery,

@@ -1,16 +1,17 @@
 """google-adk's own virtual environment, build/adk-venv: the benchmarks' peer and the ADK client's.
 
 google-adk 2.13 needs google-genai < 3 and the product needs 3.x, so ADK never
-runs in the product's environment. This one environment holds google-adk (with
-its database extra, on asyncpg for PostgreSQL), the client package
-``clients/python`` with its ``adk`` extra, installed as a user installs it (not
-editable), and pytest for the client's suite. The benchmarks create it on first
-use; ``make test-adk`` refreshes it before the suite:
+runs in the product's environment. This one environment holds the versions locked
+in requirements/adk.txt (google-adk with its database extra, on asyncpg for
+PostgreSQL, the client's dependencies, and pytest for the client's suite) and the
+client package ``clients/python``, installed as a user installs it (not
+editable). The benchmarks create it on first use; ``make test-adk`` refreshes it
+before the suite:
 
     python -m bench.adk_venv        # create or refresh it; prints its interpreter
 
-A change of the requirements rebuilds it; a change of the client's files
-reinstalls the client (and installs what its dependencies gained).
+A change of the lock rebuilds it; a change of the client's files reinstalls the
+client.
 """
 
 from __future__ import annotations
@@ -24,12 +25,7 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 ADK_VENV = BASE_DIR / "build" / "adk-venv"
 CLIENT_DIR = BASE_DIR / "clients" / "python"
-REQUIREMENTS = (
-    "google-adk[db]==2.13.0",
-    "asyncpg>=0.29,<1",
-    "pytest>=8,<10",
-    "pytest-asyncio>=0.24,<2",
-)
+LOCK = BASE_DIR / "requirements" / "adk.txt"
 
 
 def client_fingerprint() -> str:
@@ -50,20 +46,19 @@ def adk_python() -> Path:
     """The environment's interpreter, creating or refreshing the environment first if needed."""
     python = ADK_VENV / "bin" / "python"
     marker = ADK_VENV / ".installed"
-    wanted = {"requirements": list(REQUIREMENTS), "client": client_fingerprint()}
+    lock = hashlib.sha256(LOCK.read_bytes()).hexdigest()
+    wanted = {"lock": lock, "client": client_fingerprint()}
     installed = json.loads(marker.read_text()) if marker.exists() else {}
     if installed == wanted:
         return python
     where = ADK_VENV.relative_to(BASE_DIR)
-    if installed.get("requirements") != wanted["requirements"] or not python.exists():
-        print(f"Creating {where} with {', '.join(REQUIREMENTS)} and the client", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(ADK_VENV)], check=True)
-        _pip(python, "--upgrade", "pip")
-        _pip(python, *REQUIREMENTS, f"{CLIENT_DIR}[adk]")
+    if installed.get("lock") != lock or not python.exists():
+        print(f"Creating {where} from {LOCK.relative_to(BASE_DIR)} and the client", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(ADK_VENV)], check=True)
+        _pip(python, "--require-hashes", "-r", str(LOCK))
     else:
         print(f"Reinstalling the client in {where}", flush=True)
-        _pip(python, f"{CLIENT_DIR}[adk]")  # what its dependencies may have gained
-        _pip(python, "--no-deps", "--force-reinstall", str(CLIENT_DIR))
+    _pip(python, "--no-deps", "--force-reinstall", str(CLIENT_DIR))
     marker.write_text(json.dumps(wanted))
     return python
 

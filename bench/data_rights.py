@@ -42,7 +42,7 @@ def build(*, sessions: int, events: int, memories: int, text_bytes: int):
     first_events = []
     for number in range(sessions):
         record = SessionRecord.objects.create(
-            id=uuid.uuid4().hex, app_name="chat", user=user, last_update_time=time.time()
+            session_id=uuid.uuid4().hex, app_name="chat", user=user, last_update_time=time.time()
         )
         rows = [
             EventRecord(

@@ -180,7 +180,7 @@ class OursSide:
         elapsed = time.perf_counter() - started
 
         rows = list(
-            EventRecord.objects.filter(session_id=session.id)
+            EventRecord.objects.filter(session__session_id=session.id)
             .order_by("sequence")
             .values_list("sequence", "author", "actions")
         )

@@ -237,7 +237,7 @@ def session_build(*, user_id: str, events: int, model: InstantModel) -> tuple[st
     )
     from sessions_app.models import SessionRecord
 
-    return session.id, SessionRecord.objects.get(pk=session.id).last_sequence
+    return session.id, SessionRecord.objects.get(session_id=session.id).last_sequence
 
 
 def memories_build(*, user_pk: int, count: int, session_id: str, last_sequence: int) -> None:
@@ -245,6 +245,7 @@ def memories_build(*, user_pk: int, count: int, session_id: str, last_sequence: 
     from bench.workload import _WORDS
     from memory_app.models import Memory, MemoryWatermark, SourceType
     from memory_app.services import memory_index_invalidate
+    from sessions_app.models import SessionRecord
 
     rng = random.Random(11)
     words = [word for word in _WORDS if len(word) > 3]
@@ -267,7 +268,8 @@ def memories_build(*, user_pk: int, count: int, session_id: str, last_sequence: 
     )
     memory_index_invalidate(app_name=APP_NAME, user_pk=user_pk)
     MemoryWatermark.objects.update_or_create(
-        session_id=session_id, defaults={"last_sequence": last_sequence}
+        session=SessionRecord.objects.get(session_id=session_id, user_id=user_pk),
+        defaults={"last_sequence": last_sequence},
     )
 
 
@@ -275,8 +277,12 @@ def turn_events_delete(*, session_id: str, last_sequence: int) -> None:
     """Take the session back to ``last_sequence`` events (untimed, between turns)."""
     from sessions_app.models import EventRecord, SessionRecord
 
-    EventRecord.objects.filter(session_id=session_id, sequence__gt=last_sequence).delete()
-    SessionRecord.objects.filter(pk=session_id).update(last_sequence=last_sequence)
+    EventRecord.objects.filter(
+        session__session_id=session_id, session__app_name=APP_NAME, sequence__gt=last_sequence
+    ).delete()
+    SessionRecord.objects.filter(session_id=session_id, app_name=APP_NAME).update(
+        last_sequence=last_sequence
+    )
 
 
 def messages(count: int) -> list[str]:
@@ -301,8 +307,8 @@ async def turns_run(
 ) -> list[dict[str, float]]:
     from asgiref.sync import sync_to_async
 
+    from agents_app.chat.turn_claims import holder_name, turn_begin_async, turn_claim_release_async
     from agents_app.runtime.turns import user_event_id_for
-    from agents_app.turn_claims import holder_name, turn_begin_async, turn_claim_release_async
 
     claim_take = phases.timed_async(CLAIM, turn_begin_async)
     claim_release = phases.timed_async(CLAIM, turn_claim_release_async)

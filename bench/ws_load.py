@@ -35,8 +35,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 BUILD_DIR = BASE_DIR / "build"
@@ -69,7 +71,8 @@ def arguments_parse(argv: list[str] | None) -> argparse.Namespace:
         "--settle",
         type=float,
         default=0.0,
-        help="seconds to wait between the last socket opened and the turns (default: none)",
+        help="seconds to wait between the last socket opened and the turns, then on until "
+        "daphne is idle (default: no wait)",
     )
     parser.add_argument(
         "--message",
@@ -113,6 +116,24 @@ def database_prepare() -> str:
         )
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(bench_name)))
     return f"{server}/{bench_name}"
+
+
+def server_environment_set(*, database_url: str, chunk_delay: float) -> None:
+    """The settings this process and the daphne processes it starts run with: the bench
+    database, production's DEBUG, and the offline model (no provider key) pausing
+    ``chunk_delay`` seconds before each chunk it streams."""
+    os.environ.update(
+        {
+            "DATABASE_URL": database_url,
+            "DJANGO_SETTINGS_MODULE": "chatapp.settings",
+            "DEBUG": "false",
+            "OFFLINE_MODEL_CHUNK_DELAY_SECONDS": str(chunk_delay),
+            "GEMINI_API_KEY": "",
+            "GOOGLE_API_KEY": "",
+            "GOOGLE_GENAI_USE_VERTEXAI": "false",
+        }
+    )
+    sys.path.insert(0, str(BASE_DIR))
 
 
 def users_prepare(count: int) -> list[tuple[str, str]]:
@@ -195,20 +216,27 @@ def daphne_start(port: int, environment: dict[str, str], processes: int) -> subp
         stdout=log,
         stderr=subprocess.STDOUT,
     )
+    server_wait(process, url=f"http://127.0.0.1:{port}/accounts/login/", log=DAPHNE_LOG)
+    return process
+
+
+def server_wait(process: subprocess.Popen, *, url: str, log: Path) -> None:
+    """Return once the server started as ``process`` answers ``url``; exit if it stops or
+    has not answered within a minute (its output is in ``log``)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            sys.exit(f"daphne exited with {process.returncode}; see {DAPHNE_LOG}")
+            sys.exit(f"{process.args[2]} exited with {process.returncode}; see {log}")
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2)
-            return process
+            urllib.request.urlopen(url, timeout=2)
+            return
         except OSError:
             time.sleep(0.2)
     process.terminate()
-    sys.exit(f"daphne did not answer within 60 s; see {DAPHNE_LOG}")
+    sys.exit(f"{process.args[2]} did not answer within 60 s; see {log}")
 
 
-def daphne_stop(process: subprocess.Popen) -> None:
+def server_stop(process: subprocess.Popen) -> None:
     process.terminate()
     try:
         process.wait(timeout=30)
@@ -235,26 +263,49 @@ def server_cpu_seconds(server: subprocess.Popen) -> float:
     return total
 
 
+async def server_settle(server: subprocess.Popen, seconds: float) -> None:
+    """Wait ``seconds`` (none when 0), then on until the server is idle: its processes used
+    under 5% of a processor over half a second (a minute at most)."""
+    if seconds <= 0:
+        return
+    await asyncio.sleep(seconds)
+    deadline = time.monotonic() + 60
+    used = server_cpu_seconds(server)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        used, before = server_cpu_seconds(server), used
+        if used - before < 0.025:
+            return
+
+
 @dataclass
 class Results:
     connect: list[float] = field(default_factory=list)
     first_delta: list[float] = field(default_factory=list)
     turn: list[float] = field(default_factory=list)
+    chunks: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
 async def socket_open(port: int, session_id: str, cookie: str, results: Results):
     from websockets.asyncio.client import connect
 
+    opening = connect(
+        f"ws://127.0.0.1:{port}/ws/chat/{session_id}/",
+        origin=f"http://127.0.0.1:{port}",
+        additional_headers={"Cookie": f"sessionid={cookie}"},
+        open_timeout=WAIT_SECONDS,
+        compression=None,
+    )
+    return await connection_timed(opening, results)
+
+
+async def connection_timed(opening: Awaitable[Any], results: Results) -> Any:
+    """The connection ``opening`` opens, its time counted in ``results.connect``; None, and
+    an error counted, if it fails."""
     started = time.perf_counter()
     try:
-        connection = await connect(
-            f"ws://127.0.0.1:{port}/ws/chat/{session_id}/",
-            origin=f"http://127.0.0.1:{port}",
-            additional_headers={"Cookie": f"sessionid={cookie}"},
-            open_timeout=WAIT_SECONDS,
-            compression=None,
-        )
+        connection = await opening
     except Exception as error:
         results.errors.append(f"connect: {type(error).__name__}: {error}")
         return None
@@ -262,11 +313,21 @@ async def socket_open(port: int, session_id: str, cookie: str, results: Results)
     return connection
 
 
-async def turn_run(connection, n: int, text: str, results: Results) -> None:
+async def turns_gather(turns: list[Awaitable[None]], results: Results) -> None:
+    """Run ``turns`` at once; one that raises counts as an error."""
+    outcomes = await asyncio.gather(*turns, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            results.errors.append(f"turn: {type(outcome).__name__}: {outcome}")
+
+
+async def turn_run(
+    connection, n: int, text: str, results: Results, *, client_message_id: str
+) -> None:
     """One turn on an open socket; checks the stream the way the chat page relies on it."""
     started = time.perf_counter()
     await connection.send(
-        json.dumps({"type": "user_message", "text": text, "client_message_id": f"load-{n}"})
+        json.dumps({"type": "user_message", "text": text, "client_message_id": client_message_id})
     )
     deltas: list[str] = []
     final_text = None
@@ -284,6 +345,7 @@ async def turn_run(connection, n: int, text: str, results: Results) -> None:
         elif frame["type"] == "turn_complete":
             break
     results.turn.append(time.perf_counter() - started)
+    results.chunks.append(len(deltas))
     if frame["interrupted"] or frame["duplicate"]:
         results.errors.append(f"turn {n}: interrupted or duplicate: {frame}")
     if not deltas or "".join(deltas) != final_text:
@@ -306,9 +368,12 @@ async def load_run(
     prepared: list[tuple[str, str]],
     results: Results,
     server: subprocess.Popen,
+    *,
+    label: str = "load",
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Open every socket, run the turns at once, ping every socket; the wall time of each
-    phase, and the server's processor time in each (seconds)."""
+    phase, and the server's processor time in each (seconds). A turn's client message id is
+    ``<label>-<socket number>``: a later run on the same sessions needs a label of its own."""
     wall: dict[str, float] = {}
     cpu: dict[str, float] = {}
     cpu_before = server_cpu_seconds(server)
@@ -330,7 +395,7 @@ async def load_run(
     wall["connect_all"] = time.perf_counter() - started
     # With --settle, what connecting left running (the presence bookkeeping after each
     # accept) ends first, so that the turns are measured alone.
-    await asyncio.sleep(args.settle)
+    await server_settle(server, args.settle)
     cpu_settled = server_cpu_seconds(server)
     cpu["connect_all"] = cpu_settled - cpu_before
     open_connections = [(n, c) for n, c in enumerate(connections) if c is not None]
@@ -338,13 +403,10 @@ async def load_run(
     print(f"turns: starting {args.turns} at once on {len(open_connections)} open sockets")
     started = time.perf_counter()
     turns = [
-        turn_run(connection, n, args.message.format(n=n), results)
+        turn_run(connection, n, args.message.format(n=n), results, client_message_id=f"{label}-{n}")
         for n, connection in open_connections[: args.turns]
     ]
-    outcomes = await asyncio.gather(*turns, return_exceptions=True)
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            results.errors.append(f"turn: {type(outcome).__name__}: {outcome}")
+    await turns_gather(turns, results)
     wall["turns_all"] = time.perf_counter() - started
     cpu["turns_all"] = server_cpu_seconds(server) - cpu_settled
     print(f"turns: {len(results.turn)}/{args.turns} complete, {len(results.errors)} errors")
@@ -370,18 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     args = arguments_parse(argv)
     limit = open_files_limit_raise(2 * args.sockets + 256)
     database_url = database_prepare()
-    os.environ.update(
-        {
-            "DATABASE_URL": database_url,
-            "DJANGO_SETTINGS_MODULE": "chatapp.settings",
-            "DEBUG": "false",
-            "OFFLINE_MODEL_CHUNK_DELAY_SECONDS": str(args.chunk_delay),
-            "GEMINI_API_KEY": "",
-            "GOOGLE_API_KEY": "",
-            "GOOGLE_GENAI_USE_VERTEXAI": "false",
-        }
-    )
-    sys.path.insert(0, str(BASE_DIR))
+    server_environment_set(database_url=database_url, chunk_delay=args.chunk_delay)
     print(
         f"database: {database_url.rsplit('@', 1)[-1]}; channel layer: "
         f"{'Redis' if os.environ.get('REDIS_URL') else 'in-memory'}; open-file limit {limit}"
@@ -398,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         wall, cpu = asyncio.run(load_run(args, port, prepared, results, server))
     finally:
-        daphne_stop(server)
+        server_stop(server)
     server_errors = [
         line.strip() for line in DAPHNE_LOG.read_text().splitlines() if "Traceback" in line
     ]

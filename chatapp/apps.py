@@ -9,10 +9,15 @@ class ChatappConfig(AppConfig):
         from django.apps import apps
         from django.core.signals import request_finished
         from django.db.models.signals import post_migrate
+        from django.urls import register_converter
 
         from chatapp import checks  # noqa: F401  (registers the system checks)
         from chatapp.periodic import periodic_tasks_install_after_migrate
+        from core.converters import IdConverter
         from core.log_context import log_context_clear_on_request_finished
+
+        # Before any URL conf is read: every id of every route, HTTP and WebSocket, is <id:...>.
+        register_converter(IdConverter, "id")
 
         post_migrate.connect(
             periodic_tasks_install_after_migrate,

@@ -2,19 +2,16 @@
 
 import os
 
-import django
+from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatapp.settings")
-django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
-
-from chatapp.asgi_handler import KeptThreadASGIHandler  # noqa: E402
-
-django_asgi_application = KeptThreadASGIHandler()
+django_asgi_application = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from agents_app.mcp_server import MemoryMCPApplication, mcp_path_is  # noqa: E402
 from chatapp.middleware import (  # noqa: E402
     WebSocketDatabaseUnavailableMiddleware,
     WebSocketLogContextMiddleware,
@@ -25,9 +22,19 @@ from chatapp.routing import websocket_urlpatterns  # noqa: E402
 from chatapp.shutdown import graceful_shutdown_install  # noqa: E402
 from chatapp.websocket import NoRouteConsumer, WebSocketOriginValidator  # noqa: E402
 
+mcp_application = MemoryMCPApplication()
+
+
+async def http_application(scope, receive, send):
+    """``/mcp/`` to the MCP server, everything else to Django."""
+    if mcp_path_is(scope["path"]):
+        return await mcp_application(scope, receive, send)
+    return await django_asgi_application(scope, receive, send)
+
+
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_application,
+        "http": http_application,
         "websocket": WebSocketOriginValidator(
             WebSocketDatabaseUnavailableMiddleware(
                 AuthMiddlewareStack(

@@ -1,5 +1,5 @@
-"""Middleware for operations: request ids, the access log, the probe endpoints, and 503s
-while the database is away.
+"""Middleware for operations: request ids, the access log, the probe endpoints, text no store
+can hold refused at the edge, and 503s while the database is away.
 
 ``RequestIdMiddleware`` and ``ProbeMiddleware`` come first in ``MIDDLEWARE``:
 a probe is answered before the host check, the HTTPS redirect and the session,
@@ -25,7 +25,8 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.contrib.auth import SESSION_KEY
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.core.exceptions import BadRequest, SuspiciousOperation
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.utils.deprecation import MiddlewareMixin
 from whitenoise.middleware import WhiteNoiseMiddleware
@@ -40,6 +41,7 @@ from core.outages import (
     RETRY_AFTER_SECONDS,
     SOCKET_REFUSED,
 )
+from core.text import unstorable_text_problem
 
 logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("chatapp.access")
@@ -170,6 +172,39 @@ async def _answered(response: HttpResponse) -> HttpResponse:
     return response
 
 
+class UnstorableTextMiddleware(_SyncAndAsyncMiddleware):
+    """Refuse a request whose path, query string or form holds text no store can hold (a NUL
+    character or a lone surrogate), before any view, admin page or database reads it.
+
+    The one rule of every HTTP door: such a path is an unknown one (404, as the ``<id:...>``
+    routes of ``core.converters`` also say), such a query string or form a bad request (400
+    with the reason, JSON under ``/api/``). JSON bodies are the API's parser's
+    (``core.api.StoreJSONParser``), chat frames the socket's (``agents_app.chat.protocol``).
+    """
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if unstorable_text_problem(request.path_info):
+            raise Http404("No such page.")
+        problem = unstorable_text_problem(*_form_text(request))
+        if problem is None:
+            return self.get_response(request)
+        if not request.path_info.startswith("/api/"):
+            raise BadRequest(problem)
+        refused = JsonResponse({"detail": f"{problem} in the query string or form."}, status=400)
+        return _answered(refused) if self.is_async else refused
+
+
+def _form_text(request: HttpRequest) -> list[str]:
+    """The query string's names and values, and a URL-encoded form's (a multipart form and a
+    JSON body are their parsers' to read); a form too large to read is left to the view,
+    which refuses it as it always does."""
+    fields = list(request.GET.lists())
+    if request.content_type == "application/x-www-form-urlencoded":
+        with contextlib.suppress(SuspiciousOperation):
+            fields += request.POST.lists()
+    return [text for name, values in fields for text in (name, *values)]
+
+
 TIME_ZONE_COOKIE = "tz"
 
 
@@ -184,15 +219,33 @@ class TimeZoneMiddleware(_SyncAndAsyncMiddleware):
     """Dates and times of the request in the reader's time zone, which the site's script keeps
     in the ``tz`` cookie (an IANA name such as ``Europe/Lisbon``); without it, or with a name
     that is not a known zone, ``TIME_ZONE``. So a grant "until 30 Nov" ends when that day
-    ends where the user is, and is shown as that day."""
+    ends where the user is, and is shown as that day. The zone is the request's alone: it is
+    given back when the response is, so nothing run later on the same thread reads its dates
+    in this reader's zone."""
 
     def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
+        self._activate(request)
+        try:
+            return self.get_response(request)
+        finally:
+            timezone.deactivate()
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        self._activate(request)
+        try:
+            return await self.get_response(request)
+        finally:
+            timezone.deactivate()
+
+    @staticmethod
+    def _activate(request: HttpRequest) -> None:
         zone = _time_zone(request.COOKIES.get(TIME_ZONE_COOKIE, "")[:64])
         if zone is None:
             timezone.deactivate()
         else:
             timezone.activate(zone)
-        return self.get_response(request)
 
 
 class LogUserMiddleware(_SyncAndAsyncMiddleware):

@@ -2,8 +2,8 @@
 
 from django.urls import path
 
-from agents_app.consumers import ChatConsumer
+from agents_app.chat.consumers import ChatConsumer
 
 websocket_urlpatterns = [
-    path("ws/chat/<str:session_id>/", ChatConsumer.as_asgi(), name="chat"),
+    path("ws/chat/<id:session_id>/", ChatConsumer.as_asgi(), name="chat"),
 ]

@@ -15,7 +15,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from access_app.selectors import audit_entries_for_subject, grants_of_owner
+from access_app.selectors import access_tokens_of, audit_entries_for_subject, grants_of_owner
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource
 from memory_app.selectors import memory_settings_get
 from memory_app.serializers import revision_actor
@@ -64,7 +64,7 @@ def _event(record: EventRecord) -> str:
 def _session(record: SessionRecord) -> Iterator[str]:
     state = dict(SessionState.objects.filter(session=record).values_list("key", "value"))
     head = {
-        "id": record.pk,
+        "id": record.session_id,
         "app_name": record.app_name,
         "title": record.title,
         "temporary": record.temporary,
@@ -80,7 +80,9 @@ def _session(record: SessionRecord) -> Iterator[str]:
 
 
 def _sessions(user_pk: int) -> Iterator[str]:
-    records = SessionRecord.objects.filter(user_id=user_pk).order_by("created_at", "id")
+    records = SessionRecord.objects.filter(user_id=user_pk).order_by(
+        "created_at", "app_name", "session_id"
+    )
     yield "["
     for number, record in enumerate(records.iterator(chunk_size=CHUNK_ROWS)):
         if number:
@@ -95,7 +97,7 @@ def _memory(memory: Memory, *, user_pk: int) -> str:
             "id": memory.id,
             "app_name": memory.app_name,
             "scope": memory.scope,
-            "session_id": memory.session_id,
+            "session_id": memory.session.session_id if memory.session_id else None,
             "topic": memory.topic,
             "text": memory.text,
             "structured": memory.structured,
@@ -109,7 +111,7 @@ def _memory(memory: Memory, *, user_pk: int) -> str:
             "image_artifact_id": memory.image_id,
             "sources": [
                 {
-                    "session_id": source.event.session_id,
+                    "session_id": source.event.session.session_id,
                     "event_id": source.event.event_id,
                     "excerpt": source.excerpt,
                     "artifact_id": source.artifact_id,
@@ -135,11 +137,12 @@ def _memory(memory: Memory, *, user_pk: int) -> str:
 def _memories(user_pk: int) -> Iterator[str]:
     memories = (
         Memory.objects.filter(user_id=user_pk)
+        .select_related("session")
         .order_by("app_name", "created_at", "id")
         .prefetch_related(
             Prefetch(
                 "sources",
-                queryset=MemorySource.objects.select_related("event").order_by(
+                queryset=MemorySource.objects.select_related("event__session").order_by(
                     "event__session_id", "event__sequence"
                 ),
             ),
@@ -186,6 +189,25 @@ def _grants(user) -> Iterator[str]:
     )
 
 
+def _tokens(user) -> Iterator[str]:
+    """The user's personal access tokens as they see them on Settings: never a secret or hash."""
+    tokens = access_tokens_of(user=user).order_by("created", "pk")
+    return _array(
+        _json(
+            {
+                "name": token.name,
+                "prefix": token.prefix,
+                "scopes": token.scopes,
+                "created_at": token.created,
+                "expires_at": token.expiry_date,
+                "revoked": token.revoked,
+                "last_used_at": token.last_used_at,
+            }
+        )
+        for token in tokens.iterator(chunk_size=CHUNK_ROWS)
+    )
+
+
 def _audit_log(user) -> Iterator[str]:
     entries = (
         audit_entries_for_subject(user=user)
@@ -211,7 +233,7 @@ def _artifacts(user_pk: int) -> Iterator[str]:
             {
                 "id": record.pk,
                 "app_name": record.app_name,
-                "session_id": record.session_id,
+                "session_id": record.session.session_id if record.session_id else None,
                 "filename": record.filename,
                 "version": record.version,
                 "mime_type": record.mime_type,
@@ -238,6 +260,7 @@ def _pieces(user) -> Iterator[str]:
         "memory_settings": {
             "create_enabled": settings_row.create_enabled,
             "use_enabled": settings_row.use_enabled,
+            "past_chats_enabled": settings_row.past_chats_enabled,
         },
         "user_state": _user_state(user.pk),
     }
@@ -252,6 +275,8 @@ def _pieces(user) -> Iterator[str]:
     yield from _jobs(user.pk)
     yield ',"access_grants":'
     yield from _grants(user)
+    yield ',"access_tokens":'
+    yield from _tokens(user)
     yield ',"staff_access_log":'
     yield from _audit_log(user)
     yield "}"
@@ -264,8 +289,8 @@ def user_data_export(*, user) -> Iterator[str]:
     attached to them (every version, bytes included), ``user:`` state by app, memories with
     their sources and revisions (a kept file or a source's file named by its id among the
     files, whose bytes are there), generation jobs, memory settings, the access grants the user
-    gave and the log of staff access to their data. App-scope state and memories are shared
-    by every user and are not theirs to take.
+    gave, their personal access tokens (never a secret) and the log of access to their data.
+    App-scope state and memories are shared by every user and are not theirs to take.
     """
     buffer: list[str] = []
     size = 0

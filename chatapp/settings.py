@@ -82,38 +82,29 @@ INSTALLED_APPS = [
     "access_app",
 ]
 
-# Django's own middlewares are subclasses in chatapp.loop_middleware whose hooks run on the
-# event loop under ASGI (in a thread only when they may do I/O for the request: a session to
-# save, a form's CSRF token to read), so a request does not hop to a thread and back for each.
 MIDDLEWARE = [
     # Probes (/healthz, /readyz, /metrics) are answered before the host check and the
     # HTTPS redirect: orchestrators call them over plain HTTP by address.
     "chatapp.middleware.RequestIdMiddleware",
     "chatapp.middleware.ProbeMiddleware",
-    "chatapp.loop_middleware.SecurityMiddleware",
-    "chatapp.loop_middleware.CSPMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "chatapp.middleware.StaticFilesMiddleware",
-    "chatapp.loop_middleware.SessionMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
     "chatapp.middleware.LogUserMiddleware",
-    "chatapp.loop_middleware.CommonMiddleware",
-    "chatapp.loop_middleware.CsrfViewMiddleware",
-    "chatapp.loop_middleware.AuthenticationMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
     "chatapp.middleware.TimeZoneMiddleware",
-    "chatapp.loop_middleware.MessageMiddleware",
-    "chatapp.loop_middleware.XFrameOptionsMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # After the session and the user are in place, so that its 404 is the site's page.
+    "chatapp.middleware.UnstorableTextMiddleware",
     # Innermost, so it sees the view's exception first: a database outage becomes a 503.
     "chatapp.middleware.DatabaseUnavailableMiddleware",
     # Last, as django-axes asks: turns a sign-in refused for a lockout into its page.
     "axes.middleware.AxesMiddleware",
 ]
-# `check --deploy` finds Django's security, CSRF and clickjacking middlewares by their dotted
-# names only, so it would say these three are missing (and skip its HTTPS, HSTS, cookie and
-# frame checks, which look for the same names). chatapp.checks.check_middleware_protections
-# replaces exactly these three: it accepts Django's classes or their subclasses
-# (chatapp.W101-W103 when one is missing) and runs every other Django security check as if
-# MIDDLEWARE named Django's classes, so those report as they always did (security.W004, W008,
-# W012, W016, ...). Nothing else is silenced.
-SILENCED_SYSTEM_CHECKS = ["security.W001", "security.W002", "security.W003"]
 
 ROOT_URLCONF = "chatapp.urls"
 ASGI_APPLICATION = "chatapp.asgi.application"
@@ -151,9 +142,10 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASE_POOL_MAX_SIZE = env.int("DATABASE_POOL_MAX_SIZE", default=8)
 DATABASE_POOL_TIMEOUT_SECONDS = env.float("DATABASE_POOL_TIMEOUT_SECONDS", default=3.0)
 USING_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL_MAX_SIZE:
-    # Django's backend, whose pool checks connections on checkout its own way (see there).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend, which checks connections before reuse its own way (see there).
     DATABASES["default"]["ENGINE"] = "core.postgresql"
+if DATABASES["default"]["ENGINE"] == "core.postgresql" and DATABASE_POOL_MAX_SIZE:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
     DATABASE_POOL = DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         # Opened as requests need them, up to the maximum, and closed after a minute unused.
@@ -270,12 +262,17 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Models and agents ----------------------------------------------------------------
-# With no key, the built-in offline model answers (deterministic, no network).
+# Which provider answers: "gemini", "openai" (any OpenAI-compatible server: Ollama, vLLM,
+# LM Studio, ...) or "offline". An app may name its own in the staff console. A provider
+# without its access configured leaves the built-in offline model (no network) answering.
+LLM_PROVIDER = env.str("LLM_PROVIDER", default="gemini")
 GEMINI_API_KEY = env.str("GEMINI_API_KEY", default=env.str("GOOGLE_API_KEY", default=""))
 GOOGLE_GENAI_USE_VERTEXAI = env.bool("GOOGLE_GENAI_USE_VERTEXAI", default=False)
 GOOGLE_CLOUD_PROJECT = env.str("GOOGLE_CLOUD_PROJECT", default="")
 GOOGLE_CLOUD_LOCATION = env.str("GOOGLE_CLOUD_LOCATION", default="us-central1")
 GEMINI_BASE_URL = env.str("GEMINI_BASE_URL", default="")
+OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
+OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="gemini-2.5-flash")
 LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=60.0)
 LLM_RETRY_ATTEMPTS = env.int("LLM_RETRY_ATTEMPTS", default=4)
@@ -295,8 +292,14 @@ ATTACHMENT_MAX_COUNT = env.int("ATTACHMENT_MAX_COUNT", default=5)
 ATTACHMENT_INLINE_MAX_BYTES = env.int("ATTACHMENT_INLINE_MAX_BYTES", default=4 * 1024 * 1024)
 # Turns a user may start per minute over all their sockets; 0 turns the limit off.
 CHAT_TURNS_PER_MINUTE = env.int("CHAT_TURNS_PER_MINUTE", default=20)
+# MCP requests (/mcp/) a personal access token or a service account's key may make per minute;
+# 0 turns the limit off.
+MCP_REQUESTS_PER_MINUTE = env.int("MCP_REQUESTS_PER_MINUTE", default=120)
+# A chat socket closes as its sign-in ends (pushed through the channel layer); each frame also
+# checks the sign-in, at most once this often (agents_app.chat.sockets).
+CHAT_SIGNIN_RECHECK_SECONDS = env.float("CHAT_SIGNIN_RECHECK_SECONDS", default=1.0)
 
-# --- Turns that outlive their process (agents_app.turn_claims) -----------------------------
+# --- Turns that outlive their process (agents_app.chat.turn_claims) -----------------------------
 # A running turn renews its claim a third of this apart; a claim not renewed for this long
 # belongs to a process that died, and a re-sent message or a Retry runs the turn elsewhere.
 TURN_LEASE_SECONDS = env.float("TURN_LEASE_SECONDS", default=15.0)
@@ -318,12 +321,14 @@ CELERY_BEAT_SCHEDULE |= {
 }
 
 # --- Long-term memory -------------------------------------------------------------------
-# "auto": local MiniLM if installed, else Gemini embeddings if a key is set, else none.
+# "auto": local MiniLM if installed, else the provider's embeddings if it is configured (and,
+# for "openai", an embedding model is named), else none.
 MEMORY_EMBEDDER = env.str("MEMORY_EMBEDDER", default="auto")
 MEMORY_GEMINI_EMBEDDING_MODEL = env.str(
     "MEMORY_GEMINI_EMBEDDING_MODEL", default="gemini-embedding-001"
 )
-# Gemini model that extracts facts from conversations.
+MEMORY_OPENAI_EMBEDDING_MODEL = env.str("MEMORY_OPENAI_EMBEDDING_MODEL", default="")
+# Model (of LLM_PROVIDER) that extracts facts from conversations and consolidates them.
 MEMORY_EXTRACTION_MODEL = env.str("MEMORY_EXTRACTION_MODEL", default=LLM_MODEL)
 # Apps whose memories have PII (emails, phone numbers) redacted: {"app": true}.
 MEMORY_PII_REDACTION = env.json("MEMORY_PII_REDACTION", default={})
@@ -425,9 +430,11 @@ API_THROTTLE_SERVICE_ACCOUNT_RATE = env.str(
 SERVICE_KEY_CACHE_SECONDS = env.float("SERVICE_KEY_CACHE_SECONDS", default=5.0)
 # Seconds a web process may hold the service API's audit rows before it writes them, together,
 # on PostgreSQL (core.write_behind); a process killed outright loses that much. 0: each row at
-# once, after its response.
+# once, before its response.
 WRITE_BEHIND_SECONDS = env.float("WRITE_BEHIND_SECONDS", default=0.25)
 SPECTACULAR_SETTINGS = {
+    # core.converters: a string (one without a NUL character or a lone surrogate).
+    "PATH_CONVERTER_OVERRIDES": {"id": str},
     "TITLE": "Agent memory API",
     # The overview above the operations, also linked from the README.
     "DESCRIPTION": (BASE_DIR / "docs" / "api.md").read_text(),

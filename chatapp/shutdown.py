@@ -17,7 +17,7 @@ import sys
 
 from django.conf import settings
 
-from agents_app.consumers import chat_sockets_restart
+from agents_app.chat.consumers import chat_sockets_restart
 from agents_app.runtime.turns import CANCEL_SHUTDOWN
 from core.shutdown import after_drain, drain
 

@@ -16,7 +16,8 @@ from django.views import defaults
 from django.views.decorators.http import require_http_methods
 from django.views.generic import CreateView
 
-from access_app.forms import SignupForm
+from access_app import selectors as access_selectors
+from access_app.forms import SignupForm, TokenForm
 from access_app.signin import password_confirm
 from chatapp import selectors as chat_selectors
 from chatapp import services as chat_services
@@ -69,10 +70,16 @@ def settings_page(request: HttpRequest) -> HttpResponse:
             user_pk=request.user.pk,
             create_enabled=request.POST.get("create_enabled") == "on",
             use_enabled=request.POST.get("use_enabled") == "on",
+            past_chats_enabled=request.POST.get("past_chats_enabled") == "on",
         )
         messages.success(request, "Memory settings saved. They apply from the next reply.")
         return redirect("settings")
-    context = {"memory_settings": memory_selectors.memory_settings_get(user_pk=request.user.pk)}
+    context = {
+        "memory_settings": memory_selectors.memory_settings_get(user_pk=request.user.pk),
+        "tokens": access_selectors.access_tokens_of(user=request.user),
+        "token_form": TokenForm(),
+        "mcp_url": request.build_absolute_uri("/mcp/"),
+    }
     return render(request, "account/settings.html", context)
 
 

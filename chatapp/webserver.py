@@ -8,21 +8,28 @@ that sent a long message lost its socket with no word why, and the chat page, wh
 what it has not seen answered, sent it again on every reconnect.
 
 Here a message longer than any frame of the chat protocol can be
-(``agents_app.chat_protocol.websocket_read_max_bytes``) is read to its end without being kept,
+(``agents_app.chat.protocol.websocket_read_max_bytes``) is read to its end without being kept,
 and the application gets a ``websocket.receive.too_large`` event with its length instead of its
 content: the consumer answers ``frame_too_large`` and the socket stays open. Only a message past
 ``--websocket-max-message-size`` (``WEBSOCKET_DISCARD_MAX_BYTES`` here) is refused unread: the
 socket is closed with 1009 ("message too big") and a reason (docs/websocket-protocol.md).
+
+An HTTP request line longer than Twisted reads (16 KiB: a 20,000-character query string)
+dropped the connection with no answer; it is answered ``414 URI Too Long`` now, a header line
+that long ``431 Request Header Fields Too Large``, and the connection closed.
 """
 
 from __future__ import annotations
 
 import daphne.server  # isort: skip  (installs the asyncio reactor before Twisted is imported)
+import re
 import time
 from typing import Any
 
 from daphne.cli import CommandLineInterface
+from daphne.http_protocol import HTTPFactory
 from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
+from twisted.web.http import HTTPChannel
 
 TOO_LARGE = "websocket.receive.too_large"
 # Longer messages, and frames, are refused unread; shorter ones are read (and dropped).
@@ -69,15 +76,48 @@ class BoundedReadWebSocketProtocol(WebSocketProtocol):
         )
 
 
+# A request line starts with its method, a token, and a space; a header line has no space
+# before its colon.
+REQUEST_LINE_START = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+ ")
+TOO_LONG_ANSWERS = {
+    True: (b"414 URI Too Long", b"The request line (the URL) is too long."),
+    False: (b"431 Request Header Fields Too Large", b"A request header is too long."),
+}
+
+
+class BoundedLineHTTPChannel(HTTPChannel):
+    """Twisted's HTTP/1.1 channel, answering a line longer than it reads (``MAX_LENGTH``)
+    with 414 (the request line) or 431 (a header) instead of dropping the connection."""
+
+    def lineLengthExceeded(self, line: bytes) -> None:
+        status, body = TOO_LONG_ANSWERS[bool(REQUEST_LINE_START.match(line))]
+        self.transport.write(
+            b"HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (status, len(body), body)
+        )
+        self.transport.loseConnection()
+
+
 class Server(daphne.server.Server):
-    """daphne's server, with the WebSockets above."""
+    """daphne's server, with the HTTP channels and the WebSockets above."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Imported here: the application, loaded before the server is made, set Django up.
-        from agents_app.chat_protocol import websocket_read_max_bytes
+        from agents_app.chat.protocol import websocket_read_max_bytes
 
         self.read_max_bytes = websocket_read_max_bytes()
+
+    @property
+    def http_factory(self) -> HTTPFactory:
+        return self._http_factory
+
+    @http_factory.setter
+    def http_factory(self, factory: HTTPFactory) -> None:
+        """Set by daphne's ``run``: its factory builds the HTTP/1.1 channels above (daphne
+        serves HTTP/2 only over TLS with the ``h2`` extra, which this project does not use)."""
+        factory.protocol = BoundedLineHTTPChannel
+        self._http_factory = factory
 
     @property
     def ws_factory(self) -> WebSocketFactory:

@@ -15,7 +15,7 @@ from rest_framework.exceptions import APIException, ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.views import APIView
 
-from core.text import text_encodable
+from core.text import unstorable_text_problem
 
 MAX_JSON_DEPTH = 64
 
@@ -38,16 +38,16 @@ class PayloadTooLarge(APIException):
     default_code = "too_large"
 
 
-def _json_problem(data: Any) -> str | None:
-    """Why the store could not hold this parsed JSON, or None if it could."""
+def json_problem(data: Any) -> str | None:
+    """Why the store could not hold this parsed JSON, or None if it could: a NUL character or
+    a lone surrogate in a key or a string at any depth, or nesting past ``MAX_JSON_DEPTH``."""
     pending = [(data, 1)]
     while pending:
         item, depth = pending.pop()
         if isinstance(item, str):
-            if "\x00" in item:
-                return "JSON strings must not contain NUL (\\u0000) characters."
-            if not text_encodable(item):
-                return "JSON strings must be valid Unicode: a lone surrogate escape was found."
+            problem = unstorable_text_problem(item)
+            if problem:
+                return f"{problem} in a JSON string."
         elif isinstance(item, dict | list):
             if depth > MAX_JSON_DEPTH:
                 return f"JSON must not nest more than {MAX_JSON_DEPTH} levels deep."
@@ -67,7 +67,7 @@ class StoreJSONParser(JSONParser):
             raise ParseError(
                 f"JSON parse error - nested more than {MAX_JSON_DEPTH} levels deep."
             ) from None
-        problem = _json_problem(data)
+        problem = json_problem(data)
         if problem:
             raise ParseError(f"JSON parse error - {problem}")
         return data

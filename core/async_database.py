@@ -26,16 +26,47 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-import select
 import weakref
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connection
 from django.db import connections as django_connections
 from django.db.utils import DatabaseErrorWrapper, load_backend
 from psycopg.pq import TransactionStatus
+
+from core.postgresql.base import connection_hung_up
+
+
+class StoreRead(NamedTuple):
+    """A read: its statements, and how their rows make the answer.
+
+    The same read runs from sync code (``sessions_app.selectors.store_read_run``) or straight
+    from an event loop (``store_read_async`` there, through this module). ``assemble``
+    touches no database. A read with no statements answers without asking the database.
+    Defined here, below every app, so that any app's selectors can describe a read.
+    """
+
+    statements: list[tuple[str, list[Any]]]
+    assemble: Callable[[list[list[tuple]]], Any]
+
+
+def store_reads_joined(*reads: StoreRead) -> StoreRead:
+    """The ``reads`` as one read: their statements in order, so that from an event loop they
+    go in one round trip, answering a tuple of their answers."""
+    statements = [statement for read in reads for statement in read.statements]
+    counts = [len(read.statements) for read in reads]
+
+    def assemble(results: list[list[tuple]]) -> tuple:
+        answers, start = [], 0
+        for read, count in zip(reads, counts, strict=True):
+            answers.append(read.assemble(results[start : start + count]))
+            start += count
+        return tuple(answers)
+
+    return StoreRead(statements, assemble)
+
 
 # Connections a loop opens at most, and keeps between reads: reads beyond that
 # many at once wait for one, so that a burst of sockets cannot exhaust the
@@ -116,17 +147,9 @@ class _LoopConnections:
 
 
 def _quiet(database_connection: psycopg.AsyncConnection) -> bool:
-    """Whether an idle connection is still open and has nothing to say.
-
-    An idle connection in autocommit, listening to nothing, hears from the
-    server only when the server is about to hang up (it sends its reason
-    first, on a restart or a terminated backend): such a connection is not
-    reused, so that a write never goes out on it.
-    """
-    if database_connection.closed:
-        return False
-    readable, _, _ = select.select([database_connection.pgconn.socket], [], [], 0)
-    return not readable
+    """Whether an idle connection is still open and has nothing to say (so that a write never
+    goes out on one the server is hanging up on)."""
+    return not connection_hung_up(database_connection)
 
 
 def _connections_close(idle: list[psycopg.AsyncConnection]) -> None:

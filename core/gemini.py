@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -25,7 +24,7 @@ from django.conf import settings
 from google import genai
 from google.genai import errors, types
 
-from core.llm import LlmChunk, LlmRequest, ModelError
+from core.llm import LlmChunk, LlmRequest, ModelError, structured_answer
 
 DEFAULT_EMBEDDING_MODEL = "gemini-embedding-001"
 
@@ -243,18 +242,7 @@ class GeminiModel:
             )
         except _CLIENT_ERRORS as error:
             raise model_error_from(error) from error
-        try:
-            answer = json.loads(response.text or "")
-        except json.JSONDecodeError as error:
-            raise ModelError(
-                f"Gemini's structured answer is not JSON: {error}", code="model_invalid_output"
-            ) from error
-        if not isinstance(answer, dict):
-            raise ModelError(
-                f"Gemini's structured answer is not a JSON object: {answer!r:.200}",
-                code="model_invalid_output",
-            )
-        return answer
+        return structured_answer(response.text or "", provider="Gemini")
 
     async def embed(
         self, texts: list[str], *, model: str = DEFAULT_EMBEDDING_MODEL

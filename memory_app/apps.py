@@ -32,30 +32,51 @@ def _session_pre_delete(sender, instance, origin=None, **kwargs) -> None:
         session_memories_release(session_ids=[instance.pk])
 
 
-def _session_rewound(sender, session_id: str, **kwargs) -> None:
+def _session_rewound(
+    sender, session_id: str, restored_from_sequence: int | None = None, **kwargs
+) -> None:
     """Revise, once the rewind has committed and in the background, the memories of the turns
     a rewind took out of the history: nothing on the turn's path waits for it. That the
-    revision is due is written in the rewind's transaction, so a lost task is not lost work."""
+    revision is due is written in the rewind's transaction, so a lost task is not lost work.
+    Turns the rewind brought back are to be remembered again."""
     from memory_app.services import session_rewound_release_request
 
-    session_rewound_release_request(session_id=session_id)
+    session_rewound_release_request(
+        session_id=session_id, restored_from_sequence=restored_from_sequence
+    )
 
 
 def _memory_saved(sender, instance, **kwargs) -> None:
-    """Any saved memory makes every process rebuild that owner's search index."""
-    from memory_app.services import memory_index_invalidate
+    """Any saved memory makes every process rebuild that owner's search index; a profile
+    memory also rewrites the ``user:`` key it is the source of."""
+    from memory_app.services import memory_index_invalidate, profile_state_sync
 
     memory_index_invalidate(app_name=instance.app_name, user_pk=instance.user_id)
+    if instance.user_id is not None and isinstance(instance.structured, dict):
+        profile_state_sync(
+            app_name=instance.app_name, user_pk=instance.user_id, fields=instance.structured
+        )
 
 
 def _memory_deleted(sender, instance, **kwargs) -> None:
-    """So does a deleted one, without recreating the settings of a user being deleted; and
-    the file it kept goes unless another memory keeps it."""
-    from memory_app.services import memory_image_release, memory_index_invalidate
+    """So does a deleted one, without recreating the settings (or profile keys) of a user
+    being deleted; and the file it kept goes unless another memory keeps it."""
+    from memory_app.services import (
+        memory_image_release,
+        memory_index_invalidate,
+        profile_state_sync,
+    )
 
     memory_index_invalidate(
         app_name=instance.app_name, user_pk=instance.user_id, settings_create=False
     )
+    if instance.user_id is not None and isinstance(instance.structured, dict):
+        profile_state_sync(
+            app_name=instance.app_name,
+            user_pk=instance.user_id,
+            fields=instance.structured,
+            create=False,
+        )
     if instance.image_id is not None:
         memory_image_release(artifact_id=instance.image_id)
 
@@ -65,17 +86,21 @@ class MemoryAppConfig(AppConfig):
     verbose_name = "Long-term memory"
 
     def ready(self) -> None:
-        """Declare the memories' owners and object permissions, and connect the provenance hooks.
+        """Declare the memories' owners and object permissions, tell appends how to read the
+        user's consent to memory creation, and connect the provenance hooks.
 
         A ``pre_delete`` receiver also makes ``QuerySet.delete()`` (the idle-session cleanup)
         fetch the sessions and call it for each, so every deletion path is covered.
         """
         from memory_app.models import Memory
         from memory_app.permissions import memory_permissions_register
+        from memory_app.selectors.generation import memory_consent_condition
+        from sessions_app.consent import memory_consent_register
         from sessions_app.models import SessionRecord
         from sessions_app.signals import session_rewound
 
         memory_permissions_register()
+        memory_consent_register(memory_consent_condition())
         pre_delete.connect(_session_pre_delete, sender=SessionRecord, dispatch_uid="memory-session")
         session_rewound.connect(_session_rewound, dispatch_uid="memory-session-rewound")
         post_save.connect(_memory_saved, sender=Memory, dispatch_uid="memory-saved")

@@ -1,10 +1,11 @@
 """Which embedder this deployment uses, and how vectors are stored.
 
-Gemini embeddings when a Gemini key is configured and ``MEMORY_EMBEDDER`` asks
-for them; the local MiniLM model when the ``local-embeddings`` extra is
-installed; otherwise none, and retrieval is lexical only. The choice is made
-once per process. Vectors are stored as float32 bytes with the embedder's
-name, so a memory embedded by another model is re-embedded, never compared.
+The provider's embeddings (Gemini's, or an OpenAI-compatible server's ``/embeddings``, e.g.
+``nomic-embed-text`` in Ollama) when ``MEMORY_EMBEDDER`` asks for them; the local MiniLM model
+when the ``local-embeddings`` extra is installed; otherwise none, and retrieval is lexical
+only. The choice is made once per process. Vectors are stored as float32 bytes with the
+embedder's name (``gemini:<model>``, ``openai:<model>``), so a memory embedded by another model
+is re-embedded, never compared.
 """
 
 from __future__ import annotations
@@ -17,21 +18,21 @@ import numpy as np
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
+from core.llm import provider_configured, provider_model, provider_name
 from memory_app.ranking.embedders import Embedder, MiniLMEmbedder, NoEmbedder
 
 
-class GeminiEmbedder:
-    """Gemini's embedding model through the product's Gemini client, L2-normalised."""
+class ProviderEmbedder:
+    """A provider's embedding model through the product's client for it, L2-normalised."""
 
-    def __init__(self, *, model: str) -> None:
-        self.name = f"gemini:{model}"
+    def __init__(self, *, provider: str, model: str) -> None:
+        self.name = f"{provider}:{model}"
+        self.provider = provider
         self.model = model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        from core.gemini import GeminiModel
-
         async def embed() -> list[list[float]]:
-            client = GeminiModel(settings.LLM_MODEL)
+            client = provider_model(provider=self.provider, model=settings.LLM_MODEL)
             try:
                 return await client.embed(list(texts), model=self.model)
             finally:
@@ -48,14 +49,24 @@ def local_model_installed() -> bool:
 
 @functools.cache
 def embedder_get() -> Embedder:
-    """The process's embedder, chosen from ``settings.MEMORY_EMBEDDER`` ("auto" by default)."""
+    """The process's embedder, chosen from ``settings.MEMORY_EMBEDDER`` ("auto" by default):
+    ``gemini``, ``openai`` (``MEMORY_OPENAI_EMBEDDING_MODEL``), ``local`` or ``none``; "auto"
+    takes the local model when installed, else the embeddings of ``LLM_PROVIDER`` when it is
+    configured (for ``openai``, with an embedding model named)."""
     choice = settings.MEMORY_EMBEDDER
-    if choice == "gemini" or (
-        choice == "auto" and settings.GEMINI_API_KEY and not local_model_installed()
-    ):
-        return GeminiEmbedder(model=settings.MEMORY_GEMINI_EMBEDDING_MODEL)
+    gemini = ProviderEmbedder(provider="gemini", model=settings.MEMORY_GEMINI_EMBEDDING_MODEL)
+    openai = ProviderEmbedder(provider="openai", model=settings.MEMORY_OPENAI_EMBEDDING_MODEL)
+    if choice == "gemini":
+        return gemini
+    if choice == "openai":
+        return openai
     if choice in ("local", "auto") and local_model_installed():
         return MiniLMEmbedder()
+    if choice == "auto" and provider_configured():
+        if provider_name() == "gemini":
+            return gemini
+        if provider_name() == "openai" and settings.MEMORY_OPENAI_EMBEDDING_MODEL:
+            return openai
     return NoEmbedder()
 
 

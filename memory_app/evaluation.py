@@ -2,8 +2,9 @@
 
 Both run the real pipeline: conversations go into the session store
 (``sessions_app.services``), a generation job turns each session into memories with the
-configured model (Gemini when configured, the offline rules of :mod:`memory_app.extraction`
-otherwise) and embedder, and LoCoMo questions go through :func:`memory_search`.
+configured model (that of ``LLM_PROVIDER`` when configured, the offline rules of
+:mod:`memory_app.extraction` otherwise) and embedder, and LoCoMo questions go through
+:func:`memory_search`.
 
 Both write to the configured database, under their own app name (``locomo-eval``,
 ``golden-eval``) and for users created for the run (one per conversation, named
@@ -15,8 +16,18 @@ text is the turn (with ``[shares <caption>]`` for an image), whose ``custom_meta
 the speaker and the dialog id, and whose timestamp is the session's date (one second apart per
 turn, to keep their order). Both speakers are authored "user": the benchmark asks about both,
 and extraction reads user turns only. Evidence recall@K is the fraction of a question's
-evidence dialog ids found among the source events of the top K memories, averaged over the
-questions of categories 1-4 with evidence.
+evidence dialog ids found among the top K results, averaged over the questions of categories
+1-4 with evidence, for three sources: memories alone (their source events), past conversations
+alone (:func:`past_conversations_search`, the turns themselves), and both, what the agent can
+reach. Both is a list of turns fused by weighted reciprocal rank (``1 / (RRF_K + rank)``): a
+past turn gets the vote of its rank in the past-conversations list, and a memory, made from
+turns, gives ``MEMORY_VOTE`` of its rank's vote to each turn it was made from, when its score
+is at least that of the past turn at the same rank (both indexes scale scores by their own best
+match, so a score says how well a result matches beside its own list's best). A memory thus
+moves up the turns it corroborates, a weak one (the best of few memories, matching little)
+moves nothing, and a turn only memories found comes after the past list's (one memory's vote,
+at most ``MEMORY_VOTE / (RRF_K + 1)``, is below the last past turn's ``1 / (RRF_K + limit)``)
+unless several memories were made from it.
 
 Golden set (``memory_app/golden/*.json``): conversations with the memories a good extractor
 keeps from them. A kept memory matches an expected one when at least ``GOLDEN_MATCH`` (0.6) of
@@ -48,14 +59,21 @@ from memory_app.embedding import embedder_get
 from memory_app.extraction import memory_model_configured
 from memory_app.models import GenerationJob, Memory, MemoryStatus
 from memory_app.ranking import tokenize
-from memory_app.services import memory_job_request, memory_job_run
+from memory_app.services import memory_job_request, memory_job_run, memory_settings_update
 from sessions_app import services as session_services
 from sessions_app.events import Event, new_invocation_id
-from sessions_app.models import EventRecord
+from sessions_app.models import EventRecord, SessionRecord
+from sessions_app.selectors import session_key_get
 
 LOCOMO_APP = "locomo-eval"
 GOLDEN_APP = "golden-eval"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+SOURCES = ("both", "memories", "past")
+# Reciprocal-rank fusion of "both": the constant of memory_app.ranking, and a memory's vote for
+# its source turns beside a past turn's own (chosen on the LoCoMo dev split, docs/benchmarks.md,
+# "Past conversations (issue 26)").
+RRF_K = 60
+MEMORY_VOTE = 0.1
 GOLDEN_MATCH = 0.6
 GOLDEN_DATE = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -164,11 +182,27 @@ def _memories_generate(*, app_name: str, user_pk: int, session_id: str) -> None:
 
 
 def _session_ingest(
-    *, app_name: str, user_pk: int, turns: Sequence[tuple[str, str, dict[str, Any]]], start: float
+    *,
+    app_name: str,
+    user_pk: int,
+    turns: Sequence[tuple[str, str, dict[str, Any]]],
+    start: float,
+    create: bool = True,
+    temporary: bool = False,
+    generate: bool = True,
 ) -> str:
     """Store ``(author, text, custom_metadata)`` turns as one session, one second apart from
-    ``start``, then turn it into memories; returns the session id."""
+    ``start``, then (when ``generate``) turn it into memories; returns the session's key.
+
+    ``create=False``: the turns are said while the user has memory creation off, which is
+    turned back on before the memories are generated (what was said then must stay out);
+    ``temporary``: the session is a temporary chat."""
     session = session_services.session_create(app_name=app_name, user_id=str(user_pk))
+    if temporary:
+        SessionRecord.objects.filter(
+            session_id=session.id, app_name=app_name, user_id=user_pk
+        ).update(temporary=True)
+    memory_settings_update(user_pk=user_pk, create_enabled=create)
     for offset, (author, text, metadata) in enumerate(turns):
         role = "user" if author == "user" else "model"
         session_services.event_append(
@@ -181,15 +215,24 @@ def _session_ingest(
                 custom_metadata=metadata or None,
             ),
         )
-    _memories_generate(app_name=app_name, user_pk=user_pk, session_id=session.id)
-    return session.id
+    if not create:
+        memory_settings_update(user_pk=user_pk, create_enabled=True)
+    key = session_key_get(app_name=app_name, user_pk=user_pk, session_id=session.id)
+    if generate:
+        _memories_generate(app_name=app_name, user_pk=user_pk, session_id=key)
+    return key
 
 
 def locomo_ingest(
-    *, app_name: str, user_pk: int, conversation: LocomoConversation, progress: Progress = _silent
+    *,
+    app_name: str,
+    user_pk: int,
+    conversation: LocomoConversation,
+    progress: Progress = _silent,
+    generate: bool = True,
 ) -> dict[str, str]:
-    """Store each session of the conversation and generate its memories; returns the dialog id
-    of each stored event, read back from the events' ``custom_metadata``."""
+    """Store each session of the conversation and (when ``generate``) its memories; returns the
+    dialog id of each stored event, read back from the events' ``custom_metadata``."""
     session_ids = []
     for number, session in enumerate(conversation.sessions, start=1):
         progress(f"{conversation.sample_id}: session {number}/{len(conversation.sessions)}")
@@ -199,7 +242,11 @@ def locomo_ingest(
         ]
         session_ids.append(
             _session_ingest(
-                app_name=app_name, user_pk=user_pk, turns=turns, start=session.date.timestamp()
+                app_name=app_name,
+                user_pk=user_pk,
+                turns=turns,
+                start=session.date.timestamp(),
+                generate=generate,
             )
         )
     records = EventRecord.objects.filter(session_id__in=session_ids).values_list(
@@ -216,6 +263,62 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[max(1, math.ceil(fraction * len(ordered))) - 1]
 
 
+def evidence_fuse(
+    *,
+    memories: Sequence[tuple[float, set[str | None]]],
+    past: Sequence[tuple[float, set[str | None]]],
+) -> list[set[str | None]]:
+    """The turns (dialog ids) of both ``(score, dialog ids)`` lists, best first, by weighted
+    reciprocal rank (see the module docstring); ties keep the past list's order."""
+    votes: dict[str, float] = {}
+    for rank, (_score, dias) in enumerate(past, start=1):
+        for dia in dias - {None}:
+            votes[dia] = votes.get(dia, 0.0) + 1 / (RRF_K + rank)
+    for rank, (score, dias) in enumerate(memories, start=1):
+        if rank <= len(past) and score < past[rank - 1][0]:
+            continue
+        for dia in dias - {None}:
+            votes[dia] = votes.get(dia, 0.0) + MEMORY_VOTE / (RRF_K + rank)
+    return [{dia} for dia in sorted(votes, key=lambda dia: -votes[dia])]
+
+
+def _evidence_found(
+    *, app_name: str, user_pk: int, query: str, limit: int, dia_of: dict[str, str], sources
+) -> dict[str, list[set[str | None]]]:
+    """Per source, the dialog ids each result holds, best first (see the module docstring)."""
+    ranked: dict[str, list[tuple[float, set[str | None]]]] = {}
+    if {"memories", "both"} & set(sources):
+        found = selectors.memory_search(
+            app_name=app_name, user_pk=user_pk, query=query, limit=limit
+        )
+        ranked["memories"] = [(m.score, {dia_of.get(s.event_id) for s in m.sources}) for m in found]
+    if {"past", "both"} & set(sources):
+        turns = selectors.past_conversations_search(
+            app_name=app_name, user_pk=user_pk, query=query, limit=limit
+        )
+        ranked["past"] = [(t.score, {dia_of.get(t.event_id)}) for t in turns]
+    found_dias = {source: [dias for _score, dias in ranked[source]] for source in ranked}
+    if "both" in sources:
+        found_dias["both"] = evidence_fuse(memories=ranked["memories"], past=ranked["past"])
+    return {source: found_dias[source] for source in sources}
+
+
+def _recalls(hits: dict[int, list[tuple[int, float]]], ks: Sequence[int]) -> dict[str, Any]:
+    """``recall@K`` and ``recall_by_category`` of (category, recall) pairs per K."""
+    result: dict[str, Any] = {
+        f"recall@{k}": round(statistics.fmean(r for _c, r in hits[k]), 4) if hits[k] else 0.0
+        for k in ks
+    }
+    result["recall_by_category"] = {
+        f"recall@{k}": {
+            CATEGORIES[category]: round(statistics.fmean(r for c, r in hits[k] if c == category), 4)
+            for category in sorted({c for c, _r in hits[k]})
+        }
+        for k in ks
+    }
+    return result
+
+
 def locomo_evaluate(
     *,
     path: Path,
@@ -223,19 +326,25 @@ def locomo_evaluate(
     app_name: str = LOCOMO_APP,
     conversations_limit: int | None = None,
     keep: bool = False,
+    sources: Sequence[str] = SOURCES,
     progress: Progress = _silent,
 ) -> dict[str, Any]:
-    """Evidence recall@K of ``memory_search`` over LoCoMo conversations, through the pipeline.
+    """Evidence recall@K over LoCoMo conversations, through the pipeline, for each of
+    ``sources`` (``SOURCES``: both, memories, past; see the module docstring).
 
-    Returns ``questions``, ``recall@K`` for each K, ``recall_by_category`` (K -> category ->
-    recall), ``search_ms_p50``/``search_ms_p95`` (wall time of each ``memory_search``, the
-    first search of each user building its index included), and what produced the memories:
-    ``extraction``, ``embedder``, ``memories``. The run's users are deleted unless ``keep``.
+    Returns ``questions``; ``recall@K`` and ``recall_by_category`` (K -> category -> recall) of
+    the first source; ``by_source`` (source -> the same two); ``search_ms_p50``/``p95`` (wall
+    time of the searches of a question, the first search of each user building its indexes
+    included); and what produced the memories: ``extraction``, ``embedder``, ``memories``. With
+    memories in no source, no memory is generated. The run's users are deleted unless ``keep``.
     """
     ks = sorted(set(ks))
+    sources = [source for source in SOURCES if source in sources]
+    if not sources:
+        raise ValueError(f"sources: one or more of {', '.join(SOURCES)}")
+    generate = sources != ["past"]
     conversations = locomo_load(path=path)[:conversations_limit]
-    hits: dict[int, list[float]] = {k: [] for k in ks}
-    by_category: dict[int, dict[int, list[float]]] = {k: {} for k in ks}
+    hits = {source: {k: [] for k in ks} for source in sources}
     timings: list[float] = []
     users = []
     memories = 0
@@ -245,45 +354,48 @@ def locomo_evaluate(
             user = user_create(app_name=app_name, label=conversation.sample_id)
             users.append(user)
             dia_of = locomo_ingest(
-                app_name=app_name, user_pk=user.pk, conversation=conversation, progress=progress
+                app_name=app_name,
+                user_pk=user.pk,
+                conversation=conversation,
+                progress=progress,
+                generate=generate,
             )
             memories += Memory.objects.filter(user=user, status=MemoryStatus.ACTIVE).count()
             for question in conversation.questions:
                 progress(f"questions {len(timings) + 1}/{total}")
                 started = time.perf_counter()
-                found = selectors.memory_search(
-                    app_name=app_name, user_pk=user.pk, query=question.question, limit=ks[-1]
+                found = _evidence_found(
+                    app_name=app_name,
+                    user_pk=user.pk,
+                    query=question.question,
+                    limit=ks[-1],
+                    dia_of=dia_of,
+                    sources=sources,
                 )
                 timings.append((time.perf_counter() - started) * 1000)
                 evidence = set(question.evidence)
-                for k in ks:
-                    dias = {dia_of.get(s.event_id) for memory in found[:k] for s in memory.sources}
-                    recall = len(evidence & dias) / len(evidence)
-                    hits[k].append(recall)
-                    by_category[k].setdefault(question.category, []).append(recall)
+                for source, results in found.items():
+                    for k in ks:
+                        dias = set().union(*results[:k])
+                        recall = len(evidence & dias) / len(evidence)
+                        hits[source][k].append((question.category, recall))
     finally:
         if not keep:
             for user in users:
                 user.delete()
-    result: dict[str, Any] = {
+    by_source = {source: _recalls(hits[source], ks) for source in sources}
+    return {
         "conversations": len(conversations),
         "questions": len(timings),
         "memories": memories,
         "extraction": "gemini" if memory_model_configured() else "offline",
         "embedder": embedder_get().name,
+        "sources": sources,
+        **by_source[sources[0]],
+        "by_source": by_source,
+        "search_ms_p50": round(_percentile(timings, 0.50), 2),
+        "search_ms_p95": round(_percentile(timings, 0.95), 2),
     }
-    for k in ks:
-        result[f"recall@{k}"] = round(statistics.fmean(hits[k]), 4) if hits[k] else 0.0
-    result["recall_by_category"] = {
-        f"recall@{k}": {
-            CATEGORIES[category]: round(statistics.fmean(values), 4)
-            for category, values in sorted(by_category[k].items())
-        }
-        for k in ks
-    }
-    result["search_ms_p50"] = round(_percentile(timings, 0.50), 2)
-    result["search_ms_p95"] = round(_percentile(timings, 0.95), 2)
-    return result
 
 
 # --- Golden set -------------------------------------------------------------------------------
@@ -336,9 +448,12 @@ def golden_evaluate(
     against its expected memories, with each conversation's misses and extras.
 
     The file is a list of ``{"id", "turns": [{"author": "user"|"assistant", "text"}],
-    "expected": [memory text, ...]}``; each conversation is one session of a new user. An
-    expected memory may be ``{"text", "topic"}``: then ``by_topic`` gives precision, recall and
-    F1 per topic (recall by the expected memory's topic, precision by the kept memory's).
+    "expected": [memory text, ...]}``; each conversation is one session of a new user. Instead
+    of ``turns``, ``sessions`` may list several chats of that user, in order, a day apart, each
+    ``{"turns", "create": false (said with memory creation off), "temporary": true}``; the
+    memories expected are those active after the last one. An expected memory may be
+    ``{"text", "topic"}``: then ``by_topic`` gives precision, recall and F1 per topic (recall
+    by the expected memory's topic, precision by the kept memory's).
     """
     conversations = json.loads(Path(path).read_text())
     kept_total = expected_total = matched_total = 0
@@ -356,10 +471,16 @@ def golden_evaluate(
             progress(f"golden {number}/{len(conversations)}")
             user = user_create(app_name=app_name, label=str(conversation["id"]))
             users.append(user)
-            turns = [(turn["author"], turn["text"], {}) for turn in conversation["turns"]]
-            _session_ingest(
-                app_name=app_name, user_pk=user.pk, turns=turns, start=GOLDEN_DATE.timestamp()
-            )
+            sessions = conversation.get("sessions") or [{"turns": conversation["turns"]}]
+            for day, session in enumerate(sessions):
+                _session_ingest(
+                    app_name=app_name,
+                    user_pk=user.pk,
+                    turns=[(turn["author"], turn["text"], {}) for turn in session["turns"]],
+                    start=GOLDEN_DATE.timestamp() + day * 86400,
+                    create=session.get("create", True),
+                    temporary=session.get("temporary", False),
+                )
             rows = list(
                 Memory.objects.filter(user=user, status=MemoryStatus.ACTIVE)
                 .order_by("created_at", "id")

@@ -29,6 +29,9 @@ TRUST = {
     SourceType.IMPLICIT: 2,
     SourceType.TOOL: 1,
 }
+# What the person said, asked to remember or not: between two of these the newer wins, whatever
+# their place in TRUST, which only keeps a lower-trust source from overriding the person.
+PERSON_SOURCES = frozenset([SourceType.EXPLICIT, SourceType.IMPLICIT])
 
 
 class MemoryScope(models.TextChoices):
@@ -42,6 +45,9 @@ class MemoryStatus(models.TextChoices):
     QUARANTINED = "quarantined", "Quarantined for review"
     INVALIDATED = "invalidated", "Invalidated"
     REJECTED = "rejected", "Rejected in review"
+    # A record of what was said that earlier versions kept as a memory (a whole turn): out of
+    # the Memory page and recall, kept with its sources and revisions for the audit.
+    RETIRED = "retired", "Retired: a record of what was said, not a memory"
 
 
 # What each status means to the person whose memory it is: the Memory page and the chat say it
@@ -84,13 +90,17 @@ class MemoryTopic(models.Model):
 
 
 class MemorySettings(models.Model):
-    """A user's choices: whether chats create memories, and whether replies use them."""
+    """A user's choices: whether chats create memories, whether replies use them, and whether
+    replies may search the user's past chats (only while memories are used)."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_settings"
     )
     create_enabled = models.BooleanField(default=True)
     use_enabled = models.BooleanField(default=True)
+    past_chats_enabled = models.BooleanField(
+        default=True, help_text="Reference past chats: replies may search what the user said."
+    )
     # Replaced (by a random number) in the transaction of every write to the user's memories:
     # a process's search index of the user is current while it is the one it was built at.
     index_version = models.PositiveBigIntegerField(default=0)
@@ -326,6 +336,7 @@ class MemoryRevision(models.Model):
         REJECTED = "rejected", "Rejected"
         SOURCES_CHANGED = "sources_changed", "Sources changed"
         EXPIRY_CHANGED = "expiry_changed", "Expiry changed"
+        RETIRED = "retired", "Retired"
 
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="revisions")
     action = models.CharField(max_length=32, choices=Action.choices)

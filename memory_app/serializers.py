@@ -17,6 +17,7 @@ from memory_app.selectors import event_text
 from memory_app.services.memories import CORRECTION_MAX_CHARS
 from sessions_app.artifact_files import USER_PREFIX
 from sessions_app.models import ArtifactRecord
+from sessions_app.selectors import session_chat_url
 from sessions_app.serializers import identifier_field
 
 EXCERPT_MAX_CHARS = 300
@@ -34,8 +35,7 @@ def source_excerpt(source: MemorySource) -> str:
 
 def source_url(source: MemorySource) -> str:
     """The chat page of the source's conversation, scrolled to that turn."""
-    chat = reverse("chat-session", kwargs={"session_id": source.event.session_id})
-    return f"{chat}#event-{source.event.event_id}"
+    return f"{session_chat_url(source.event.session)}#event-{source.event.event_id}"
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ class MemoryCorrectSerializer(serializers.Serializer):
 
 
 class MemorySourceSerializer(serializers.Serializer):
-    session_id = serializers.CharField(source="event.session_id")
+    session_id = serializers.CharField(source="event.session.session_id")
     event_id = serializers.CharField(source="event.event_id")
     author = serializers.CharField(source="event.author")
     timestamp = serializers.FloatField(source="event.timestamp", help_text="Seconds since epoch.")
@@ -243,3 +243,8 @@ class PendingMemorySerializer(serializers.Serializer):
 class MemorySettingsSerializer(serializers.Serializer):
     create_enabled = StrictBooleanField(required=False, help_text="Create memories from my chats.")
     use_enabled = StrictBooleanField(required=False, help_text="Use memories in replies.")
+    past_chats_enabled = StrictBooleanField(
+        required=False,
+        help_text="Reference past chats: replies may search what you said in your other chats "
+        "(only while memories are used).",
+    )

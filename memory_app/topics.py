@@ -81,13 +81,18 @@ MANAGED_TOPICS: tuple[TopicSpec, ...] = (
         key=KEY_CONVERSATION_DETAILS,
         label="Key conversation details",
         description=(
-            "Milestones and outcomes of the conversation worth knowing next time: decisions "
-            "made, plans, tasks started or finished, problems and their resolution."
+            "Plans, decisions and events in the user's own life worth knowing next time: a "
+            "trip they booked, a race they train for, a job they start. Never the requests, "
+            "questions or tasks they bring to the assistant, nor the assistant's answers."
         ),
         few_shot_examples=(
             {
                 "text": "We settled on the 3-day Porto itinerary, booking it tonight.",
                 "memory": ("The user chose a 3-day Porto itinerary and planned to book it."),
+            },
+            {
+                "text": "Write a haiku about autumn leaves.",
+                "memory": "(nothing: a request, not a fact about the user)",
             },
         ),
         managed=True,

@@ -3,7 +3,6 @@ controls to correct or delete it. Plain forms; every write goes through the serv
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from itertools import groupby
@@ -32,6 +31,7 @@ from memory_app.serializers import (
 )
 from memory_app.topics import topic_label, topics_for_app
 from sessions_app import services as session_services
+from sessions_app.selectors import session_chat_url
 
 PAGE_SIZE = 100
 STATUS_NOTES = MEMORY_STATUS_NOTES
@@ -63,6 +63,7 @@ class ChangeItem:
     reason: str
     said: str = ""
     said_url: str = ""
+    reason_is_said: bool = False  # the reason already tells what the person said, and when
 
 
 @dataclass
@@ -141,12 +142,13 @@ def _last_change(memory: Memory) -> ChangeItem | None:
         return None
     change = ChangeItem(revision=revision, old_text=_text_of(revision.before), reason="")
     change.reason = revision.reason.rstrip(".")
+    change.reason_is_said = revision.reason.startswith("You said ")
     event = revision.source_event
     if event is not None:
         said = " ".join(event_text(event).split())
-        change.said = said if len(said) <= 200 else said[:199] + "…"
-        chat = reverse("chat-session", kwargs={"session_id": event.session_id})
-        change.said_url = f"{chat}#event-{event.event_id}"
+        if not change.reason_is_said:
+            change.said = said if len(said) <= 200 else said[:199] + "…"
+        change.said_url = f"{session_chat_url(event.session)}#event-{event.event_id}"
     return change
 
 
@@ -196,10 +198,7 @@ def _memory_page_render(
             if str(item.memory.id) == refused.memory_id:
                 item.refused_text, item.refused_reason = refused.text, refused.reason
     context = {
-        "profile": [
-            (key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
-            for key, value in selectors.user_profile(app_name=app_name, user_pk=user_pk)
-        ],
+        "profile": selectors.profile_entries(app_name=app_name, user_pk=user_pk),
         "query": query,
         "results": results,
         "groups": groups,
@@ -296,13 +295,24 @@ PROFILE_VALUE_MAX_CHARS = 1000
 @login_required
 @require_POST
 def profile_change(request: HttpRequest) -> HttpResponse:
-    """Correct (``action=correct`` with ``value``) or delete one key of the user's profile."""
+    """Correct (``action=correct`` with ``value``) or delete one entry of the user's profile
+    card: a field of the profile (``field`` and ``key``) on the memory it comes from, a bare
+    ``user:`` key otherwise."""
     app_name = settings.DEFAULT_APP_NAME
-    key = request.POST.get("key", "")
+    user_pk = request.user.pk
+    key, field_name = request.POST.get("key", ""), request.POST.get("field", "")
+    held = next(
+        (
+            entry
+            for entry in selectors.profile_entries(app_name=app_name, user_pk=user_pk)
+            if entry.memory is not None and (entry.field, entry.key) == (field_name, key)
+        ),
+        None,
+    )
     if request.POST.get("action") == "delete":
-        if not session_services.user_state_delete(
-            app_name=app_name, user_pk=request.user.pk, key=key
-        ):
+        if held is not None:
+            services.memory_delete(app_name=app_name, user_pk=user_pk, memory_id=held.memory.pk)
+        elif not session_services.user_state_delete(app_name=app_name, user_pk=user_pk, key=key):
             raise Http404("No such profile entry.")
         messages.success(request, f"“{key}” deleted from your profile. It will not be used again.")
         return redirect("memory")
@@ -312,8 +322,21 @@ def profile_change(request: HttpRequest) -> HttpResponse:
             request, f"Not corrected: a value of 1 to {PROFILE_VALUE_MAX_CHARS} characters."
         )
         return redirect("memory")
-    if not session_services.user_state_correct(
-        app_name=app_name, user_pk=request.user.pk, key=key, value=value
+    if held is not None:
+        try:
+            services.profile_field_correct(
+                app_name=app_name,
+                user_pk=user_pk,
+                memory_id=held.memory.pk,
+                field=held.field,
+                entry=key if key != held.field else "",
+                value=value,
+            )
+        except services.MemoryCorrectionError as error:
+            messages.error(request, f"Not corrected: {error}")
+            return redirect("memory")
+    elif not session_services.user_state_correct(
+        app_name=app_name, user_pk=user_pk, key=key, value=value
     ):
         raise Http404("No such profile entry.")
     messages.success(request, f"“{key}” corrected.")
@@ -326,7 +349,8 @@ def memories_delete_all(request: HttpRequest) -> HttpResponse:
     """A confirmation page; deleting needs its form, with the box ticked."""
     app_name = settings.DEFAULT_APP_NAME
     count = selectors.user_memories(app_name=app_name, user_pk=request.user.pk).count()
-    count += len(selectors.user_profile(app_name=app_name, user_pk=request.user.pk))
+    entries = selectors.profile_entries(app_name=app_name, user_pk=request.user.pk)
+    count += sum(1 for entry in entries if entry.memory is None)
     error = ""
     if request.method == "POST":
         if request.POST.get("confirm") == "yes":

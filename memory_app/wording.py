@@ -9,6 +9,7 @@ make the verb agree, and shape the clause to sit inside a sentence.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 _ADVERBS = (
     r"(?:(?:usually|often|always|sometimes|never|also|still|really|just|mostly|generally|now|"
@@ -51,7 +52,7 @@ def _clause(text: str) -> str:
     """The text without its final full stop, its first word in small letters when it is a
     common word, to go inside a sentence."""
     text = " ".join(text.split())
-    while text.endswith("."):
+    while text.endswith((".", ";", ",")):
         text = text[:-1].rstrip()
     first = text.split(" ", 1)[0]
     if first.lower() in _SMALL_WORDS:
@@ -77,12 +78,68 @@ def memory_said_to_user(text: str) -> str:
         who = "you" if speaker.lower() in ("user", "the user") else speaker
         said = text[record.end() :].strip()
         return f"on {record['date']} {who} said \u201c{said}\u201d"
+    if not re.search(r"\bthe user\b", text, re.I):
+        return _clause(_first_person_to_you(text))
+    about_user = bool(re.match(r"the user\b(?!'s)", text, re.I))
     text = re.sub(r"\bthe user's\b", "your", text, flags=re.I)
     text = _USER_VERB.sub(
         lambda match: f"you {match['adverbs']}{_verb_for_you(match['verb'])}", text
     )
     text = re.sub(r"\bthe user\b", "you", text, flags=re.I)
+    if about_user:
+        for pattern, replacement in _THEY_TO_YOU:
+            text = pattern.sub(replacement, text)
+        text = _JOINED_VERB.sub(
+            lambda match: f"{match['conj']} {match['adverbs']}{_verb_for_you(match['verb'])}",
+            text,
+        )
     return _clause(text)
+
+
+# The verb of a second clause that shares the user as its subject ("and is vegetarian").
+_JOINED_VERB = re.compile(
+    r"\b(?P<conj>and|but)\s+(?P<adverbs>" + _ADVERBS + r")(?P<verb>is|was|has|does|lives|works|"
+    r"studies|teaches|likes|loves|hates|prefers|enjoys|eats|drinks|plays|speaks|uses|owns|"
+    r"drives|cooks|runs)\b"
+)
+
+
+# In a memory about the user ("The user loves their dog and they walk it daily"), "they" is the
+# user: said to them, it is "you". Not so in one about someone else ("The user's sister ...").
+_THEY_TO_YOU = tuple(
+    (re.compile(rf"\b{word}\b"), replacement)
+    for word, replacement in (
+        ("themselves", "yourself"),
+        ("theirs", "yours"),
+        ("their", "your"),
+        ("them", "you"),
+        ("they", "you"),
+    )
+)
+# A memory written in the person's own words ("I live in Porto", a text typed on the Memory
+# page), said back to them.
+_I_TO_YOU = tuple(
+    (re.compile(pattern, re.I), replacement)
+    for pattern, replacement in (
+        (r"\bI'm\b", "you're"),
+        (r"\bI've\b", "you've"),
+        (r"\bI'd\b", "you'd"),
+        (r"\bI'll\b", "you'll"),
+        (r"\bI\s+am\b", "you are"),
+        (r"\bI\s+was\b", "you were"),
+        (r"\bmyself\b", "yourself"),
+        (r"\bmine\b", "yours"),
+        (r"\bmy\b", "your"),
+        (r"\bme\b", "you"),
+    )
+)
+
+
+def _first_person_to_you(text: str) -> str:
+    """ "I live in Porto and my cat is Miso" -> "you live in Porto and your cat is Miso"."""
+    for pattern, replacement in _I_TO_YOU:
+        text = pattern.sub(replacement, text)
+    return re.sub(r"\bI\b", "you", text)
 
 
 def memories_said_to_user(texts: list[str]) -> str:
@@ -100,6 +157,13 @@ def sentence(clause: str) -> str:
     if not clause:
         return ""
     clause = clause[:1].upper() + clause[1:]
-    if re.search(r"[.!?]\u201d?$", clause):
+    if re.search(r"[.!?][\u201d\u2019\"')]*$", clause):
         return clause
     return clause + "."
+
+
+def said_on(*, said: str, when: float) -> str:
+    """Why a memory changed, told to the person: "You said on 26 Nov that you live in Porto."
+    (``said``: the fact, in the third person or their own words; ``when``: its timestamp)."""
+    moment = datetime.fromtimestamp(when, tz=UTC)
+    return sentence(f"You said on {moment.day} {moment:%b} that {memory_said_to_user(said)}")

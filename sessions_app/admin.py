@@ -124,14 +124,21 @@ def conversation_entry(event: EventRecord) -> ConversationEntry:
 
 @admin.register(SessionRecord)
 class SessionRecordAdmin(ReadOnlyAdmin):
-    list_display = ["__str__", "title", "user", "app_name", "temporary", "updated", "event_total"]
+    # The title links to the conversation; the app and temporary are filters: the list fits the
+    # console at 1280 px, a session's page has every field.
+    list_display = ["title_shown", "user", "updated", "event_total"]
+    list_display_links = ["title_shown"]
     list_filter = ["app_name", "temporary"]
-    search_fields = ["id", "title", "user__username"]
+    search_fields = ["session_id", "title", "user__username"]
     list_select_related = ["user"]
     ordering = ["-last_update_time"]
-    fields = ["id", "title", "user", "app_name", "temporary", "created_at", "last_sequence"]
+    fields = ["session_id", "title", "user", "app_name", "temporary", "created_at", "last_sequence"]
     readonly_fields = fields
     change_form_template = "admin/sessions_app/sessionrecord/change_form.html"
+
+    @admin.display(description="chat", ordering="title")
+    def title_shown(self, session: SessionRecord) -> str:
+        return session.title or f"Untitled ({Truncator(session.session_id).chars(9)})"
 
     @admin.display(description="last update", ordering="last_update_time")
     def updated(self, session: SessionRecord) -> datetime:

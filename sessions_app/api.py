@@ -62,7 +62,7 @@ def _api_error(exc: Exception) -> Exception:
         return NotFound()
     if isinstance(exc, AppNotFoundError | InvocationNotFoundError):
         return NotFound(str(exc))
-    if isinstance(exc, selectors.InvalidPageTokenError):
+    if isinstance(exc, selectors.InvalidPageTokenError | selectors.AmbiguousSessionError):
         return NotFound(str(exc))
     if isinstance(exc, AppForbiddenError):
         return PermissionDenied(str(exc))
@@ -84,6 +84,14 @@ SESSION_ID = OpenApiParameter(
     pattern=services.IDENTIFIER_PATTERN.pattern,
     description="The session's id. Another user's session answers 404.",
 )
+APP_NAME = OpenApiParameter(
+    "app_name",
+    str,
+    OpenApiParameter.QUERY,
+    required=False,
+    description="The app of the session: ids are unique within an app, as ADK's. Needed only "
+    "when you hold sessions of this id in several apps (404 otherwise).",
+)
 NOT_FOUND = OpenApiResponse(
     ErrorSerializer, description="You have no session with this id (also another user's)."
 )
@@ -102,10 +110,14 @@ class SessionStoreAPIView(JSONAPIView):
         return super().handle_exception(_api_error(exc))
 
     def owned_session(self, session_id: str) -> SessionRecord:
-        """The requesting user's session with this id; 404 for any other id."""
+        """The requesting user's session with this id, in the app the ``app_name`` query
+        parameter names (if any); 404 for any other id."""
+        app_name = self.request.query_params.get("app_name")
         if not services.IDENTIFIER_PATTERN.fullmatch(session_id):
             raise NotFound()
-        record = selectors.session_record_get(user_pk=self.request.user.pk, session_id=session_id)
+        record = selectors.session_record_get(
+            user_pk=self.request.user.pk, session_id=session_id, app_name=app_name
+        )
         if record is None:
             raise NotFound()
         return record
@@ -115,7 +127,7 @@ class SessionStoreAPIView(JSONAPIView):
         session = selectors.session_get(
             app_name=record.app_name,
             user_id=_user_id(self.request),
-            session_id=record.pk,
+            session_id=record.session_id,
             config=GetSessionConfig(num_recent_events=0),
         )
         if session is None:
@@ -148,8 +160,12 @@ class SessionListView(SessionStoreAPIView):
             page_token=query.get("page_token"),
         )
         session_ids = [session.id for session in page.sessions]
-        titles = selectors.session_titles(user_pk=request.user.pk, session_ids=session_ids)
-        temporary = selectors.sessions_temporary(user_pk=request.user.pk, session_ids=session_ids)
+        titles = selectors.session_titles(
+            user_pk=request.user.pk, app_name=query["app_name"], session_ids=session_ids
+        )
+        temporary = selectors.sessions_temporary(
+            user_pk=request.user.pk, app_name=query["app_name"], session_ids=session_ids
+        )
         sessions = [
             {
                 **session.model_dump(),
@@ -180,7 +196,10 @@ class SessionListView(SessionStoreAPIView):
             ),
             404: OpenApiResponse(ErrorSerializer, description="No app of this name exists."),
             409: OpenApiResponse(
-                ErrorSerializer, description="You already have a session with this id."
+                ErrorSerializer,
+                description="You already have a session with this id in this app (ADK's "
+                "AlreadyExistsError). Ids are unique within your sessions of an app: whoever "
+                "else holds the same id, it is free for you.",
             ),
             413: TOO_LARGE,
             415: UNSUPPORTED,
@@ -205,7 +224,7 @@ class SessionDetailView(SessionStoreAPIView):
         "`num_recent_events` stored events, oldest first, with each event's Markdown "
         "rendered as safe HTML.",
         summary="A session with its merged state and latest events",
-        parameters=[SESSION_ID, SessionDetailQuerySerializer],
+        parameters=[SESSION_ID, APP_NAME, SessionDetailQuerySerializer],
         responses={
             200: SessionDetailSerializer,
             400: BAD_REQUEST,
@@ -218,7 +237,7 @@ class SessionDetailView(SessionStoreAPIView):
         query = request_data_validated(SessionDetailQuerySerializer, request.query_params)
         session = self.session_load(record)
         events = selectors.stored_events_recent(
-            session_id=session.id, limit=query["num_recent_events"]
+            session_key=record.pk, limit=query["num_recent_events"]
         )
         detail = {
             **session.model_dump(exclude={"events"}),
@@ -234,7 +253,7 @@ class SessionDetailView(SessionStoreAPIView):
         summary="Rename a session",
         description="Only the title changes: renaming is not activity, so the session keeps "
         "its place in the list.",
-        parameters=[SESSION_ID],
+        parameters=[SESSION_ID, APP_NAME],
         request=SessionRenameSerializer,
         responses={
             200: SessionSerializer,
@@ -249,7 +268,10 @@ class SessionDetailView(SessionStoreAPIView):
         record = self.owned_session(session_id)
         data = request_data_validated(SessionRenameSerializer, request.data)
         if not services.session_rename(
-            user_pk=request.user.pk, session_id=session_id, title=data["title"]
+            user_pk=record.user_id,
+            session_id=record.session_id,
+            app_name=record.app_name,
+            title=data["title"],
         ):
             raise NotFound()
         record.refresh_from_db(fields=["title"])
@@ -270,13 +292,13 @@ class SessionDetailView(SessionStoreAPIView):
         description="Its events and session state go with it, and memories drawn only from it; "
         "`user:` and `app:` state stay. Deleting cannot be undone.",
         summary="Delete a session with its events and session state",
-        parameters=[SESSION_ID],
+        parameters=[SESSION_ID, APP_NAME],
         responses={204: None, 403: NOT_SIGNED_IN, 404: NOT_FOUND},
     )
     def delete(self, request: Request, session_id: str) -> Response:
         record = self.owned_session(session_id)
         if not services.session_delete(
-            app_name=record.app_name, user_id=_user_id(request), session_id=session_id
+            app_name=record.app_name, user_id=_user_id(request), session_id=record.session_id
         ):
             raise NotFound()
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -290,13 +312,13 @@ class SessionEventsView(SessionStoreAPIView):
         "`next_after_sequence` is the `after_sequence` of the next page (null on the last). "
         "Events a rewind took out of the history are left out unless `include_rewound`.",
         summary="A session's stored events in order, a page at a time",
-        parameters=[SESSION_ID, EventsQuerySerializer],
+        parameters=[SESSION_ID, APP_NAME, EventsQuerySerializer],
         responses={200: EventsPageSerializer, 400: BAD_REQUEST, 403: NOT_SIGNED_IN, 404: NOT_FOUND},
     )
     def get(self, request: Request, session_id: str) -> Response:
-        self.owned_session(session_id)
+        record = self.owned_session(session_id)
         query = request_data_validated(EventsQuerySerializer, request.query_params)
-        page = selectors.stored_events_page(session_id=session_id, **query)
+        page = selectors.stored_events_page(session_key=record.pk, **query)
         return Response(EventsPageSerializer(page).data)
 
     @extend_schema(
@@ -304,19 +326,21 @@ class SessionEventsView(SessionStoreAPIView):
         tags=["Sessions"],
         summary="Append an event; its state_delta changes the state",
         description="An event you append is what you said: authored `user`, in the `user` "
-        "role, without function calls, `app:` state keys or the actions only agents take "
-        "(`compaction`, `transfer_to_agent`, `escalate`); each is refused with a 400 naming it.",
-        parameters=[SESSION_ID],
+        "role, without function calls or responses, `app:` state keys, the actions only agents "
+        "take (`compaction`, `transfer_to_agent`, `escalate`) or an id starting `msg-` or "
+        "`edit-` (the server's, for chat turns); each is refused with a 400 naming it.",
+        parameters=[SESSION_ID, APP_NAME],
         request=EventCreateSerializer,
         responses={
             201: StoredEventSerializer,
             400: bad_request(
                 "an `author` other than `user` (an empty one too)",
-                "a `content.role` other than `user`, and `function_call` parts",
+                "a `content.role` other than `user`, and `function_call` or "
+                "`function_response` parts",
                 "`app:` keys in `actions.state_delta`",
                 "the actions only agents take: `compaction`, `transfer_to_agent`, `escalate`",
                 "`partial` events and `actions.rewind_before_invocation_id`",
-                "an empty `id`",
+                "an empty `id`, or one starting `msg-` or `edit-`",
                 "a tool call id repeated in `long_running_tool_ids`",
                 "a `timestamp` outside years 1-9999",
             ),
@@ -349,7 +373,7 @@ class SessionEventsView(SessionStoreAPIView):
             raise serializers.ValidationError(refusals)
         app_policy_get().event_prepare(app_name=record.app_name, event=event)
         services.event_append(session=self.session_load(record), event=event)
-        stored = selectors.stored_event_get(session_id=session_id, event_id=event.id)
+        stored = selectors.stored_event_get(session_key=record.pk, event_id=event.id)
         if stored is None:
             raise NotFound()
         return Response(StoredEventSerializer(stored).data, status=status.HTTP_201_CREATED)
@@ -363,13 +387,13 @@ class SessionStateView(SessionStoreAPIView):
         "the app, `app`: shared by every user of the app) and `merged`, the view an agent gets "
         "(`user:` and `app:` keys with their prefix).",
         summary="A session's state, by scope and merged",
-        parameters=[SESSION_ID],
+        parameters=[SESSION_ID, APP_NAME],
         responses={200: SessionStateSerializer, 403: NOT_SIGNED_IN, 404: NOT_FOUND},
     )
     def get(self, request: Request, session_id: str) -> Response:
         record = self.owned_session(session_id)
         scoped = selectors.session_scoped_state(
-            app_name=record.app_name, user_pk=record.user_id, session_id=session_id
+            app_name=record.app_name, user_pk=record.user_id, session_id=record.session_id
         )
         return Response(SessionStateSerializer(scoped).data)
 
@@ -380,9 +404,11 @@ class SessionRewindView(SessionStoreAPIView):
         tags=["Sessions"],
         summary="Revert a session to just before an invocation",
         description="Session-scope state returns to what it was before the invocation; its "
-        "events and every later one stay stored but leave the history. Answers the rewind "
-        "event, which records the restoring state changes (null for a key that did not exist).",
-        parameters=[SESSION_ID],
+        "events and every later one stay stored but leave the history (marked `rewound`). "
+        "As in ADK, the invocation may be one an earlier rewind took out: the history and the "
+        "state of that point come back. Answers the rewind event, which records the restoring "
+        "state changes (null for a key that did not exist).",
+        parameters=[SESSION_ID, APP_NAME],
         request=RewindSerializer,
         responses={
             201: StoredEventSerializer,
@@ -391,7 +417,7 @@ class SessionRewindView(SessionStoreAPIView):
             404: OpenApiResponse(
                 ErrorSerializer,
                 description="You have no session with this id (also another user's), or the "
-                "session's history does not hold the `invocation_id` (an unknown invocation is "
+                "session holds no event of the `invocation_id` (an unknown invocation is "
                 "an unknown object, as an unknown session is).",
             ),
             413: TOO_LARGE,
@@ -404,10 +430,10 @@ class SessionRewindView(SessionStoreAPIView):
         event = services.session_rewind(
             app_name=record.app_name,
             user_id=_user_id(request),
-            session_id=session_id,
+            session_id=record.session_id,
             rewind_before_invocation_id=data["invocation_id"],
         )
-        stored = selectors.stored_event_get(session_id=session_id, event_id=event.id)
+        stored = selectors.stored_event_get(session_key=record.pk, event_id=event.id)
         if stored is None:
             raise NotFound()
         return Response(StoredEventSerializer(stored).data, status=status.HTTP_201_CREATED)

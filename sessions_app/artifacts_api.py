@@ -85,7 +85,7 @@ def artifact_representation(record: ArtifactRecord) -> dict:
         "mime_type": record.mime_type,
         "size": record.size,
         "create_time": record.create_time,
-        "session_id": record.session_id,
+        "session_id": record.session.session_id if record.session_id else None,
         "download_url": reverse("sessions_api:artifact-content", args=[record.pk]),
         "thumbnail_url": reverse("sessions_api:artifact-thumbnail", args=[record.pk])
         if record.mime_type.startswith("image/")
@@ -112,7 +112,11 @@ class SessionArtifactsView(SessionStoreAPIView):
     )
     def get(self, request: Request, session_id: str) -> Response:
         record = self.owned_session(session_id)
-        artifacts = ArtifactRecord.objects.filter(session=record).order_by("filename", "version")
+        artifacts = (
+            ArtifactRecord.objects.filter(session=record)
+            .select_related("session")
+            .order_by("filename", "version")
+        )
         return Response([artifact_representation(each) for each in artifacts])
 
     @extend_schema(
@@ -162,7 +166,7 @@ class SessionArtifactsView(SessionStoreAPIView):
         stored = services.attachments_store(
             app_name=record.app_name,
             user_id=str(request.user.pk),
-            session_id=record.pk,
+            session_id=record.session_id,
             uploads=uploads_check(files),
         )
         return Response(

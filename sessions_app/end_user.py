@@ -7,7 +7,9 @@ its agent's instruction), so it is written only by the agent's own code, staff h
 ``app:`` key is refused, named in the error, never dropped silently. An event an end user
 appends is what they said: authored ``user``, in the ``user`` role, with no tool call and none
 of the actions only an agent takes (a compaction summary stands in for history in the prompt;
-a transfer or an escalation steers the agents).
+a transfer or an escalation steers the agents); no tool call and no tool result either (the model
+takes a ``function_response`` as what its tool answered, so only the runtime and the app's service
+accounts store one), and no id of the namespaces the server names chat turns' events in.
 
 The REST API, the forms and the chat socket call these checks before anything is written; the
 write-effect matrix (tests/access_app/test_write_effect_matrix.py) proves each door does.
@@ -18,12 +20,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sessions_app.events import Event
+from sessions_app.events import SERVER_EVENT_ID_PREFIXES, Event
 from sessions_app.state import APP_PREFIX
 
 END_USER_AUTHOR = "user"
 END_USER_ROLE = "user"
 AGENT_ONLY_ACTIONS = ("compaction", "transfer_to_agent", "escalate")
+# The parts only the runtime (or the app's service accounts) stores, and why.
+TOOL_PARTS = {
+    "function_call": "Only an agent calls tools: no function_call parts.",
+    "function_response": "Only an agent's tools answer its calls: no function_response parts.",
+}
 
 
 def app_keys_refusal(state: Mapping[str, Any] | None) -> str | None:
@@ -54,8 +61,20 @@ def event_refusals(event: Event) -> dict[str, list[str]]:
                 f"Events you append are in the {END_USER_ROLE!r} role; "
                 f"got {str(event.content.role)[:60]!r}."
             ]
-        if any(part.function_call for part in event.content.parts or ()):
-            problems["content.parts"] = ["Only an agent calls tools: no function_call parts."]
+        parts = event.content.parts or ()
+        tool_parts = [
+            message
+            for kind, message in TOOL_PARTS.items()
+            if any(getattr(part, kind) for part in parts)
+        ]
+        if tool_parts:
+            problems["content.parts"] = tool_parts
+    if event.id.startswith(SERVER_EVENT_ID_PREFIXES):
+        named = " or ".join(repr(prefix) for prefix in SERVER_EVENT_ID_PREFIXES)
+        problems["id"] = [
+            f"Ids starting {named} are made by the server for chat turns; "
+            "choose another id or leave it out."
+        ]
     refusal = app_keys_refusal(event.actions.state_delta)
     if refusal:
         problems["actions.state_delta"] = [refusal]

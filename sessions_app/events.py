@@ -37,6 +37,17 @@ def timestamp_representable(timestamp: float) -> bool:
     return TIMESTAMP_MIN <= timestamp <= TIMESTAMP_MAX
 
 
+# The ids the server names the events of chat turns by: a turn's user message
+# ``msg-<client_message_id>``, its later events ``msg-<client_message_id>.<place>``
+# (``agents_app.runtime.turns``), the rewind of an edit or a regeneration
+# ``edit-<client_message_id>`` (``agents_app.chat.edits``). A client names none of them
+# (``sessions_app.end_user``): an event of its own under such an id would stand in the server's
+# place, and a turn would never end.
+TURN_EVENT_ID_PREFIX = "msg-"
+REWRITE_EVENT_ID_PREFIX = "edit-"
+SERVER_EVENT_ID_PREFIXES = (TURN_EVENT_ID_PREFIX, REWRITE_EVENT_ID_PREFIX)
+
+
 def new_event_id() -> str:
     return str(uuid.uuid4())
 

@@ -5,6 +5,8 @@ service keeps the invariants that the schema alone cannot (state changes only
 through events, contiguous sequence numbers, ``temp:`` keys never stored).
 """
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 
@@ -30,16 +32,29 @@ class VerbatimJSONField(models.JSONField):
         return super().select_format(compiler, sql, params)
 
 
+def session_key_new() -> str:
+    """A fresh surrogate key for a session row: random, so it says nothing of its owner."""
+    return uuid.uuid4().hex
+
+
 class SessionRecord(models.Model):
     """A conversation of one user with one app.
 
+    ``session_id`` is the id ADK and every door name the session by, unique within its
+    (app, user) only, as ADK's are: two users, or one user in two apps, may each hold the same
+    id, and neither learns of the other's. ``key`` is the row's surrogate key, which the rows of
+    events, state, artifacts and memories point to; it never leaves the server. Sessions
+    stored while ids were global kept their id as their key.
     ``last_sequence`` is the sequence number of the newest event; bumping
     it with an UPDATE is what serialises concurrent appends on the row lock.
     ``initial_state`` keeps the session-scope state given at creation, from
     which a rewind replays the events it keeps.
     """
 
-    id = models.CharField(primary_key=True, max_length=128)
+    key = models.CharField(
+        primary_key=True, max_length=128, default=session_key_new, editable=False
+    )
+    session_id = models.CharField(max_length=128)
     app_name = models.CharField(max_length=128)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions"
@@ -58,14 +73,19 @@ class SessionRecord(models.Model):
         verbose_name = "session"
         indexes = [
             models.Index(
-                fields=["user", "app_name", "-last_update_time", "-id"],
-                name="session_user_app_recent",
+                fields=["user", "app_name", "-last_update_time", "-session_id"],
+                name="session_user_app_recent_id",
             ),
             models.Index(fields=["last_update_time"], name="session_last_update"),
         ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["app_name", "user", "session_id"], name="session_app_user_id"
+            ),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.app_name}/{self.user_id}/{self.id}"
+        return f"{self.app_name}/{self.user_id}/{self.session_id}"
 
 
 class EventRecord(models.Model):
@@ -92,6 +112,14 @@ class EventRecord(models.Model):
     )
     rewound = models.BooleanField(
         default=False, help_text="Hidden from the history by a rewind; kept in storage."
+    )
+    # Nullable so that adding it keeps the SQLite table (and its search triggers) as it is;
+    # events stored before it existed read as not excluded.
+    memory_excluded = models.BooleanField(
+        null=True,
+        default=None,
+        help_text="True when said while the user's memory creation was off, or in a temporary "
+        "chat: decided when it was stored (sessions_app.consent); no memory job reads it.",
     )
 
     class Meta:

@@ -11,8 +11,14 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from pydantic.json_schema import model_json_schema
 
-from sessions_app.end_user import AGENT_ONLY_ACTIONS, END_USER_ROLE
-from sessions_app.events import TIMESTAMP_MAX, TIMESTAMP_MIN, TIMESTAMP_RANGE_MESSAGE, Event
+from sessions_app.end_user import AGENT_ONLY_ACTIONS, END_USER_ROLE, TOOL_PARTS
+from sessions_app.events import (
+    SERVER_EVENT_ID_PREFIXES,
+    TIMESTAMP_MAX,
+    TIMESTAMP_MIN,
+    TIMESTAMP_RANGE_MESSAGE,
+    Event,
+)
 from sessions_app.serializers import (
     STATE_KEY_SCHEMA,
     EventCreateSerializer,
@@ -56,10 +62,8 @@ def end_user_event_components(auto_schema) -> None:
     )["$defs"]
     part = copy.deepcopy(defs["Part"])
     part["title"] = "UserPart"
-    part["properties"]["function_call"] = {
-        "type": "null",
-        "description": "Only an agent calls tools: no function_call parts.",
-    }
+    for kind, refusal in TOOL_PARTS.items():
+        part["properties"][kind] = {"type": "null", "description": refusal}
     content = copy.deepcopy(defs["Content"])
     content["title"] = "UserContent"
     content["properties"]["parts"]["anyOf"][0]["items"] = _ref("UserPart")
@@ -98,6 +102,9 @@ class EventCreateSerializerSchema(OpenApiSerializerExtension):
         schema = event_schema(auto_schema)
         schema["additionalProperties"] = False
         schema["properties"]["id"]["minLength"] = 1
+        schema["properties"]["id"]["not"] = {
+            "pattern": "^(" + "|".join(SERVER_EVENT_ID_PREFIXES) + ")"
+        }
         # What the API refuses of an end user's event, said in the schema's own terms.
         schema["properties"]["author"] = {
             "title": "Author",

@@ -4,7 +4,6 @@ a conversation to its user (registered with the access layer when the app starts
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.urls import reverse
 from django.utils.text import Truncator
 
 from access_app.models import AccessScope
@@ -16,19 +15,21 @@ from access_app.permissions import (
 )
 from access_app.selectors import AuditSubject, audit_subject_describer_register
 from sessions_app.models import EventRecord, SessionRecord
+from sessions_app.selectors.sessions import session_chat_url
 
 
 def sessions_describe(user: AbstractBaseUser, session_ids: set[str]) -> dict[str, AuditSubject]:
-    """The user's own conversations among ``session_ids``, by title, linked to their chat page."""
-    titles = SessionRecord.objects.filter(user_id=user.pk, pk__in=session_ids).values_list(
-        "pk", "title"
+    """The user's own conversations among ``session_ids`` (their rows' keys, as the staff
+    console names them), by title, linked to their chat page."""
+    sessions = SessionRecord.objects.filter(user_id=user.pk, pk__in=session_ids).only(
+        "key", "session_id", "app_name", "title"
     )
     return {
-        pk: AuditSubject(
-            f"the conversation “{Truncator(title or 'untitled').chars(60)}”",
-            reverse("chat-session", kwargs={"session_id": pk}),
+        session.pk: AuditSubject(
+            f"the conversation “{Truncator(session.title or 'untitled').chars(60)}”",
+            session_chat_url(session),
         )
-        for pk, title in titles
+        for session in sessions
     }
 
 

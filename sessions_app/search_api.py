@@ -25,7 +25,8 @@ class SearchQuerySerializer(serializers.Serializer):
     q = serializers.CharField(
         max_length=MAX_QUERY_CHARS,
         trim_whitespace=True,
-        help_text="Words to find; each matches the start of a word, and all must be there.",
+        help_text="Words to find, in any of their forms (by their English stem); all must "
+        "be there.",
     )
     app_name = identifier_field(
         default=_default_app_name, help_text="Defaults to the site's default app."
@@ -43,6 +44,14 @@ class SearchHitSerializer(serializers.Serializer):
         allow_blank=True, help_text="The text around the first word found, as plain text."
     )
     timestamp = serializers.FloatField(help_text="When the message was stored (Unix time).")
+    title_marks = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
+        help_text="[start, end) character ranges of the matching words in the title.",
+    )
+    snippet_marks = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
+        help_text="[start, end) character ranges of the matching words in the snippet.",
+    )
 
 
 class SearchResultsSerializer(serializers.Serializer):
@@ -54,9 +63,10 @@ class ChatSearchView(JSONAPIView):
         operation_id="chats_search",
         tags=["Sessions"],
         summary="Search your chats' titles and messages",
-        description="Your chats of the app whose title or messages hold every word of `q`: "
-        "title matches first, then up to 20 messages, newest first. Messages an edit or a "
-        "rewind took out of the history are not searched.",
+        description="Your chats of the app whose title or messages hold every word of `q`, "
+        "one result per chat: title matches first, then chats by their newest matching "
+        "message (of the 20 newest), with the ranges of the matching words to highlight. "
+        "Messages an edit or a rewind took out of the history are not searched.",
         parameters=[SearchQuerySerializer],
         responses={200: SearchResultsSerializer, 400: BAD_REQUEST, 403: NOT_SIGNED_IN},
     )

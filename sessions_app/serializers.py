@@ -8,6 +8,7 @@ Events are described in the schema by the ``Event`` model's own JSON schema
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pydantic
@@ -174,9 +175,9 @@ class RewindSerializer(serializers.Serializer):
 class EventCreateSerializer(serializers.Serializer):
     """An event to append, as ADK's Event JSON; ``validated_data`` is the ``Event``.
 
-    Refused: partial events (streamed to clients, never stored), rewind markers
-    (only a rewind writes them), timestamps outside years 1-9999, and text
-    fields longer than storage holds.
+    Refused: a value of another JSON type than its field's (a boolean where a number goes),
+    partial events (streamed to clients, never stored), rewind markers (only a rewind writes
+    them), timestamps outside years 1-9999, and text fields longer than storage holds.
     """
 
     # Fields of ADK's Event this server does not model: refused from signed-in users, kept
@@ -185,7 +186,9 @@ class EventCreateSerializer(serializers.Serializer):
 
     def to_internal_value(self, data: Any) -> Event:
         try:
-            event = Event.model_validate(data)
+            # As JSON, strictly: every value must have its field's JSON type (a boolean is no
+            # number, ``"timestamp": true`` is not 1), at any depth of google-genai's types too.
+            event = Event.model_validate_json(json.dumps(data), strict=True)
         except pydantic.ValidationError as error:
             raise serializers.ValidationError(_pydantic_error_details(error)) from None
         except (AttributeError, TypeError):

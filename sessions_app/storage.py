@@ -18,6 +18,7 @@ from typing import Any
 from django.db import connection, models, transaction
 
 from core import async_database
+from sessions_app.consent import memory_consent_get
 from sessions_app.errors import SessionNotFoundError
 from sessions_app.models import AppState, EventRecord, SessionRecord, SessionState, UserState
 from sessions_app.state import ScopedState
@@ -54,14 +55,17 @@ def _json_param(value: Any) -> Any:
     return None if value is None else connection.ops.adapt_json_value(value, None)
 
 
-def state_rows_upsert(*, session_id: str, user_pk: int, app_name: str, scoped: ScopedState) -> None:
-    """Write each stored scope's keys; call inside the caller's transaction.
+def state_rows_upsert(
+    *, session_key: str, user_pk: int, app_name: str, scoped: ScopedState
+) -> None:
+    """Write each stored scope's keys (the session's, of the session row ``session_key``);
+    call inside the caller's transaction.
 
     One statement per scope, rows in key order, so the row locks of shared
     keys are always taken in the same order.
     """
     scopes = (
-        (SessionState, ("session", "key", "value"), (session_id,), scoped.session),
+        (SessionState, ("session", "key", "value"), (session_key,), scoped.session),
         (UserState, ("user", "app_name", "key", "value"), (user_pk, app_name), scoped.user),
         (AppState, ("app_name", "key", "value"), (app_name,), scoped.app),
     )
@@ -95,22 +99,26 @@ def _event_record_params(fields: dict[str, Any], names: tuple[str, ...]) -> list
     return params
 
 
-def event_record_insert(*, session_id: str, sequence: int, fields: dict[str, Any]) -> None:
-    """Insert an EventRecord row as ``EventRecord.objects.create`` would, in one statement.
+def event_record_insert(*, session_key: str, sequence: int, fields: dict[str, Any]) -> None:
+    """Insert an EventRecord row of the session row ``session_key`` as
+    ``EventRecord.objects.create`` would, in one statement.
 
     Fields not given take their model default; no model signals are sent
     (none are connected to EventRecord).
     """
     names = tuple(field.name for field in _EVENT_RECORD_FIELDS)
-    params = _event_record_params({"session_id": session_id, "sequence": sequence, **fields}, names)
+    params = _event_record_params(
+        {"session_id": session_key, "sequence": sequence, **fields}, names
+    )
     with connection.cursor() as cursor:
         cursor.execute(_insert_sql(EventRecord, names, 1, ()), params)
 
 
 def sequence_claim(
     *, session_id: str, app_name: str, user_pk: int, now: float
-) -> tuple[int, float]:
-    """Take the session row lock and the next sequence number, in one statement.
+) -> tuple[str, int, float]:
+    """Take the session row lock and the next sequence number, in one statement; returns
+    the session's key, that number and its last_update_time.
 
     Must be the first write of the caller's transaction: every writer of a
     session goes through here first, which is what fixes the lock order.
@@ -121,25 +129,46 @@ def sequence_claim(
         cursor.execute(
             f"UPDATE {table} SET last_sequence = last_sequence + 1, "
             "last_update_time = CASE WHEN last_update_time > %s THEN last_update_time ELSE %s END "
-            "WHERE id = %s AND app_name = %s AND user_id = %s "
-            "RETURNING last_sequence, last_update_time",
+            "WHERE session_id = %s AND app_name = %s AND user_id = %s "
+            'RETURNING "key", last_sequence, last_update_time',
             [now, now, session_id, app_name, user_pk],
         )
         row = cursor.fetchone()
     if row is None:
-        raise SessionNotFoundError(f"Session {session_id!r} not found.")
-    return row[0], row[1]
+        raise SessionNotFoundError(f"Session {session_id!r} not found in app {app_name!r}.")
+    return row[0], row[1], row[2]
+
+
+def _memory_excluded_read(*, session_key: str, user_pk: int) -> bool:
+    """Whether what is stored now in the session is kept from long-term memory: the chat is
+    temporary or the user does not allow memories from their chats (``consent``)."""
+    condition = memory_consent_get()
+    table = SessionRecord._meta.db_table
+    qn = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {qn(SessionRecord._meta.get_field('temporary').column)} "
+            f'OR NOT ({condition.sql}) FROM {table} WHERE "key" = %s',
+            [user_pk, session_key],
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 # The EventRecord fields the one-statement append fills from its parameters;
-# the session and the sequence number come from the claimed session row.
+# the session and the sequence number come from the claimed session row, and
+# ``memory_excluded`` from the session and the user's consent (``consent``).
 _EVENT_PARAM_NAMES = tuple(
-    field.name for field in _EVENT_RECORD_FIELDS if field.name not in ("session", "sequence")
+    field.name
+    for field in _EVENT_RECORD_FIELDS
+    if field.name not in ("session", "sequence", "memory_excluded")
 )
 
 
 @functools.lru_cache(maxsize=256)
-def _append_sql_postgresql(session_keys: int, user_keys: int, app_keys: int) -> str:
+def _append_sql_postgresql(
+    session_keys: int, user_keys: int, app_keys: int, consent_sql: str
+) -> str:
     """``event_append``'s writes as one PostgreSQL statement, for deltas of these sizes.
 
     Data-modifying CTEs, each fed by the previous one, so the row locks are
@@ -150,9 +179,13 @@ def _append_sql_postgresql(session_keys: int, user_keys: int, app_keys: int) -> 
     only after that CTE has written all its rows. If the claim finds no
     session, nothing is written and no row is returned.
 
+    ``memory_excluded`` is computed in the same statement: the claimed session is
+    temporary, or ``consent_sql`` (``consent.ConsentCondition``) does not hold.
+
     Parameters: now, now, session id, app name, user pk; the event fields
-    ``_EVENT_PARAM_NAMES``; (key, value) per session key; user pk, app name,
-    (key, value) per user key; app name, (key, value) per app key. Returns one
+    ``_EVENT_PARAM_NAMES``; user pk (for ``consent_sql``); (key, value) per
+    session key; user pk, app name, (key, value) per user key; app name,
+    (key, value) per app key. Returns one
     row: the sequence number and the session's last_update_time.
     """
     qn = connection.ops.quote_name
@@ -178,13 +211,15 @@ def _append_sql_postgresql(session_keys: int, user_keys: int, app_keys: int) -> 
         f"claim AS (UPDATE {table(session)} SET {last_sequence} = {last_sequence} + 1, "
         f"{last_update_time} = CASE WHEN {last_update_time} > %s "
         f"THEN {last_update_time} ELSE %s END "
-        f"WHERE {column(session, 'id')} = %s AND {column(session, 'app_name')} = %s "
+        f"WHERE {column(session, 'session_id')} = %s AND {column(session, 'app_name')} = %s "
         f"AND {column(session, 'user')} = %s "
-        f"RETURNING {column(session, 'id')} AS id, {last_sequence} AS sequence, "
-        f"{last_update_time} AS last_update_time)",
+        f"RETURNING {column(session, 'key')} AS id, {last_sequence} AS sequence, "
+        f"{last_update_time} AS last_update_time, {column(session, 'temporary')} AS temporary)",
         f"event_row AS (INSERT INTO {table(EventRecord)} ({column(EventRecord, 'session')}, "
-        f"{column(EventRecord, 'sequence')}, {event_columns}) "
-        f"SELECT claim.id, claim.sequence, {event_params} FROM claim)",
+        f"{column(EventRecord, 'sequence')}, {event_columns}, "
+        f"{column(EventRecord, 'memory_excluded')}) "
+        f"SELECT claim.id, claim.sequence, {event_params}, "
+        f"(claim.temporary OR NOT ({consent_sql})) FROM claim)",
     ]
     previous = None
     for name, model, owner_names, owner_values, count in (
@@ -219,6 +254,7 @@ def _append_statement_postgresql(
     """The one statement of an append on PostgreSQL, with its parameters."""
     params: list[Any] = [now, now, session_id, app_name, user_pk]
     params += _event_record_params(fields, _EVENT_PARAM_NAMES)
+    params.append(user_pk)
     for owner, values in (
         ((), scoped.session),
         ((user_pk, app_name), scoped.user),
@@ -228,19 +264,23 @@ def _append_statement_postgresql(
             params += owner
             for key, value in sorted(values.items()):
                 params += (key, _json_param(value))
-    return _append_sql_postgresql(len(scoped.session), len(scoped.user), len(scoped.app)), params
+    sql = _append_sql_postgresql(
+        len(scoped.session), len(scoped.user), len(scoped.app), memory_consent_get().sql
+    )
+    return sql, params
 
 
-def _stored_last_update_time(row: tuple | None, session_id: str) -> float:
+def _stored_place(row: tuple | None, session_id: str, app_name: str) -> tuple[int, float]:
     if row is None:
-        raise SessionNotFoundError(f"Session {session_id!r} not found.")
-    return row[1]
+        raise SessionNotFoundError(f"Session {session_id!r} not found in app {app_name!r}.")
+    return row[0], row[1]
 
 
 def event_store(
     *, session_id: str, app_name: str, user_pk: int, fields: dict[str, Any], scoped: ScopedState
-) -> float:
-    """Store an event row and apply its stored scopes' keys, atomically; returns last_update_time.
+) -> tuple[int, float]:
+    """Store an event row and apply its stored scopes' keys, atomically; returns the event's
+    sequence number and the session's last_update_time.
 
     Claims the next sequence number first, which takes the session row lock.
     On PostgreSQL all of it is one statement (one round trip when autocommit
@@ -251,14 +291,19 @@ def event_store(
     now = time.time()
     if connection.vendor != "postgresql":
         with transaction.atomic():
-            sequence, last_update_time = sequence_claim(
+            session_key, sequence, last_update_time = sequence_claim(
                 session_id=session_id, app_name=app_name, user_pk=user_pk, now=now
             )
-            event_record_insert(session_id=session_id, sequence=sequence, fields=fields)
-            state_rows_upsert(
-                session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=scoped
+            excluded = _memory_excluded_read(session_key=session_key, user_pk=user_pk)
+            event_record_insert(
+                session_key=session_key,
+                sequence=sequence,
+                fields={**fields, "memory_excluded": excluded},
             )
-        return last_update_time
+            state_rows_upsert(
+                session_key=session_key, user_pk=user_pk, app_name=app_name, scoped=scoped
+            )
+        return sequence, last_update_time
     sql, params = _append_statement_postgresql(
         session_id=session_id,
         app_name=app_name,
@@ -272,12 +317,12 @@ def event_store(
     with savepoint, connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
-    return _stored_last_update_time(row, session_id)
+    return _stored_place(row, session_id, app_name)
 
 
 async def event_store_async(
     *, session_id: str, app_name: str, user_pk: int, fields: dict[str, Any], scoped: ScopedState
-) -> float:
+) -> tuple[int, float]:
     """``event_store`` from an event loop, on PostgreSQL: the same one statement, in
     autocommit on the loop's own connection (``core.async_database``)."""
     sql, params = _append_statement_postgresql(
@@ -289,4 +334,4 @@ async def event_store_async(
         now=time.time(),
     )
     (rows,) = await async_database.fetch_each([(sql, params)], repeatable=False)
-    return _stored_last_update_time(rows[0] if rows else None, session_id)
+    return _stored_place(rows[0] if rows else None, session_id, app_name)

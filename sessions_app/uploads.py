@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 
 from django.conf import settings
@@ -20,7 +20,7 @@ from PIL import Image, UnidentifiedImageError
 from pypdf import PdfReader
 from pypdf.errors import PdfReadError
 
-from sessions_app.artifact_files import artifact_filename_problem
+from sessions_app.artifact_files import USER_PREFIX, artifact_filename_problem
 from sessions_app.errors import InvalidArtifactError
 
 IMAGE_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
@@ -45,6 +45,7 @@ TYPE_NAMES = {
     "text/plain": "plain text",
     "text/markdown": "Markdown text",
 }
+TEXT_TYPES = frozenset({"text/plain", "text/markdown"})
 ACCEPTED = "PNG, JPEG, WebP or GIF images, PDF documents, plain text or Markdown"
 # What WHATWG's MIME sniffing reads as HTML (or XML) at the start of a file: a browser shown
 # such a "text" file could run it.
@@ -94,6 +95,16 @@ def _pdf_whole(data: bytes) -> bool:
         return data.rstrip().endswith(b"%%EOF") and len(reader.pages) > 0
     except (PdfReadError, ValueError, KeyError, TypeError, IndexError, OSError):
         return False
+
+
+def pdf_text(data: bytes) -> str:
+    """The text of a PDF's pages, in order ("" for a PDF with no text layer or one that does
+    not parse)."""
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        return "\n".join(page.extract_text() or "" for page in reader.pages)
+    except (PdfReadError, ValueError, KeyError, TypeError, IndexError, OSError):
+        return ""
 
 
 def _content_type(filename: str, data: bytes) -> str:
@@ -167,3 +178,23 @@ def uploads_check(files: list[tuple[str, bytes]]) -> list[CheckedUpload]:
             f"{len(files)} files were attached; at most {limit} go with one message."
         )
     return [upload_check(filename=name, data=data) for name, data in files]
+
+
+def artifact_upload_check(*, filename: str, data: bytes, mime_type: str | None) -> CheckedUpload:
+    """A file an app's agent saves as an artifact, checked as an attachment is
+    (``upload_check``, on the name without its ``user:``), or ``InvalidArtifactError``.
+
+    ``mime_type`` is the type the agent stated (None for a text part): it must be the one the
+    content shows, plain text and Markdown standing for each other, so that the file loads
+    back as it was saved and the chat shows it as what it is.
+    """
+    checked = upload_check(filename=filename.removeprefix(USER_PREFIX), data=data)
+    if mime_type is None or mime_type == checked.mime_type:
+        return replace(checked, filename=filename)
+    if mime_type in TEXT_TYPES and checked.mime_type in TEXT_TYPES:
+        return replace(checked, filename=filename, mime_type=mime_type)
+    stated = TYPE_NAMES.get(mime_type, f"of type {mime_type}")
+    raise InvalidArtifactError(
+        f"{filename} is stated to be {stated} but its content is "
+        f"{TYPE_NAMES[checked.mime_type]}: {ACCEPTED} are accepted, as their content shows."
+    )

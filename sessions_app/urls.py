@@ -7,26 +7,26 @@ app_name = "sessions_api"
 urlpatterns = [
     path("search/", search_api.ChatSearchView.as_view(), name="chats-search"),
     path("sessions/", api.SessionListView.as_view(), name="session-list"),
-    path("sessions/<str:session_id>/", api.SessionDetailView.as_view(), name="session-detail"),
+    path("sessions/<id:session_id>/", api.SessionDetailView.as_view(), name="session-detail"),
     path(
-        "sessions/<str:session_id>/events/", api.SessionEventsView.as_view(), name="session-events"
+        "sessions/<id:session_id>/events/", api.SessionEventsView.as_view(), name="session-events"
     ),
-    path("sessions/<str:session_id>/state/", api.SessionStateView.as_view(), name="session-state"),
+    path("sessions/<id:session_id>/state/", api.SessionStateView.as_view(), name="session-state"),
     path(
-        "sessions/<str:session_id>/rewind/", api.SessionRewindView.as_view(), name="session-rewind"
+        "sessions/<id:session_id>/rewind/", api.SessionRewindView.as_view(), name="session-rewind"
     ),
     path(
-        "sessions/<str:session_id>/artifacts/",
+        "sessions/<id:session_id>/artifacts/",
         artifacts_api.SessionArtifactsView.as_view(),
         name="session-artifacts",
     ),
     path(
-        "artifacts/<str:artifact_id>/content/",
+        "artifacts/<id:artifact_id>/content/",
         artifacts_api.ArtifactContentView.as_view(),
         name="artifact-content",
     ),
     path(
-        "artifacts/<str:artifact_id>/thumbnail/",
+        "artifacts/<id:artifact_id>/thumbnail/",
         artifacts_api.ArtifactThumbnailView.as_view(),
         name="artifact-thumbnail",
     ),

@@ -7,11 +7,19 @@ from django.db import OperationalError, connection
 from rest_framework.test import APIClient
 
 from tests.factories import UserFactory
+from tests.migrated_sqlite import sqlite_migrated
 
 # Set before any test module imports chatapp.asgi, which starts the embedded mode's periodic
 # thread: that thread would run the real cleanup tasks against whichever test database is open,
 # outside the tests' transactions (SQLite then reports "database table is locked").
 django_settings.PERIODIC_IN_PROCESS = False
+
+# Django's test client loads the middleware chain afresh for every client, and whitenoise's
+# middleware then indexes every collected static file (a thirtieth of a second, about a third
+# of the time of a test that makes a client per visitor). Here it looks a file up when one is
+# asked for, as under DEBUG; static files as production serves them are tested by the browser
+# tests' servers and tests/chatapp/test_settings_production.py.
+django_settings.WHITENOISE_AUTOREFRESH = True
 
 # The suite's own threads (its concurrency tests, asgiref's executors) take connections and end
 # without giving them back, which a connection pool would count as in use for good: after a
@@ -25,6 +33,31 @@ if django_settings.DATABASES["default"].get("OPTIONS", {}).pop("pool", None):
 # folder, a bare `pytest` on a fresh checkout would otherwise fail to open the database.
 if django_settings.USING_SQLITE:
     Path(django_settings.DATABASES["default"]["TEST"]["NAME"]).parent.mkdir(exist_ok=True)
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Keep together, on one pytest-xdist worker, the tests that share an expensive start:
+    the multi-process suite's stack (PostgreSQL, Redis, daphne, Celery) and each browser
+    module's Chromium (or the group a module names, for a server it shares with another).
+    Everything else is handed out test by test (``--dist loadgroup``), but for modules that
+    name a group of their own."""
+    for item in items:
+        if item.get_closest_marker("multiprocess") or "tests/multiprocess/" in item.nodeid:
+            item.add_marker(pytest.mark.xdist_group("multiprocess"))
+        elif item.get_closest_marker("browser") and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+@pytest.fixture(scope="session")
+def django_db_keepdb(request, django_db_modify_db_settings) -> bool:
+    """On SQLite each worker's test database starts as a copy of the migrated template the
+    test servers copy too (tests/migrated_sqlite.py), kept as it is: Django then only finds
+    every migration applied, instead of running them all again in every worker."""
+    reuse = request.config.getvalue("reuse_db")
+    if reuse or not django_settings.USING_SQLITE:
+        return reuse
+    sqlite_migrated(Path(django_settings.DATABASES["default"]["TEST"]["NAME"]), env=os.environ)
+    return True
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -195,6 +228,33 @@ async def gemini(fake_gemini):
     from core.gemini import GeminiModel
 
     model = GeminiModel("gemini-2.5-flash")
+    yield model
+    await model.aclose()
+
+
+@pytest.fixture
+def fake_openai(settings, monkeypatch):
+    """A local server speaking the OpenAI-compatible API, with ``LLM_PROVIDER=openai`` and the
+    openai client pointed at it (proxy variables cleared, as for ``fake_gemini``)."""
+    from tests.fake_openai import FakeOpenAI
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    server = FakeOpenAI().start()
+    settings.LLM_PROVIDER = "openai"
+    settings.OPENAI_BASE_URL = server.url
+    settings.OPENAI_API_KEY = ""
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def openai_model(fake_openai):
+    """The model ``llama3.2`` of the fake OpenAI-compatible server, through the real client."""
+    from core.openai_compatible import OpenAICompatibleModel
+
+    model = OpenAICompatibleModel("llama3.2")
     yield model
     await model.aclose()
 

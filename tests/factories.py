@@ -43,3 +43,12 @@ class AccessGrantFactory(factory.django.DjangoModelFactory):
     grantee = factory.SubFactory(StaffFactory)
     scope = "memories"
     expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(days=7))
+
+
+def session_key(session) -> str:
+    """The key of the row of an ADK ``Session`` (turn claims and memory jobs name it by it)."""
+    from sessions_app.models import SessionRecord
+
+    return SessionRecord.objects.get(
+        session_id=session.id, app_name=session.app_name, user_id=int(session.user_id)
+    ).pk

@@ -26,13 +26,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
-from collections import deque
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.scripted_server import ScriptedServer
 
 EMBEDDING_DIMENSIONS = 8
 
@@ -196,7 +196,7 @@ class RecordedRequest:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: Any
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the recorded requests are what tests look at."""
@@ -320,51 +320,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    fake: FakeGemini
-
-
-class FakeGemini:
+class FakeGemini(ScriptedServer):
     """The scripted server; ``start`` it, ``push`` answers, read ``requests``, ``stop`` it."""
 
+    handler = _Handler
+    thread_name = "fake-gemini"
+
     def __init__(self) -> None:
-        self.requests: list[RecordedRequest] = []
+        super().__init__()
         self.files: dict[str, UploadedFile] = {}
-        self.stopping = threading.Event()
-        self._script: deque[Script] = deque()
-        self._embedding_script: deque[HttpError | Stall] = deque()
-        self._lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         """The base URL to give the client, e.g. ``http://127.0.0.1:54321``."""
-        assert self._server is not None, "the fake Gemini server is not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FakeGemini:
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.fake = self
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name="fake-gemini",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving, release stalled requests, and close the listening socket."""
-        self.stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        return self.origin
 
     def file_new(self, *, mime_type: str) -> UploadedFile:
         """A file the Files API is about to receive."""
@@ -374,26 +343,6 @@ class FakeGemini:
             self.files[name] = uploaded
             return uploaded
 
-    def push(self, *answers: Script) -> None:
-        """Queue answers for the next generation requests, in order."""
-        with self._lock:
-            self._script.extend(answers)
-
-    def push_embedding(self, *answers: HttpError | Stall) -> None:
-        """Queue failures for the next embedding requests, in order."""
-        with self._lock:
-            self._embedding_script.extend(answers)
-
-    def pending(self) -> int:
-        """How many scripted answers (of either queue) no request has taken yet."""
-        with self._lock:
-            return len(self._script) + len(self._embedding_script)
-
     def record(self, request: RecordedRequest) -> Script | None:
         """Store ``request`` and hand it the next answer of its queue (None when empty)."""
-        with self._lock:
-            self.requests.append(request)
-            queue = (
-                self._embedding_script if request.action == "batchEmbedContents" else self._script
-            )
-            return queue.popleft() if queue else None
+        return self.take(request, embedding=request.action == "batchEmbedContents")

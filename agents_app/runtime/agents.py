@@ -41,6 +41,7 @@ class CompactionConfig:
 class AgentConfig:
     app_name: str
     name: str = "assistant"
+    provider: str = "gemini"
     model: str = "gemini-2.5-flash"
     instruction: str | InstructionProvider = DEFAULT_INSTRUCTION
     tools: tuple[str, ...] = ("set_state",)
@@ -70,6 +71,7 @@ def agent_from_app(app) -> AgentConfig:
     return AgentConfig(
         app_name=app.name,
         name=app.agent_name,
+        provider=app.provider or settings.LLM_PROVIDER,
         model=app.model or settings.LLM_MODEL,
         instruction=app.instruction,
         tools=tuple(app.tools),
@@ -102,6 +104,7 @@ def agent_from_settings(app_name: str) -> AgentConfig:
     unknown = set(overrides) - allowed
     if unknown:
         raise ValueError(f"settings.AGENTS[{app_name!r}] has unknown fields: {sorted(unknown)}")
+    overrides.setdefault("provider", settings.LLM_PROVIDER)
     overrides.setdefault("model", settings.LLM_MODEL)
     overrides.setdefault("pii_redaction", bool(settings.MEMORY_PII_REDACTION.get(app_name, False)))
     return AgentConfig(app_name=app_name, **overrides)

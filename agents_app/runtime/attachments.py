@@ -21,15 +21,16 @@ from sessions_app.artifact_files import artifact_uri, artifact_uri_parse
 from sessions_app.models import ArtifactRecord
 
 
-def attachment_parts(records: Sequence[ArtifactRecord]) -> list[types.Part]:
-    """The parts a user message keeps for its attached files: references, not bytes."""
+def attachment_parts(records: Sequence[ArtifactRecord], *, session_id: str) -> list[types.Part]:
+    """The parts a user message of the session ``session_id`` keeps for its attached files
+    (files of that session): references, not bytes."""
     return [
         types.Part(
             file_data=types.FileData(
                 file_uri=artifact_uri(
                     app_name=record.app_name,
                     user_id=str(record.user_id),
-                    session_id=record.session_id,
+                    session_id=session_id if record.session_id else None,
                     filename=record.filename,
                     version=record.version,
                 ),

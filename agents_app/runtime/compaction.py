@@ -77,7 +77,12 @@ def session_compact(
     Raises the model's ModelError so the task can retry transient failures.
     """
     agent = agent or agent_for_app(app_name)
-    previous = selectors.session_latest_compaction(session_id=session_id)
+    user_pk = selectors.user_pk_from_id(user_id)
+    if user_pk is None:
+        return None
+    previous = selectors.session_latest_compaction(
+        app_name=app_name, user_pk=user_pk, session_id=session_id
+    )
     config = GetSessionConfig(
         after_timestamp=previous.actions.compaction.end_timestamp if previous else None
     )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agents_app.runtime.tools import Tool
-from core.llm import MemorySnippet
+from core.llm import MemorySnippet, PastConversationSnippet
 from sessions_app.types import Session
 
 PROFILE_PREFIX = "user:"
@@ -30,6 +30,7 @@ class MemoryPermissions:
     create: bool
     temporary: bool = False
     governs_profile: bool = True  # False without a memory provider: ``user:`` state is free
+    past: bool = False  # "Reference past chats": search the user's own earlier turns
 
     def not_saved_reason(self) -> str:
         """Why nothing said in this chat is kept, in words for the user ("" when it is)."""
@@ -54,8 +55,21 @@ class MemoryProvider(Protocol):
 
     async def preload(self, *, session: Session, query: str, limit: int) -> list[MemorySnippet]: ...
 
+    async def preload_past(
+        self, *, session: Session, query: str, limit: int
+    ) -> list[PastConversationSnippet]:
+        """The user's turns of their other chats most relevant to ``query`` (past conversations),
+        for a section of the system instruction of their own."""
+        ...
+
+    async def app_guidance(self, *, session: Session) -> list[str]:
+        """The app's guidance for its agent (procedural memory, written by its staff), which
+        the system instruction carries as instructions."""
+        ...
+
     def tools(self) -> list[Tool]:
-        """``load_memory`` and ``create_memory``; the runner offers them only when allowed."""
+        """``load_memory``, ``create_memory`` and ``search_past_conversations``; the runner
+        offers each only when allowed."""
         ...
 
     async def turn_completed(self, *, session: Session, invocation_id: str) -> None:
@@ -63,7 +77,7 @@ class MemoryProvider(Protocol):
         ...
 
     async def turn_trigger_check(
-        self, *, app_name: str, session_id: str, invocation_id: str
+        self, *, app_name: str, user_id: str, session_id: str, invocation_id: str
     ) -> Any:
         """The first half of ``turn_completed``: which trigger is due for the turn, if any
         (None: none). It reads nothing of the turn's last event, so it may run while that
@@ -75,12 +89,12 @@ class MemoryProvider(Protocol):
         generation ``trigger`` (from ``turn_trigger_check``) calls for."""
         ...
 
-    async def session_opened(self, *, user_id: str, session_id: str) -> None:
+    async def session_opened(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """The user opened a chat on the session (a socket connected): they are in it, and
         out of their other chats."""
         ...
 
-    async def session_left(self, *, user_id: str, session_id: str) -> None:
+    async def session_left(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """A chat socket of the session closed: the user may have left it."""
         ...
 
@@ -92,6 +106,14 @@ class NoMemoryProvider:
     async def preload(self, *, session: Session, query: str, limit: int) -> list[MemorySnippet]:
         return []
 
+    async def preload_past(
+        self, *, session: Session, query: str, limit: int
+    ) -> list[PastConversationSnippet]:
+        return []
+
+    async def app_guidance(self, *, session: Session) -> list[str]:
+        return []
+
     def tools(self) -> list[Tool]:
         return []
 
@@ -99,17 +121,17 @@ class NoMemoryProvider:
         return None
 
     async def turn_trigger_check(
-        self, *, app_name: str, session_id: str, invocation_id: str
+        self, *, app_name: str, user_id: str, session_id: str, invocation_id: str
     ) -> Any:
         return None
 
     async def turn_trigger_queue(self, *, session: Session, trigger: Any) -> None:
         return None
 
-    async def session_opened(self, *, user_id: str, session_id: str) -> None:
+    async def session_opened(self, *, app_name: str, user_id: str, session_id: str) -> None:
         return None
 
-    async def session_left(self, *, user_id: str, session_id: str) -> None:
+    async def session_left(self, *, app_name: str, user_id: str, session_id: str) -> None:
         return None
 
 

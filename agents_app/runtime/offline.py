@@ -3,7 +3,8 @@
 It is what makes the app work on a fresh machine, so its behaviour is
 specified (and tested) rule by rule. For the latest user message:
 
-1. "remember (that) X" with ``create_memory`` offered: call ``create_memory(text=X)``;
+1. "remember (that) X" with ``create_memory`` offered: call ``create_memory(text=X,
+   asked=True)``;
    without it, in a chat that keeps nothing (``not_saved_reason``): say it was not saved, and
    why. A message with attached files that asks to remember them ("remember this logo",
    ``memory_app.extraction.files.KEEP_REQUEST``) calls no tool: the reply names the files and
@@ -11,13 +12,20 @@ specified (and tested) rule by rule. For the latest user message:
    as memories that hold the files.
 2. "what do you know/remember (about X)?" with ``load_memory`` offered: call
    ``load_memory(query=X or the whole question)``.
-3. "my name is N" with ``set_state`` offered: call ``set_state("user:name", N)``.
-4. "set K to V" with ``set_state`` offered: call ``set_state(K, V)``.
-5. Otherwise a reply that greets the user by ``user:name`` when known, repeats
-   what they said, and cites the best-scoring preloaded memory.
+3. "where/when did I say/mention/tell you X?" (or "did I ever mention X?") with
+   ``search_past_conversations`` offered: call ``search_past_conversations(query=X)``.
+4. "my name is N" with ``set_state`` offered: call ``set_state("user:name", N)``.
+5. "set K to V" with ``set_state`` offered: call ``set_state(K, V)``.
+6. A question about the attached text files or PDFs ("what does the file say?"): the files
+   received, and a quote of the start of each one's text.
+7. Otherwise a reply that greets the user by ``user:name`` when known, repeats
+   what they said, and cites the best-ranked preloaded memory that shares a word with it,
+   or a word the retrieval relates to one of its words ("snack" and "peanuts"); an
+   unrelated memory is not cited.
 
 After a tool response it reports the tool's result in one sentence, as a person would say
-it, memories in the second person ("your daughter's birthday is May 3rd"); a refusal
+it, memories in the second person ("your daughter's birthday is May 3rd"), past turns by
+the chat and the day they were said in; a refusal
 that starts "Not saved" is said as it is. A
 "summarize" request gets one line per turn of the conversation. Text is
 streamed a few words at a time.
@@ -37,12 +45,19 @@ from google.genai import types
 from agents_app.runtime.context import SUMMARY_PREFIX, estimate_tokens
 from core.llm import ATTACHMENT_LABEL_PREFIX, AttachmentInfo, LlmChunk, LlmRequest
 from memory_app.extraction.files import KEEP_REQUEST
+from memory_app.ranking import terms_related, tokenize
 from memory_app.wording import memory_said_to_user, sentence
+from sessions_app.uploads import pdf_text
 
 OFFLINE_MODEL_NAME = "offline"
 WORDS_PER_CHUNK = 3
 SUMMARY_LINE_CHARS = 160
 SUMMARY_MAX_LINES = 60
+QUOTE_CHARS = 400
+_ABOUT_FILES = re.compile(
+    r"\b(?:says?|said|read|quote|contents?|what'?s in|summar\w*|tell me about)\b", re.I
+)
+_TEXT_TYPES = ("text/plain", "text/markdown")
 # A recalled memory below this confidence is said with a doubt.
 UNSURE_BELOW_CONFIDENCE = 0.6
 
@@ -51,6 +66,11 @@ _REMEMBER = re.compile(
 )
 _RECALL = re.compile(
     r"what\s+do\s+you\s+(?:know|remember)(?:\s+about\s+(?P<topic>.+?))?\s*\??\s*$", re.I | re.S
+)
+_WHERE_SAID = re.compile(
+    r"(?:(?:where|when|which\s+chat)\s+did\s+i|did\s+i\s+(?:ever\s+)?)\s*"
+    r"(?:say|mention|tell\s+you|talk|write|ask)(?:\s+(?:about|that|of))?\s+(?P<what>.+?)\s*\??\s*$",
+    re.I | re.S,
 )
 _MY_NAME = re.compile(r"\bmy\s+name\s+is\s+(?P<name>[^\W\d_][\w'-]*)", re.I)
 _SET = re.compile(
@@ -100,6 +120,36 @@ def _attachments_received(attachments: list[AttachmentInfo]) -> str:
     return f"I received {listed}."
 
 
+def _file_texts(content: types.Content) -> list[tuple[str, str]]:
+    """(filename, text) of the text files and PDFs attached to ``content``, in order."""
+    texts: list[tuple[str, str]] = []
+    name = ""
+    for part in content.parts or ():
+        if part.text and part.text.startswith(ATTACHMENT_LABEL_PREFIX):
+            name = part.text.removeprefix(ATTACHMENT_LABEL_PREFIX).split(":", 1)[0]
+        elif part.inline_data and part.inline_data.data:
+            blob = part.inline_data
+            if blob.mime_type in _TEXT_TYPES:
+                texts.append((name, blob.data.decode("utf-8", errors="replace")))
+            elif blob.mime_type == "application/pdf":
+                texts.append((name, pdf_text(blob.data)))
+    return texts
+
+
+def _files_quoted(request: LlmRequest, content: types.Content) -> str | None:
+    """The reply to a question about the attached files: what each says (its start), or
+    None when none of them holds text."""
+    quotes = []
+    for name, text in _file_texts(content):
+        flat = " ".join(text.split())
+        if flat:
+            cut = flat[:QUOTE_CHARS] + ("\u2026" if len(flat) > QUOTE_CHARS else "")
+            quotes.append(f"{name} says: \u201c{cut}\u201d")
+    if not quotes:
+        return None
+    return _attachments_received(request.attachments) + " " + " ".join(quotes)
+
+
 def _files_kept(request: LlmRequest) -> str:
     """The reply to "remember this" about the message's files: received, and kept or not."""
     received = _attachments_received(request.attachments)
@@ -146,9 +196,21 @@ def _recalled(memories: list[dict[str, Any]]) -> str:
     return "Here's what I remember:\n" + "\n".join(lines)
 
 
+def _past_found(turns: list[dict[str, Any]]) -> str:
+    if not turns:
+        return "I couldn't find that in your past chats."
+    lines = [
+        f"- In \u201c{turn.get('chat_title') or 'a chat'}\u201d on {turn.get('date', '')}, "
+        f"you said: \u201c{turn.get('excerpt', '')}\u201d"
+        for turn in turns
+    ]
+    return "Here's where you said it in your past chats:\n" + "\n".join(lines)
+
+
 _FAILED = {
     "create_memory": "Sorry, I couldn't save that",
     "load_memory": "Sorry, I couldn't look that up",
+    "search_past_conversations": "Sorry, I couldn't search your past chats",
     "set_state": "Sorry, I couldn't save that",
 }
 
@@ -172,6 +234,8 @@ def _after_tool(responses: list[types.FunctionResponse], calls: list[types.Funct
             sentences.append(sentence(f"Got it \u2014 I'll remember that {fact}"))
         elif response.name == "load_memory":
             sentences.append(_recalled(result.get("memories") or []))
+        elif response.name == "search_past_conversations":
+            sentences.append(_past_found(result.get("past_conversations") or []))
         elif response.name == "set_state":
             key = str(result.get("key") or args_of.get("set_state", {}).get("key", ""))
             sentences.append(_state_saved(key, args_of.get("set_state", {}).get("value", "")))
@@ -184,7 +248,8 @@ def _reply(request: LlmRequest, text: str) -> str:
     name = request.state.get("user:name")
     greeting = f"Hi {name}! " if name else ""
     reply = greeting + sentence(f"You said: \u201c{text.strip()}\u201d")
-    relevant = [memory for memory in request.memories if memory.score > 0] or request.memories
+    asked = terms_related(tokenize(text)) - {"user"}
+    relevant = [memory for memory in request.memories if asked & set(tokenize(memory.text))]
     if relevant:
         reply += " " + sentence(f"I remember that {memory_said_to_user(relevant[0].text)}")
     return reply
@@ -235,15 +300,21 @@ class OfflineModel:
         if request.attachments and KEEP_REQUEST.search(text):
             return _files_kept(request)
         if "create_memory" in tools and (match := _REMEMBER.match(text)):
-            return _call("create_memory", text=match["fact"])
+            return _call("create_memory", text=match["fact"], asked=True)
         if request.not_saved_reason and _REMEMBER.match(text):
             return f"I have not saved that: {request.not_saved_reason}."
         if "load_memory" in tools and (match := _RECALL.search(text)):
             return _call("load_memory", query=(match["topic"] or text).strip())
+        if "search_past_conversations" in tools and (match := _WHERE_SAID.search(text)):
+            return _call("search_past_conversations", query=match["what"].strip())
         if "set_state" in tools and (match := _MY_NAME.search(text)):
             return _call("set_state", key="user:name", value=match["name"])
         if "set_state" in tools and (match := _SET.match(text)):
             return _call("set_state", key=match["key"], value=match["value"])
+        if request.attachments and _ABOUT_FILES.search(text):
+            quoted = _files_quoted(request, last)
+            if quoted:
+                return quoted
         if request.attachments:
             received = _attachments_received(request.attachments)
             return received + " " + _reply(request, text) if text.strip() else received

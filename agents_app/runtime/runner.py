@@ -25,6 +25,14 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from google.genai import types
 
+from agents_app.chat.turn_claims import (
+    HeldClaim,
+    holder_name,
+    turn_claim_keep,
+    turn_claim_release_async,
+    turn_claim_release_if_ended_async,
+    turn_claim_take_async,
+)
 from agents_app.redaction import event_redact
 from agents_app.runtime.agents import AgentConfig
 from agents_app.runtime.attachments import attachment_parts, attachments_metadata
@@ -42,7 +50,7 @@ from agents_app.runtime.turn_context import (
     turn_request_build,
     turn_session_load,
 )
-from agents_app.runtime.turn_store import TurnStore
+from agents_app.runtime.turn_store import TurnBlockedError, TurnStore
 from agents_app.runtime.turns import (
     TurnProgress,
     TurnRun,
@@ -52,16 +60,9 @@ from agents_app.runtime.turns import (
     tool_calls_interrupted_content,
     user_event_id_for,
 )
-from agents_app.turn_claims import (
-    HeldClaim,
-    holder_name,
-    turn_claim_keep,
-    turn_claim_release_async,
-    turn_claim_release_if_ended_async,
-    turn_claim_take_async,
-)
 from core.llm import Llm, LlmChunk, ModelError, RetryPolicy, generate_with_retries
 from core.log_context import log_context_bind
+from sessions_app import selectors as session_selectors
 from sessions_app.errors import DuplicateEventError, SessionNotFoundError
 from sessions_app.events import (
     ATTACHMENTS_KEY,
@@ -79,6 +80,7 @@ from sessions_app.types import Session
 logger = logging.getLogger(__name__)
 
 MEMORY_PRELOAD_LIMIT = 5
+PAST_PRELOAD_LIMIT = 3
 
 
 class DuplicateTurnError(Exception):
@@ -132,7 +134,7 @@ class Runner:
         holds references to them and names them in its ``artifact_delta``, as ADK's runner
         does for the files it saves from a message.
 
-        Every turn is claimed (``agents_app.turn_claims``), so that should this process die
+        Every turn is claimed (``agents_app.chat.turn_claims``), so that should this process die
         before the turn's final event, the sweeper stores the reply as interrupted, and its
         events are named after their place in the turn. ``claim`` is the turn's claim when the
         caller took it (the chat socket does, to learn whether the turn is to run here); else
@@ -142,16 +144,26 @@ class Runner:
 
         Raises SessionNotFoundError for a session the user does not have,
         DuplicateTurnError when ``client_message_id`` was already stored or its turn is
-        claimed elsewhere, and TurnTakenOverError when another process stored the turn's next
-        event.
+        claimed elsewhere, TurnTakenOverError when another process stored the turn's next
+        event, and TurnBlockedError (its claim released) when the turn's next event id holds
+        an event of another invocation.
         """
         session, compaction = await self._session_load(user_id=user_id, session_id=session_id)
         client_message_id = client_message_id or server_message_id()
         user_event_id = user_event_id_for(client_message_id)
         own_claim = None
         if claim is None:
+            owned = await session_selectors.store_read_async(
+                session_selectors.session_key_and_app_read(
+                    user_pk=int(session.user_id), session_id=session.id, app_name=session.app_name
+                )
+            )
+            if owned is None:
+                raise SessionNotFoundError(
+                    f"Session {session_id!r} not found in app {self.agent.app_name!r}."
+                )
             own_claim = await turn_claim_take_async(
-                session_id=session.id, user_event_id=user_event_id, holder=holder_name("runner")
+                session_id=owned[0], user_event_id=user_event_id, holder=holder_name("runner")
             )
             if own_claim is None:
                 raise DuplicateTurnError(user_event_id)
@@ -171,6 +183,11 @@ class Runner:
         try:
             async for event in events:
                 yield event
+        except TurnBlockedError:
+            # No process can ever end the turn: its claim would only have it taken over again.
+            keeper.cancel()
+            await turn_claim_release_async(claim=own_claim)
+            raise
         except BaseException:
             # Cut short: an open turn keeps its claim, for the sweeper to end it.
             keeper.cancel()
@@ -197,7 +214,11 @@ class Runner:
             invocation_id=invocation_id,
             author="user",
             content=types.Content(
-                role="user", parts=[*(new_message.parts or ()), *attachment_parts(attachments)]
+                role="user",
+                parts=[
+                    *(new_message.parts or ()),
+                    *attachment_parts(attachments, session_id=session.id),
+                ],
             ),
             actions=EventActions(
                 artifact_delta={record.filename: record.version for record in attachments}
@@ -210,7 +231,7 @@ class Runner:
             metadata[ATTACHMENTS_KEY] = attachments_metadata(attachments)
         user_event.custom_metadata = metadata
         try:
-            await self.sessions.append_event(session, self._redacted(user_event))
+            await self.store.user_event(session, self._redacted(user_event))
         except DuplicateEventError:
             raise DuplicateTurnError(user_event.id) from None
         yield user_event
@@ -266,6 +287,7 @@ class Runner:
             yield event
 
     async def _session_load(self, *, user_id: str, session_id: str) -> tuple[Session, Event | None]:
+        self.store.turn_begin()
         session, compaction = await turn_session_load(
             app_name=self.agent.app_name,
             user_id=user_id,
@@ -273,7 +295,9 @@ class Runner:
             max_events=self.agent.compaction.max_events_loaded,
         )
         if session is None:
-            raise SessionNotFoundError(f"Session {session_id!r} not found.")
+            raise SessionNotFoundError(
+                f"Session {session_id!r} not found in app {self.agent.app_name!r}."
+            )
         return session, compaction
 
     async def _turn(
@@ -291,9 +315,14 @@ class Runner:
         report = TurnContextReport(
             model=self.model.name, offline=self.model.offline, memory_enabled=permissions.use
         )
+        report.app_guidance = await self.memory.app_guidance(session=session)
         if permissions.use and self.agent.preload_memories:
             report.memories = await self.memory.preload(
                 session=session, query=query, limit=MEMORY_PRELOAD_LIMIT
+            )
+        if permissions.past and self.agent.preload_memories:
+            report.past_conversations = await self.memory.preload_past(
+                session=session, query=query, limit=PAST_PRELOAD_LIMIT
             )
         tools = self._tools(permissions)
         try:
@@ -326,6 +355,8 @@ class Runner:
                 if tool.name == "load_memory" and permissions.use:
                     tools[tool.name] = tool
                 if tool.name == "create_memory" and permissions.create:
+                    tools[tool.name] = tool
+                if tool.name == "search_past_conversations" and permissions.past:
                     tools[tool.name] = tool
         return tools
 

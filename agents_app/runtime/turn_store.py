@@ -4,7 +4,7 @@ event with its context, and the end of a turn cut short."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents_app.redaction import event_redact
@@ -18,8 +18,10 @@ from agents_app.runtime.turns import (
     text_content,
     tool_calls_interrupted_content,
 )
+from sessions_app import selectors
 from sessions_app.errors import DuplicateEventError
 from sessions_app.events import Event
+from sessions_app.selectors import StoredEvent
 from sessions_app.services import SessionService
 from sessions_app.types import Session
 
@@ -30,6 +32,18 @@ class TurnTakenOverError(Exception):
     """Another process stored an event at this turn's next place: it runs the turn now."""
 
 
+class TurnBlockedError(Exception):
+    """The turn's next place holds an event of another invocation (one a client stored under
+    the turn's id before such ids were refused, ``sessions_app.end_user``): the turn can never
+    be stored on, so it is given up with an error instead of being taken over again and again."""
+
+
+def place_held_by_another_turn(held: StoredEvent | None, *, invocation_id: str) -> bool:
+    """Whether ``held``, the event stored at a turn's place, belongs to another invocation than
+    the turn's: then no process runs the turn there, and none ever will."""
+    return held is not None and held.event.invocation_id != invocation_id
+
+
 @dataclass
 class TurnStore:
     """The events one agent stores in its turns."""
@@ -38,11 +52,30 @@ class TurnStore:
     sessions: SessionService
     # The app's PII redaction: every event scrubbed before it is stored.
     pii_redaction: bool = False
+    # The events of the current turn as stored, by id, until whoever shows the turn takes
+    # them (``written_take``): shown as stored without being read back.
+    written: dict[str, StoredEvent] = field(default_factory=dict)
+
+    def turn_begin(self) -> None:
+        """Forget what an earlier turn stored and nobody took."""
+        self.written.clear()
+
+    def written_take(self, event: Event) -> StoredEvent | None:
+        """``event`` as this store stored it in the current turn; None if it did not, or it
+        was taken already."""
+        return self.written.pop(event.id, None)
+
+    async def user_event(self, session: Session, event: Event) -> Event:
+        """Store the user event that begins a turn (DuplicateEventError if it is stored)."""
+        stored = await self.sessions.append_event_stored(session, event)
+        self.written[event.id] = stored
+        return stored.event
 
     async def event(self, session: Session, run: TurnRun, **fields: Any) -> Event:
         """Store an event of this agent in the turn, under the turn's next id unless given one.
 
-        Raises TurnTakenOverError when another process stored an event under that id.
+        Raises TurnTakenOverError when another process stored an event of the turn under that
+        id, TurnBlockedError when the id holds an event of another invocation.
         """
         if "id" not in fields:
             fields["id"] = run.next_id()
@@ -50,11 +83,25 @@ class TurnStore:
         if self.pii_redaction:
             event_redact(event)
         try:
-            return await self.sessions.append_event(session, event)
+            stored = await self.sessions.append_event_stored(session, event)
         except DuplicateEventError:
+            held = await selectors.store_read_async(
+                selectors.stored_event_of_id_get_read(
+                    app_name=session.app_name,
+                    user_pk=int(session.user_id),
+                    session_id=session.id,
+                    event_id=event.id,
+                )
+            )
+            if place_held_by_another_turn(held, invocation_id=run.invocation_id):
+                raise TurnBlockedError(
+                    f"Event id {event.id!r} of the turn holds an event of another invocation."
+                ) from None
             raise TurnTakenOverError(
                 f"Event {event.id!r} of the turn was stored by another process."
             ) from None
+        self.written[event.id] = stored
+        return stored.event
 
     async def final(
         self, session: Session, run: TurnRun, report: TurnContextReport, **fields: Any
@@ -97,5 +144,5 @@ class TurnStore:
                 interrupted=True,
                 **stopped,
             )
-        except TurnTakenOverError:
-            logger.info("turn %s was taken over while it was cut short", run.invocation_id)
+        except (TurnTakenOverError, TurnBlockedError) as error:
+            logger.info("turn %s not ended while cut short: %s", run.invocation_id, error)

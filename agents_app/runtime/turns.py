@@ -8,7 +8,7 @@ Since an event id is unique within its session, two processes that both
 believe they run the turn (one of them a zombie whose claim was taken over)
 can never both store the event at one place: the second is refused, learns
 that it lost the turn, and stops. That is the fence of the turn claims
-(``agents_app.turn_claims``) at the one point where it matters, the store,
+(``agents_app.chat.turn_claims``) at the one point where it matters, the store,
 at no cost to the append itself.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from google.genai import types
 
-from sessions_app.events import Event
+from sessions_app.events import TURN_EVENT_ID_PREFIX, Event
 
 # The final event of a turn whose process stopped before the turn ended (shutdown or crash).
 SERVER_STOPPED = "server_stopped"
@@ -49,7 +49,7 @@ def server_message_id() -> str:
 
 def user_event_id_for(client_message_id: str) -> str:
     """The stored id of the user event of a client message: the unique key that dedupes turns."""
-    return f"msg-{client_message_id}"
+    return f"{TURN_EVENT_ID_PREFIX}{client_message_id}"
 
 
 class TurnRun:

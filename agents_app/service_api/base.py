@@ -18,7 +18,6 @@ from rest_framework.views import APIView
 from agents_app import selectors, services
 from agents_app.models import App, EndUser, Scope, ServiceAccountKey
 from agents_app.service_api.auth import BearerKeyAuthentication, HasScope, ServicePrincipal
-from core.after_response import after_response
 from core.api import ErrorSerializer
 from core.throttling import APIServiceAccountRateThrottle
 from sessions_app.api import SessionStoreAPIView
@@ -44,6 +43,20 @@ UNKNOWN = OpenApiResponse(
 )
 
 
+class AppNotReached(NotFound):
+    """404 for an app the key does not reach, told apart from an unknown object by its
+    ``code``: a client names the wrong app rather than reading a session as absent."""
+
+    def __init__(self, app_name: str) -> None:
+        super().__init__(
+            {
+                "detail": f"This key has no app named {app_name!r}.",
+                "code": "app_not_found",
+                "app_name": app_name,
+            }
+        )
+
+
 class ServiceAPIView(SessionStoreAPIView):
     """A view of ``/api/v1/apps/<app_name>/``: authenticated by a service account's key of that
     app (another app's name answers 404), scoped (``read_scope`` for GET, ``write_scope``
@@ -66,7 +79,7 @@ class ServiceAPIView(SessionStoreAPIView):
         super().initial(request, *args, **kwargs)
         app = request.user.key.service_account.app
         if kwargs.get("app_name") != app.name:
-            raise NotFound(f"This key has no app named {kwargs.get('app_name')!r}.")
+            raise AppNotReached(str(kwargs.get("app_name")))
         self.app = app
         self.key_use_note(request.user.key)
 
@@ -128,11 +141,10 @@ class AsyncServiceAPIView(ServiceAPIView):
     view pays two thread hops and a statement for the key and one for the end user on every
     call, which cost more than the store's own work.
 
-    The audit row is written once the response is sent (``core.after_response``), under an
-    ASGI server: its round trip to the database was an eighth of an append's time, and the
-    agent waiting for the append has no use for it. On PostgreSQL it is held a moment and
-    written with the process's other rows of that moment (``core.write_behind``); a process
-    killed outright loses what it held (the crash is in the server's log).
+    On PostgreSQL the audit row is held a moment and written with the process's other rows of
+    that moment (``core.write_behind``): its own round trip was an eighth of an append's time,
+    and the agent waiting for the append has no use for it. A process killed outright loses
+    what it held (the crash is in the server's log).
     """
 
     @classproperty
@@ -156,9 +168,7 @@ class AsyncServiceAPIView(ServiceAPIView):
         except Exception as exc:
             response = self.handle_exception(exc)
         response = APIView.finalize_response(self, request, response, *args, **kwargs)
-        await after_response(
-            services.service_request_record_async(**self.audit_fields(request, response, kwargs))
-        )
+        await services.service_request_record_async(**self.audit_fields(request, response, kwargs))
         self.response = response
         return _rendered(response)
 

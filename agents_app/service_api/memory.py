@@ -32,7 +32,7 @@ from core.api import BAD_REQUEST, TOO_LARGE, UNSUPPORTED, request_data_validated
 from memory_app import selectors as memory_selectors
 from memory_app import services as memory_services
 from memory_app.extraction import ExtractedFact
-from memory_app.models import GenerationJob, Memory, SourceType
+from memory_app.models import GenerationJob, Memory, MemoryScope, SourceType
 from memory_app.services.app_memories import (
     AppMemoryError,
     app_memories,
@@ -86,6 +86,8 @@ def stored_memory_json(memory: Memory) -> dict:
     return {
         "id": str(memory.id),
         "text": memory.text,
+        "scope": memory.scope,
+        "session_id": memory.session.session_id if memory.session_id else None,
         "topic": memory.topic,
         "timestamp": memory.updated_at.isoformat(),
         "author": "app" if memory.user_id is None else "user",
@@ -98,15 +100,18 @@ class ServiceAPIView(_ServiceAPIView):
     read_scope = Scope.MEMORY_READ
     write_scope = Scope.MEMORY_WRITE
 
-    def owned_session_of(self, end_user: EndUser | None, session_id: str) -> None:
-        """404 unless ``session_id`` is a session of this end user in this app."""
-        record = (
-            session_selectors.session_record_get(user_pk=end_user.user_id, session_id=session_id)
+    def owned_session_of(self, end_user: EndUser | None, session_id: str) -> str:
+        """The key of this end user's session ``session_id`` in this app; 404 for any other."""
+        key = (
+            session_selectors.session_key_get(
+                app_name=self.app.name, user_pk=end_user.user_id, session_id=session_id
+            )
             if end_user is not None
             else None
         )
-        if record is None or record.app_name != self.app.name:
+        if key is None:
             raise NotFound("No such session.")
+        return key
 
 
 class MemoryGenerateView(ServiceAPIView):
@@ -122,11 +127,11 @@ class MemoryGenerateView(ServiceAPIView):
     def post(self, request: Request, app_name: str, user_id: str) -> Response:
         data = request_data_validated(MemoryGenerateSerializer, request.data)
         end_user = self.end_user(user_id)
-        self.owned_session_of(end_user, data["session_id"])
+        session_key = self.owned_session_of(end_user, data["session_id"])
         job = memory_services.memory_job_request(
             app_name=app_name,
             user_pk=end_user.user_id,
-            session_id=data["session_id"],
+            session_id=session_key,
             trigger=GenerationJob.Trigger.SESSION_END,
         )
         return Response(job_json(job), status=status.HTTP_202_ACCEPTED)
@@ -145,7 +150,7 @@ class MemoryEventsView(ServiceAPIView):
     def post(self, request: Request, app_name: str, user_id: str) -> Response:
         data = request_data_validated(MemoryEventsSerializer, request.data)
         end_user = self.end_user(user_id)
-        self.owned_session_of(end_user, data["session_id"])
+        session_key = self.owned_session_of(end_user, data["session_id"])
         events = []
         for index, raw in enumerate(data["events"]):
             serializer = ServiceEventSerializer(data=raw)
@@ -164,7 +169,7 @@ class MemoryEventsView(ServiceAPIView):
         job = memory_services.memory_job_request(
             app_name=app_name,
             user_pk=end_user.user_id,
-            session_id=data["session_id"],
+            session_id=session_key,
             trigger=GenerationJob.Trigger.SESSION_END,
         )
         return Response(job_json(job), status=status.HTTP_202_ACCEPTED)
@@ -175,23 +180,29 @@ class MemoryListView(ServiceAPIView):
         operation_id="v1_memories_create",
         summary="Add a memory the end user stated (ADK's add_memory)",
         description="Goes through consolidation and its safety checks like any fact; answers "
-        "the memory kept (a new one, or the existing one it matched).",
+        "the memory kept (a new one, or the existing one it matched). With `scope` `session`, "
+        "it holds for that session only (recalled there alone, deleted with it).",
         parameters=[APP_NAME, USER_ID],
         request=MemoryCreateSerializer,
         responses={201: OpenApiResponse(description="The memory."), **BODY_ERRORS},
     )
     def post(self, request: Request, app_name: str, user_id: str) -> Response:
         data = request_data_validated(MemoryCreateSerializer, request.data)
-        end_user = self.end_user(user_id, create=True)
+        session_id = data.get("session_id") if data["scope"] == MemoryScope.SESSION else None
+        end_user = self.end_user(user_id, create=session_id is None)
+        session_key = None
+        if session_id is not None:
+            session_key = self.owned_session_of(end_user, session_id)
         fact = ExtractedFact(
             text=data["text"],
             topic=data["topic"],
             source_type=SourceType.EXPLICIT,
             confidence=0.9,
             importance=0.5,
+            scope=MemoryScope(data["scope"]),
         )
         report = memory_services.memory_facts_store(
-            app_name=app_name, user_pk=end_user.user_id, session_id=None, facts=[fact]
+            app_name=app_name, user_pk=end_user.user_id, session_id=session_key, facts=[fact]
         )
         kept = report.created + report.updated + report.unchanged
         if not kept:

@@ -38,8 +38,10 @@ DESCRIPTIONS = {
         "from it are revised in the background."
     ),
     "v1_sessions_rewind_create": (
-        "Takes the session back to just before an invocation: later events are left out of "
-        "its history and their state changes undone."
+        "Takes the session back to just before an invocation, as ADK's Runner.rewind_async "
+        "does: later events stay stored, marked out of the history by the rewind's event, and "
+        "their state changes are undone; rewinding to a turn an earlier rewind took out brings "
+        "that point back."
     ),
     "v1_user_state_retrieve": (
         "Every `user:` key of the end user's state in the app: what all of that user's "

@@ -10,7 +10,7 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
 from core.api import StrictCharField
-from sessions_app.events import Event
+from sessions_app.events import TIMESTAMP_MAX, TIMESTAMP_MIN, TIMESTAMP_RANGE_MESSAGE, Event
 from sessions_app.openapi import event_schema
 from sessions_app.selectors import MAX_PAGE_SIZE
 from sessions_app.serializers import (
@@ -128,6 +128,18 @@ class MemoryCreateSerializer(serializers.Serializer):
     text = StrictCharField(max_length=MAX_MEMORY_CHARS)
     topic = StrictCharField(max_length=64, required=False, default="", allow_blank=True)
     metadata = serializers.DictField(required=False)
+    scope = serializers.ChoiceField(
+        choices=["user", "session"],
+        default="user",
+        help_text="`session`: it holds for the conversation `session_id` only, is recalled "
+        "there alone and is deleted with it.",
+    )
+    session_id = identifier_field(required=False)
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs["scope"] == "session" and not attrs.get("session_id"):
+            raise serializers.ValidationError({"session_id": ["A session memory needs it."]})
+        return attrs
 
 
 class AppMemoryUpdateSerializer(serializers.Serializer):
@@ -173,6 +185,9 @@ class ServiceEventSerializerSchema(OpenApiSerializerExtension):
     def map_serializer(self, auto_schema, direction) -> dict[str, Any]:
         schema = event_schema(auto_schema)
         schema["additionalProperties"] = True
+        schema["properties"]["timestamp"].update(
+            minimum=TIMESTAMP_MIN, maximum=TIMESTAMP_MAX, description=TIMESTAMP_RANGE_MESSAGE
+        )
         schema["description"] = (
             "An event to append (ADK's Event JSON). Fields this server does not model are "
             "kept and given back; `partial` events are refused; an "

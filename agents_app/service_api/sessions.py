@@ -124,6 +124,10 @@ class SessionDetailView(AsyncServiceAPIView):
     @extend_schema(
         operation_id="v1_sessions_retrieve",
         summary="A session with its merged state and events (ADK's get_session)",
+        description="Every stored event is answered, as ADK's own services answer them: those "
+        "a rewind took out of the history too, followed by the rewind's own event "
+        "(`actions.rewind_before_invocation_id`). ADK's runner leaves them out of the agent's "
+        "context itself.",
         parameters=[APP_NAME, USER_ID, SESSION_ID, ServiceSessionGetQuerySerializer],
         responses={200: ServiceSessionDetailSerializer, 400: BAD_REQUEST, **READ_ERRORS},
     )
@@ -134,6 +138,7 @@ class SessionDetailView(AsyncServiceAPIView):
         config = GetSessionConfig(
             num_recent_events=query.get("num_recent_events"),
             after_timestamp=query.get("after_timestamp"),
+            include_rewound=True,
         )
         session = None
         for afresh in (False, True):
@@ -206,9 +211,7 @@ class SessionEventsView(AsyncServiceAPIView):
             # read goes beside this event's append rather than after it.
             session, trigger = await asyncio.gather(
                 appended,
-                memory_provider_get().turn_trigger_check(
-                    app_name=app_name, session_id=session_id, invocation_id=event.invocation_id
-                ),
+                self._trigger_check(app_name, user_id, session_id, event.invocation_id),
                 return_exceptions=True,
             )
             for outcome in (session, trigger):
@@ -216,6 +219,20 @@ class SessionEventsView(AsyncServiceAPIView):
                     raise outcome
             await memory_provider_get().turn_trigger_queue(session=session, trigger=trigger)
         return appended_response(event, last_update_time=session.last_update_time)
+
+    async def _trigger_check(
+        self, app_name: str, user_id: str, session_id: str, invocation_id: str
+    ) -> object:
+        """Which memory trigger the turn that ``invocation_id`` ends meets (None: none)."""
+        user_pk = await self.end_user_pk_of(user_id, afresh=False)
+        if user_pk is None:
+            return None
+        return await memory_provider_get().turn_trigger_check(
+            app_name=app_name,
+            user_id=str(user_pk),
+            session_id=session_id,
+            invocation_id=invocation_id,
+        )
 
     async def _appended(
         self, event, app_name: str, user_id: str, session_id: str
@@ -253,9 +270,9 @@ class SessionEventsView(AsyncServiceAPIView):
             )
         except IntegrityError:
             raise Conflict(f"An event with id {event.id!r} is already stored.") from None
-        record = SessionRecord.objects.filter(pk=session.id).values_list(
-            "last_update_time", flat=True
-        )
+        record = SessionRecord.objects.filter(
+            session_id=session.id, app_name=session.app_name, user_id=session.user_id
+        ).values_list("last_update_time", flat=True)
         return appended_response(stored, last_update_time=record.first())
 
 
@@ -279,7 +296,10 @@ class SessionRewindView(ServiceAPIView):
             rewind_before_invocation_id=data["invocation_id"],
         )
         session = selectors.session_get(
-            app_name=app_name, user_id=str(end_user.user_id), session_id=session_id
+            app_name=app_name,
+            user_id=str(end_user.user_id),
+            session_id=session_id,
+            config=GetSessionConfig(include_rewound=True),
         )
         if session is None:
             raise NotFound("No such session.")

@@ -194,7 +194,7 @@ def user_insert(cursor: psycopg.Cursor, tables: Tables, *, username: str) -> int
     user_pk = cursor.fetchone()[0]
     cursor.execute(
         f"INSERT INTO {tables.memory_settings} (user_id, create_enabled, use_enabled,"
-        " index_version, updated_at) VALUES (%s, true, true, %s, now())",
+        " past_chats_enabled, index_version, updated_at) VALUES (%s, true, true, true, %s, now())",
         [user_pk, random.getrandbits(62)],
     )
     return user_pk
@@ -218,9 +218,9 @@ def sessions_insert(
         " AS s(id, started, step, n, text_base)"
     )
     cursor.execute(
-        f"INSERT INTO {tables.sessions} (id, app_name, user_id, title, temporary, created_at,"
-        " last_update_time, last_sequence, initial_state)"
-        " SELECT s.id, %s, %s, 'Chat ' || s.text_base, false, to_timestamp(s.started),"
+        f'INSERT INTO {tables.sessions} ("key", session_id, app_name, user_id, title, temporary,'
+        " created_at, last_update_time, last_sequence, initial_state)"
+        " SELECT s.id, s.id, %s, %s, 'Chat ' || s.text_base, false, to_timestamp(s.started),"
         f" s.started + s.n * s.step, s.n, '{{}}'::jsonb FROM {unnest}",
         [app_name, user_pk, *arrays],
     )

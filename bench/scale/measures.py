@@ -124,7 +124,7 @@ async def store_measure(subjects: Subjects, *, repeat: int) -> dict[str, dict]:
     figures["list_page"] = _ms(pages[5:])
 
     session = await service.create_session(app_name=SUBJECT_APP, user_id=user_id)
-    await sync_to_async(SessionRecord.objects.filter(pk=session.id).update)(
+    await sync_to_async(SessionRecord.objects.filter(session_id=session.id).update)(
         title=APPEND_SESSION_TITLE
     )
     samples = []

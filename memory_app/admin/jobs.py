@@ -50,12 +50,11 @@ class StatusChart:
 @admin.register(GenerationJob)
 class GenerationJobAdmin(ReadOnlyAdmin):
     # One time column (the link to the job), a short session id and the attempts told with the
-    # status keep the table within the console at 1400 px, beside the navigation and the
-    # filters (the app is one of those); a job's page has every field in full.
+    # status keep the table within the console at 1280 px, beside the navigation and the
+    # filters (the app and the trigger are among those); a job's page has every field in full.
     list_display = [
         "created",
         "status_shown",
-        "trigger",
         "user",
         "session_link",
         "duration",
@@ -64,7 +63,7 @@ class GenerationJobAdmin(ReadOnlyAdmin):
     ]
     list_display_links = ["created"]
     list_filter = ["status", "trigger", "app_name"]
-    search_fields = ["id", "user__username", "session__id", "error"]
+    search_fields = ["id", "user__username", "session__session_id", "error"]
     list_select_related = ["user"]
     date_hierarchy = "created_at"
     ordering = ["-created_at"]

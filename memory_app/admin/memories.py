@@ -153,14 +153,13 @@ def _memory_action(*, name: str, description: str, service, permission: str, rea
 
 @admin.register(Memory)
 class MemoryAdmin(AppMemoryEditing, ReadOnlyAdmin):
-    # Fits the console at 1400 px beside the navigation and the filters (the app is one of
-    # those); a memory's page has every field.
+    # Fits the console at 1280 px beside the navigation and the filters (the app and the
+    # source type are among those); a memory's page has every field.
     list_display = [
         "short_text",
         "user",
         "scope",
         "topic_shown",
-        "source_type",
         "confidence_shown",
         "status",
         "updated",
@@ -417,4 +416,5 @@ _DETAIL_ACTIONS = {
     MemoryStatus.ACTIVE: ("invalidate", "delete_memories", "regenerate_sessions"),
     MemoryStatus.INVALIDATED: ("restore", "delete_memories"),
     MemoryStatus.REJECTED: ("delete_memories",),
+    MemoryStatus.RETIRED: ("delete_memories",),
 }

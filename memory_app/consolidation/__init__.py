@@ -32,12 +32,15 @@ For each fact, in order:
    e. a ``correction`` without such a memory UPDATES the most related memory of the same
       polarity;
    f. otherwise: CREATE a memory.
-   An update or invalidation happens only when the fact wins the conflict: a more trusted
-   source type wins (bootstrapped > explicit > implicit > tool); with equal trust the newer
-   wins (event timestamps: the fact's newest event against the memory's newest source), a
-   correction or retraction also winning a tie (it was said in the same message). A losing
-   fact changes nothing: a lower-trust fact never overwrites a higher-trust memory, and it
-   is not linked as a source of a memory it contradicts.
+   An update or invalidation happens only when the fact wins the conflict. Between two
+   statements of the person (explicit or implicit: asked to remember or not) the newer wins
+   (event timestamps: the fact's newest event against the memory's newest source), so "I
+   moved to Porto" corrects an explicit "remember that I live in Lisbon". Otherwise a more
+   trusted source type wins (bootstrapped > explicit > implicit > tool), which keeps tool
+   output from overriding the person, and with equal trust the newer wins. A correction or
+   retraction also wins a tie in time (it was said in the same message). A losing fact
+   changes nothing and is not linked as a source of a memory it contradicts. The revision's
+   reason tells the person what changed it: "You said on 26 Nov that you live in Porto."
 
 Records of whole turns (offline rule 4, :func:`memory_app.extraction.fact_is_turn_record`:
 "[8 May 2023] Caroline: ...") are append-only: what was said on a day stays true as a record

@@ -24,7 +24,9 @@ from memory_app.extraction import (
     fact_subject,
     fact_switch,
 )
-from memory_app.models import TRUST, Memory, MemoryStatus, SourceType
+from memory_app.extraction.profile import profile_subject
+from memory_app.models import PERSON_SOURCES, TRUST, Memory, MemoryScope, MemoryStatus, SourceType
+from memory_app.wording import said_on
 from sessions_app.models import ArtifactRecord, EventRecord
 
 DUPLICATE_JACCARD = 0.8
@@ -43,15 +45,24 @@ class _Run:
         self.report = writes.report
 
     def _wins(self, item: PreparedFact, known: KnownMemory) -> bool:
-        """Trust first, then recency; a correction or retraction also wins a tie in time."""
-        fact_trust = TRUST[SourceType(item.fact.source_type)]
-        memory_trust = TRUST[SourceType(known.memory.source_type)]
-        if fact_trust != memory_trust:
-            return fact_trust > memory_trust
+        """Between two statements of the person (explicit or implicit), the newer; otherwise
+        trust first, then recency. A correction or retraction also wins a tie in time."""
+        fact_source = SourceType(item.fact.source_type)
+        memory_source = SourceType(known.memory.source_type)
+        both_said = fact_source in PERSON_SOURCES and memory_source in PERSON_SOURCES
+        if not both_said and TRUST[fact_source] != TRUST[memory_source]:
+            return TRUST[fact_source] > TRUST[memory_source]
         fact_time = self.writes.fact_time(item)
         if fact_time != known.last_seen:
             return fact_time > known.last_seen
         return item.fact.kind in (FactKind.CORRECTION, FactKind.RETRACTION)
+
+    def _said_reason(self, item: PreparedFact) -> str:
+        """Why a memory changed, for the person: "You said you moved to Porto last week on 26
+        Nov." for what they said; "newer information: <fact>" for another source."""
+        if SourceType(item.fact.source_type) not in PERSON_SOURCES:
+            return f"newer information: {item.text}"
+        return said_on(said=item.text, when=self.writes.fact_time(item))
 
     def _applied_before(self, item: PreparedFact) -> Memory | None:
         """The invalidated memory that already holds this fact (same text, every one of its
@@ -79,6 +90,9 @@ class _Run:
             self.report.unchanged.append(applied)
             return
         if item.fact.keeps_file and self._apply_kept_file(item):
+            return
+        if item.fact.scope == MemoryScope.SESSION and self.writes.session_id is not None:
+            self._apply_session(item)
             return
         if fact_is_turn_record(text=item.text, topic=item.fact.topic):
             same = self.known.records.get(record_key(item.text))
@@ -111,6 +125,22 @@ class _Run:
         else:
             self.writes.merge(same, item)
         return True
+
+    def _apply_session(self, item: PreparedFact) -> None:
+        """A fact for this conversation only is kept for the session, once: it neither changes
+        nor is changed by what is known about the person."""
+        same = Memory.objects.filter(
+            user_id=self.writes.user_pk,
+            app_name=self.writes.app_name,
+            session_id=self.writes.session_id,
+            scope=MemoryScope.SESSION,
+            status=MemoryStatus.ACTIVE,
+            text=item.text,
+        ).first()
+        if same is None:
+            self.writes.create(item, reason="said to hold for this conversation only")
+        else:
+            self.writes.session_merge(same, item)
 
     def _apply_plan(self, item: PreparedFact) -> bool:
         """Carry out the model's operation for the fact (:mod:`.model`); False when it cannot
@@ -170,11 +200,15 @@ class _Run:
             if not self._wins(item, contradicted):
                 self.report.unchanged.append(contradicted.memory)
                 return
-            self.writes.invalidate(contradicted, item)
+            self.writes.invalidate(contradicted, item, reason=self._said_reason(item))
         target = None
         if subject:
             same_subject = [k for k in self.known.by_id.values() if k.subject == subject]
             target = max(same_subject, key=lambda k: k.last_seen, default=None)
+        profile = profile_subject(item.structured)
+        if target is None and profile:
+            same_field = [k for k in self.known.by_id.values() if k.profile == profile]
+            target = max(same_field, key=lambda k: k.last_seen, default=None)
         switch = fact_switch(text=item.text)
         if target is None and switch is not None:
             target = self.known.switched_from(*switch)
@@ -188,8 +222,7 @@ class _Run:
         elif not self._wins(item, target):
             self.report.unchanged.append(target.memory)
         else:
-            why = "corrected by the user" if kind == FactKind.CORRECTION else "newer information"
-            self.writes.update(target, item, reason=why)
+            self.writes.update(target, item, reason=self._said_reason(item))
 
 
 def _events_resolve(
@@ -265,6 +298,7 @@ def memories_consolidate(
             actor_user_pk=actor_user_pk,
             known=known,
             artifacts=artifacts,
+            session_id=session_id,
         )
         run = _Run(known=known, writes=writes)
         for item in prepared.items:

@@ -13,6 +13,7 @@ from django.db.models import Max
 from memory_app.consolidation.preparation import PreparedFact
 from memory_app.embedding import vector_from_bytes
 from memory_app.extraction import fact_is_turn_record, fact_negated, fact_subject
+from memory_app.extraction.profile import profile_subject
 from memory_app.models import Memory, MemoryScope, MemorySource, MemoryStatus
 from memory_app.ranking import MemoryIndex, NoEmbedder, tokenize
 from memory_app.topics import PREFERENCES
@@ -31,6 +32,7 @@ class KnownMemory:
     last_seen: float
     event_pks: set[int]
     record: bool
+    profile: str = ""  # the profile subject of its structured value (extraction.profile)
 
 
 def _terms(text: str) -> frozenset[str]:
@@ -83,6 +85,7 @@ class KnownMemories:
             last_seen=last_seen,
             event_pks=events,
             record=fact_is_turn_record(text=memory.text, topic=memory.topic),
+            profile=profile_subject(memory.structured),
         )
         self.by_id[memory.id] = known
         if known.record:

@@ -1,6 +1,6 @@
-"""Consolidation by the model, as the whitepaper defines it: with Gemini configured, the model
-is shown the new facts together with the user's most similar existing memories (ids, texts,
-trust, confidence, dates) and answers, as structured output, one operation per fact:
+"""Consolidation by the model, as the whitepaper defines it: with ``LLM_PROVIDER`` configured,
+the model is shown the new facts together with the user's most similar existing memories (ids,
+texts, trust, confidence, dates) and answers, as structured output, one operation per fact:
 
 - ``CREATE``: the fact is new, store it;
 - ``UPDATE`` (``memory_id``, ``text``): the memory is outdated or incomplete, its text becomes
@@ -19,7 +19,7 @@ the similarity rules instead), checks an UPDATE's new text like any extracted te
 it. Applying the plan (``decisions``) keeps the trust order (a lower-trust fact never changes a
 higher-trust memory), the provenance links and the one transaction. A model that fails, or
 answers out of the schema, leaves every fact to the similarity rules, which also remain the
-whole of consolidation without Gemini.
+whole of consolidation without a model.
 
 The plan is made before the user's lock is taken (it reads memories and calls the model);
 ``decisions`` re-reads the memories under the lock, so an operation on a memory that changed
@@ -110,6 +110,10 @@ You get new facts about the user, each with the user's existing memories most si
   changed their mind, corrected it) and the fact itself need not be kept; give its memory_id.
 - DELETE: as INVALIDATE, for a memory that was never true.
 - NOTHING: a memory already says this (give its memory_id), or the fact is not worth keeping.
+Between two things the user said, the newer wins, whether or not they asked you to remember
+the older one: "I moved to Porto" UPDATES "The user lives in Lisbon" even when that was an
+explicit request, and "I no longer eat meat" INVALIDATES "The user eats meat". Only tool output
+must never override what the user said.
 Use only the memory ids listed under that fact. Give a short reason for each operation,
 written for the user ("You said you moved to Porto.")."""
 
@@ -181,7 +185,7 @@ def consolidation_plan(*, user_pk: int, prepared: PreparedFacts) -> int:
     without the user's lock: it reads their memories and calls the model and the embedder.
     """
     from core.llm import ModelError
-    from memory_app.extraction.gemini import gemini_json
+    from memory_app.extraction.model import model_json
 
     eligible = {
         number: item
@@ -198,7 +202,7 @@ def consolidation_plan(*, user_pk: int, prepared: PreparedFacts) -> int:
         for number, item in eligible.items()
     }
     try:
-        answer = gemini_json(
+        answer = model_json(
             system_instruction=SYSTEM_INSTRUCTION,
             contents=_prompt(eligible, shown),
             response_schema=consolidation_schema(),

@@ -4,12 +4,14 @@ verdict, PII redaction and the embedder's vectors (see :func:`consolidation_prep
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memory_app.embedding import embedder_get
 from memory_app.extraction import ExtractedFact, fact_text_normalise, memory_model_configured
+from memory_app.extraction.profile import profile_read
+from memory_app.models import MemoryScope
 from memory_app.safety import SafetyVerdict, memory_text_check, pii_redact, secrets_mask
 
 if TYPE_CHECKING:
@@ -26,6 +28,7 @@ class PreparedFact:
     excerpt: str
     verdict: SafetyVerdict
     vector: np.ndarray | None = None
+    structured: dict[str, Any] | None = None  # the profile field it holds (extraction.profile)
     plan: PlannedOperation | None = None  # the model's operation (consolidation.model)
 
 
@@ -39,12 +42,38 @@ class PreparedFacts:
     embedder_name: str
 
 
+def _structured(*, fact: ExtractedFact, text: str, app_name: str) -> dict[str, Any] | None:
+    """The profile field the memory holds: a user-scope fact's own (the model's reading), else
+    what its stored text states (:func:`profile_read`), its values redacted like the text."""
+    if fact.scope != MemoryScope.USER:
+        return None
+    structured = fact.structured or profile_read(text=text)
+    if structured is None:
+        return None
+
+    def redacted(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: redacted(each) for key, each in value.items()}
+        return secrets_mask(text=pii_redact(text=value, app_name=app_name))
+
+    return redacted(structured)
+
+
 def _fact_prepare(*, fact: ExtractedFact, app_name: str) -> PreparedFact:
+    """The fact as stored, with the safety verdict on both the text given and the third-person
+    text made of it: the rewrite may split a disguise the check would have read whole."""
     text = fact_text_normalise(text=fact.text)
     verdict = memory_text_check(text=text)
+    if verdict.ok and text != fact.text:
+        verdict = memory_text_check(text=fact.text)
     excerpt = secrets_mask(text=pii_redact(text=fact.excerpt, app_name=app_name))
+    stored = pii_redact(text=text, app_name=app_name)
     return PreparedFact(
-        fact=fact, text=pii_redact(text=text, app_name=app_name), excerpt=excerpt, verdict=verdict
+        fact=fact,
+        text=stored,
+        excerpt=excerpt,
+        verdict=verdict,
+        structured=_structured(fact=fact, text=stored, app_name=app_name) if verdict.ok else None,
     )
 
 
@@ -53,13 +82,13 @@ def consolidation_prepare(
 ) -> PreparedFacts:
     """Everything consolidation needs of ``facts`` that reads no memory: third-person text,
     safety verdict, PII redaction per ``app_name``, and one embedder call for the safe texts.
-    With ``user_pk`` and Gemini configured, also the model's operation for each fact
+    With ``user_pk`` and the model configured, also the model's operation for each fact
     (:func:`~memory_app.consolidation.model.consolidation_plan`, which does read the user's
     memories).
 
     Kept apart from :func:`memories_consolidate` so a caller can run it before taking the
-    user's lock: with Gemini embeddings the embedder call is a network round trip, which must
-    not hold up the user's other jobs. Every vector consolidation may store is made here (an
+    user's lock: with a provider's embeddings the embedder call is a network round trip, which
+    must not hold up the user's other jobs. Every vector consolidation may store is made here (an
     updated memory takes the fact's text, hence the fact's vector). Reads no database unless
     a plan is asked for.
     """

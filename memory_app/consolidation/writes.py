@@ -48,7 +48,8 @@ class ConsolidationReport:
     unchanged: list[Memory] = field(default_factory=list)
 
 
-def _snapshot(memory: Memory) -> dict[str, Any]:
+def memory_snapshot(memory: Memory) -> dict[str, Any]:
+    """What a revision records of a memory before and after a change."""
     return {
         "text": memory.text,
         "topic": memory.topic,
@@ -74,9 +75,11 @@ class MemoryWrites:
         actor_user_pk: int | None,
         known: KnownMemories,
         artifacts: dict[str, ArtifactRecord] | None = None,
+        session_id: str | None = None,
     ) -> None:
         self.user_pk = user_pk
         self.app_name = app_name
+        self.session_id = session_id
         self.events = events
         self.artifacts = artifacts or {}
         self.embedder_name = embedder_name
@@ -200,20 +203,25 @@ class MemoryWrites:
             memory,
             action=MemoryRevision.Action.QUARANTINED,
             before=None,
-            after=_snapshot(memory),
+            after=memory_snapshot(memory),
             reason=item.verdict.reason,
         )
         self.report.quarantined.append(memory)
 
     def create(self, item: PreparedFact, *, reason: str) -> Memory:
         """A new memory of the fact; one that keeps its file holds a copy of the user's own
-        (``sessions_app.services.artifact_user_copy``), which outlives the chat."""
+        (``sessions_app.services.artifact_user_copy``), which outlives the chat. A
+        session-scope fact makes a memory of the run's session, which later facts of the run
+        are not compared with (they are about the person, it about this conversation)."""
         fact = item.fact
         kept = self.fact_file(item) if fact.keeps_file else None
+        session_only = fact.scope == MemoryScope.SESSION and self.session_id is not None
         memory = Memory.objects.create(
             image=session_services.artifact_user_copy(record=kept) if kept else None,
             app_name=self.app_name,
-            scope=MemoryScope.USER,
+            scope=MemoryScope.SESSION if session_only else MemoryScope.USER,
+            session_id=self.session_id if session_only else None,
+            structured=item.structured,
             user_id=self.user_pk,
             topic=fact.topic,
             text=item.text,
@@ -230,36 +238,56 @@ class MemoryWrites:
             memory,
             action=MemoryRevision.Action.CREATED,
             before=None,
-            after=_snapshot(memory),
+            after=memory_snapshot(memory),
             reason=reason,
         )
-        self.known.remember(memory, last_seen=self.fact_time(item), events=linked)
-        self.known.index_add(memory, item.vector)
+        if not session_only:
+            self.known.remember(memory, last_seen=self.fact_time(item), events=linked)
+            self.known.index_add(memory, item.vector)
         self.report.created.append(memory)
         return memory
 
+    def session_merge(self, memory: Memory, item: PreparedFact) -> None:
+        """The session-scope fact was already kept for this session: its events become
+        sources of that memory (none when already linked, so a re-run changes nothing)."""
+        linked = set(memory.sources.values_list("event_id", flat=True))
+        if self._sources_add(memory, item, linked):
+            self._revision(
+                memory,
+                action=MemoryRevision.Action.SOURCES_CHANGED,
+                before=memory_snapshot(memory),
+                after=memory_snapshot(memory),
+                reason="the same fact was stated again",
+            )
+        self.report.unchanged.append(memory)
+
     def merge(self, known: KnownMemory, item: PreparedFact) -> None:
         memory, fact = known.memory, item.fact
-        before = _snapshot(memory)
+        before = memory_snapshot(memory)
         added = self._sources_add(memory, item, known.event_pks)
         more_trusted = TRUST[SourceType(fact.source_type)] > TRUST[SourceType(memory.source_type)]
-        if not added and not more_trusted:
+        profiled = item.structured is not None and memory.structured != item.structured
+        if not added and not more_trusted and not profiled:
             self.report.unchanged.append(memory)
             return
         if more_trusted:
             memory.source_type = fact.source_type
+        if profiled:
+            memory.structured = item.structured
         if added:
             memory.confidence = min(
                 1.0, max(memory.confidence + MERGE_CONFIDENCE_STEP, fact.confidence)
             )
             known.last_seen = max(known.last_seen, self.fact_time(item))
         memory.importance = max(memory.importance, fact.importance)
-        memory.save(update_fields=["source_type", "confidence", "importance", "updated_at"])
+        memory.save(
+            update_fields=["source_type", "confidence", "importance", "structured", "updated_at"]
+        )
         self._revision(
             memory,
             action=MemoryRevision.Action.SOURCES_CHANGED,
             before=before,
-            after={**_snapshot(memory), "added_event_ids": added},
+            after={**memory_snapshot(memory), "added_event_ids": added},
             reason="the same fact was stated again",
         )
         self.report.unchanged.append(memory)
@@ -276,8 +304,9 @@ class MemoryWrites:
         """``known`` takes the fact's text (or ``text`` with its ``vector``, as the model
         phrased the update), source type and confidence, and the fact's events as sources."""
         memory, fact = known.memory, item.fact
-        before = _snapshot(memory)
+        before = memory_snapshot(memory)
         memory.text = text or item.text
+        memory.structured = item.structured
         vector = vector if text else item.vector
         memory.topic = fact.topic or memory.topic
         memory.source_type = fact.source_type
@@ -293,7 +322,7 @@ class MemoryWrites:
             memory,
             action=MemoryRevision.Action.UPDATED,
             before=before,
-            after=_snapshot(memory),
+            after=memory_snapshot(memory),
             reason=reason,
             item=item,
         )
@@ -305,14 +334,14 @@ class MemoryWrites:
 
     def invalidate(self, known: KnownMemory, item: PreparedFact, *, reason: str = "") -> None:
         memory = known.memory
-        before = _snapshot(memory)
+        before = memory_snapshot(memory)
         memory.status = MemoryStatus.INVALIDATED
         memory.save(update_fields=["status", "updated_at"])
         self._revision(
             memory,
             action=MemoryRevision.Action.INVALIDATED,
             before=before,
-            after=_snapshot(memory),
+            after=memory_snapshot(memory),
             reason=reason or f"contradicted by: {item.text}",
             item=item,
         )

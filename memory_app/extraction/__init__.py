@@ -1,10 +1,11 @@
 """Extraction: the facts worth remembering in a range of a session's events.
 
-With Gemini configured, the model extracts them with structured output (:func:`fact_schema`),
-guided by the app's topics and their few-shot examples; every event is shown with its id and
-each fact cites the ids that support it. Without Gemini, the offline rules below extract them.
-Either way, every ``create_memory`` call the agent made yields a ``tool`` fact with the call's
-``text`` (the agent asked for it explicitly), and no other tool output yields anything.
+With ``LLM_PROVIDER`` configured, its model extracts them with structured output
+(:func:`fact_schema`), guided by the app's topics and their few-shot examples; every event is
+shown with its id and each fact cites the ids that support it. Without it, the offline rules
+below extract them. Either way, every ``create_memory`` call the agent made yields a ``tool``
+fact with the call's ``text`` (the agent asked for it explicitly), and no other tool output
+yields anything.
 
 Facts are written in the third person, "The user ..." (the memory is read later by an agent
 talking to the user, and "I" would be ambiguous there). A fact has a ``kind``: a plain
@@ -12,10 +13,19 @@ talking to the user, and "I" would be ambiguous there). A fact has a ``kind``: a
 ``retraction``, a negated statement that invalidates the memory it contradicts.
 
 Offline rules, applied to the text of user-authored events only, sentence by sentence (a
-sentence ends at ``.``, ``!``, ``?``, ``;`` or a line break, before "and I", "but I", "and
-my", "but my", and before ", I" or ", my" when more than an opening word precedes it, so
-"Actually, I ..." stays whole; a leading "oh", "well", "so", "also", "btw", "by the way",
-"ok" is skipped):
+sentence ends at ``.``, ``!``, ``?``, ``;`` or a line break, before "and (now) I", "but (now)
+I", "and my", "but my", and before ", I", ", my", ", he", ", she", ", his" or ", her" when
+more than an opening word precedes it, so "Actually, I ..." stays whole; a statement after
+one opening word and a comma ("Second, I'm writing my thesis") is read without the word; a
+leading "oh", "well", "so", "also", "but", "btw", "by the way", "ok", and an opening that
+says nothing of the fact ("yeah", "perfect", "these days", "lately") are skipped, so is a
+closing "by the way" or "though"; "my partner, Rui, is" reads "my partner Rui is"; "we're
+going to ...", "we (don't) have ...", "we settled on / decided / chose / booked ..." read in
+the first person; an opening "he", "she", "his", "her" or a name reads as the person or
+animal of the user's life the conversation last named, when one fits ("my dad" then "he's
+into woodworking" -> "my dad's into woodworking"; "a dog named Rex" then "Rex turned ten" ->
+"my dog Rex turned ten"; "she" never stands for a brother); a sentence ending in "?" is a
+question and yields nothing):
 
 1. "remember (that) X", "please remember X", "don't forget (that) X", "keep in mind (that) X"
    (not "remember to/when/how/me/this/these/it/them ..."): X in the third person, topic
@@ -25,8 +35,10 @@ my", "but my", and before ", I" or ", my" when more than an opening word precede
    read with Y in place of X): the rest must be a first-person statement (rule 3); kind
    ``correction``, source ``explicit``, confidence 0.9.
 3. First-person statements, "I" becoming "The user" and the verb agreeing ("I live" -> "The
-   user lives", "I don't" -> "The user does not", later "my/me/I" -> "their/them/they"):
-   - "my X is/are/was Y" or "my X's Y" (not "my question/point/problem/guess/bad ..."):
+   user lives", "I don't" -> "The user does not", later "my/me" -> "their/them", a second
+   clause of the user's own sharing the subject: "I live in Lisbon and I'm vegetarian" ->
+   "The user lives in Lisbon and is vegetarian"):
+   - "my X is/are/was/has been Y" or "my X's Y" (not "my question/point/problem/guess/bad ..."):
      "The user's X is Y", topic ``preferences`` when X names a favourite, else ``personal_info``;
    - "I am / I'm Y" (Y not an "-ing" word, except "living/working/studying", which read as
      "lives/works/studies"; not a passing state: sorry, sure, fine, tired, ready, back, ...):
@@ -36,6 +48,22 @@ my", "but my", and before ", I" or ", my" when more than an opening word precede
    - "I (adverb) live/work/study/teach/own/have/speak/use/play/drive/eat/drink/cook X", "I
      moved/grew up/was born X" ("have" not followed by to/a question/no idea/been/got):
      ``personal_info``;
+   - "my <relation> (<Name>) <verb> ..." for the people and animals in the user's life
+     (sister, son, friend, boss, dog ...; "my X is Y" is read above): "The user's sister Ana
+     lives in Braga", ``personal_info``; a negated one ("my son doesn't eat meat") is a
+     retraction like the user's own;
+   - "I'm planning/hoping/training/learning/preparing/saving ...", "I plan/hope to ...", "I'm
+     going to visit/travel/move/start ...": "The user is planning to ...", a plan of the
+     user's own life, ``key_conversation_details``;
+   - what happened in the user's life, said in the past and kept as said: "I quit/sold/
+     joined/started/accepted/bought/adopted/stopped/booked/finished/graduated/married/retired
+     ...", "I used to ...", ``personal_info``; "I turned 35" -> "The user is 35"; a decision,
+     "I settled on / decided / chose / picked ...", ``key_conversation_details``;
+   - "I've been X" (not "-ing"): "The user has been X"; "I'm <doing> a/an/my/the ..." (not a
+     passing "-ing": looking, trying, going ...): "The user is doing ..."; "I can't stand /
+     get into X": "The user does not like X"; "I can read/speak/play/cook/swim/drive ...
+     X", a skill (not "I can't log in", "I can help"): "The user can ..."; "please keep
+     your answers short": "The user prefers short answers";
    - "I moved (from Y) to <Place> ..." with a named place (a capital letter; the place ends
      at a comma or before "last", "this", "for", "in 2019", "in May" ...): "The user lives in
      <Place>, having moved there (from Y) ...", so the move fills the "lives in" slot;
@@ -47,30 +75,21 @@ my", "but my", and before ", I" or ", my" when more than an opening word precede
    Plain statements are source ``implicit``, confidence 0.8. A negated one ("I don't ...", "I
    never ...", "I am not ...", "my X is not ...") is kind ``retraction``; when the change is
    stated as lasting ("no longer", "anymore") it is also source ``explicit``, confidence 0.9.
-4. Key conversation details: a user turn whose sentences that yielded nothing under rules 1-3
-   are substantive together is kept whole, as a record of what was said and when: topic
-   ``key_conversation_details``, source ``implicit``, confidence 0.8, importance 0.5, its event
-   the only source. Its text is "[<date>] <speaker>: <turn>": the date of the event's timestamp
-   in UTC ("8 May 2023"), the speaker the event's ``custom_metadata["speaker"]`` when it is a
-   non-empty string (an imported transcript names its speakers), else "User"; the whole turn on
-   one line (the facts it stated in context), at most 500 characters. Text is substantive when
-   it has at least 3 index terms (``memory_app.ranking.tokenize``: function words, greetings
-   and fillers such as "hey", "yeah", "wow" do not count, so "Hi Mel!" or "Thanks, that's
-   great!" are not) and is not questions only (every sentence ending in "?"). So a turn that
-   only states a fact ("I live in Lisbon") yields that fact alone. Without a model, rules 1-3
-   keep only a few first-person statements; the plans, events and outcomes a conversation is
-   mostly made of would otherwise be lost. The date and the speaker let the memory answer
-   "when" and "who" questions later (on LoCoMo, the date alone lifts temporal recall@5 from
-   0.65 to 0.86 on one conversation).
-   Small talk yields nothing and does not count towards a record: a sentence made only of
-   greeting, thanks, asking-after and leave-taking words ("Hi there!", "Hello, how are you?",
-   "Good morning! How's your day going?", "I'm doing great, thanks for asking!", "Bye, talk to
-   you later!"), and names beside a greeting, thanks or farewell word ("Hey Caroline!"), see
-   ``offline.patterns.SMALL_TALK_WORDS``. A turn of small talk alone is not kept; a greeting
-   before news ("Good morning! I'm training for a marathon.") keeps the whole turn.
-5. Anything else yields nothing. A fact whose topic the app turned off is dropped.
+4. An answer with no subject of its own, read through the assistant's question about the
+   user's life it answers (:mod:`.offline.answers`): "What do you drink instead?" then
+   "Mostly rooibos in the afternoon." -> "The user mostly drinks rooibos in the afternoon.";
+   only "what/where/how do/are/will you <verb>" questions (not "want", "think", "know", "how
+   are you doing" ...), only a short answer that is no question, small talk, yes or no,
+   request ("Write ...") or first-person statement; source ``implicit``, confidence 0.7.
+5. Nothing else is kept. A request, a question, a task, small talk (a sentence made only of
+   greeting, thanks, asking-after and leave-taking words, or names beside one, see
+   ``offline.patterns.SMALL_TALK_WORDS``) and the assistant's answers are what was said, not
+   facts about the person: they stay in the session store (past conversations) and never
+   become memories. A model's fact that only records one ("The user asked for a haiku")
+   is dropped too (:func:`memory_app.extraction.facts.fact_is_request`). A fact whose topic
+   the app turned off is dropped.
 
-Attached files (:mod:`memory_app.extraction.files`): Gemini reads them and may draw facts from
+Attached files (:mod:`memory_app.extraction.files`): the model reads them and may draw facts from
 them (the file is the fact's source) or keep one as the memory's own file; the offline rules
 keep a file only when the user's message asks to remember it ("remember this logo").
 
@@ -81,10 +100,10 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from core.llm import gemini_configured
+from core.llm import provider_configured
 from memory_app.extraction.facts import CREATE_MEMORY_TOOL, ExtractedFact, FactFile, FactKind
 from memory_app.extraction.files import attached_files_read, facts_kept_offline
-from memory_app.extraction.gemini import facts_from_gemini
+from memory_app.extraction.model import facts_from_model
 from memory_app.extraction.offline import (
     fact_is_turn_record,
     fact_negated,
@@ -101,10 +120,10 @@ from sessions_app.events import Event
 
 
 def memory_model_configured() -> bool:
-    """Whether generation (extraction, consolidation) calls Gemini: a key or Vertex AI is set
-    and ``MEMORY_EXTRACTION_MODEL`` is not ``offline`` (which keeps the offline rules, e.g. to
-    measure them against a Gemini-answered benchmark)."""
-    return gemini_configured() and settings.MEMORY_EXTRACTION_MODEL != "offline"
+    """Whether generation (extraction, consolidation) calls a model: ``LLM_PROVIDER`` has its
+    access configured and ``MEMORY_EXTRACTION_MODEL`` is not ``offline`` (which keeps the
+    offline rules, e.g. to measure them against a model-answered benchmark)."""
+    return provider_configured() and settings.MEMORY_EXTRACTION_MODEL != "offline"
 
 
 def _not_saved_already(*, facts: list[ExtractedFact], events: list[Event]) -> list[ExtractedFact]:
@@ -135,9 +154,9 @@ def facts_extract(
 ) -> list[ExtractedFact]:
     """The facts in ``events`` worth remembering for ``app_name``, in event order.
 
-    Gemini when it is configured, the offline rules otherwise, plus one ``tool`` fact per
+    The model when it is configured, the offline rules otherwise, plus one ``tool`` fact per
     ``create_memory`` call. With ``user_pk`` (the events' user), the files attached to the
-    user's messages are read too: Gemini gets them as parts and may draw facts from them or
+    user's messages are read too: the model gets them as parts and may draw facts from them or
     keep them; offline, an explicit "remember this" keeps them
     (:mod:`memory_app.extraction.files`). Only facts of the given (enabled) topics are
     returned. Model errors propagate as ``ModelError``: transient ones are for the job layer
@@ -150,7 +169,7 @@ def facts_extract(
         else {}
     )
     if memory_model_configured():
-        facts = facts_from_gemini(app_name=app_name, events=events, topics=topics, files=files)
+        facts = facts_from_model(app_name=app_name, events=events, topics=topics, files=files)
     else:
         facts = facts_from_offline_rules(events=events) + facts_kept_offline(
             events=events, files=files

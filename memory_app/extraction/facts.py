@@ -1,11 +1,14 @@
-"""Facts as extraction produces them, and the constants its two paths (offline rules, Gemini)
+"""Facts as extraction produces them, and the constants its two paths (offline rules, the model)
 share."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
+from memory_app.models import MemoryScope
 from memory_app.topics import (
     EXPLICIT_INSTRUCTIONS,
     PERSONAL_INFO,
@@ -48,8 +51,31 @@ class ExtractedFact:
     expires_at: float | None = None  # a time-bound fact ("this week"): when it stops being true
     files: list[FactFile] = field(default_factory=list)
     keeps_file: bool = False
+    # One field of the profile (``memory_app.extraction.profile``), for a profile fact.
+    structured: dict[str, Any] | None = None
+    scope: str = MemoryScope.USER  # "session": it holds for the conversation it was said in only
 
 
 IMPORTANCE = {EXPLICIT_INSTRUCTIONS: 0.8, PERSONAL_INFO: 0.7}
 DEFAULT_IMPORTANCE = 0.5
-DETAIL_MIN_TERMS = 3
+
+# What a model writes when it records a request, a question or a greeting rather than a fact
+# about the user: "The user asked for a haiku about autumn leaves.", "The user wants to know how
+# photosynthesis works.", "The user greeted the assistant."
+_REQUEST_RECORD = re.compile(
+    r"^the\s+user\s+(?:(?:has\s+)?(?:asked|asks|requested|requests|inquired|enquired|queried|"
+    r"wondered|greeted|thanked|said\s+(?:hello|hi|goodbye|bye|thanks))\b|is\s+asking\b|"
+    r"(?:wants|wanted|would\s+like)\s+(?:to\s+(?:know|learn\s+how|understand|see|get|have)|"
+    r"help|an?\s+(?:explanation|summary|haiku|poem|list|example|recipe|answer))\b|"
+    r"needs?\s+help\s+(?:with|to)\b)"
+    r"|\bthe\s+assistant\s+(?:said|explained|wrote|suggested|answered|replied)\b",
+    re.I,
+)
+
+
+def fact_is_request(*, text: str) -> bool:
+    """Whether a fact only records what the user asked for, asked about or said in passing
+    (a request, a question, a greeting, thanks) or what the assistant answered: none of it is
+    a fact about the person, so none of it becomes a memory, whatever a model extracted."""
+    clean = " ".join(text.split())
+    return clean.endswith("?") or bool(_REQUEST_RECORD.search(clean))

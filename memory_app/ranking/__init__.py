@@ -8,6 +8,7 @@ id) and needs no LLM: see docs/memory-retrieval.md for the method and its LoCoMo
 
 from .bm25 import BM25Index, DocId
 from .embedders import Embedder, MiniLMEmbedder, NoEmbedder
+from .expansion import terms_related
 from .fusion import Ranked, rank, rank_arrays, recency_prior
 from .index import MemoryIndex, Origin
 from .text import STOPWORDS, normalise, stem, tokenize
@@ -27,5 +28,6 @@ __all__ = [
     "rank_arrays",
     "recency_prior",
     "stem",
+    "terms_related",
     "tokenize",
 ]

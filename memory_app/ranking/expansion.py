@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -200,6 +201,17 @@ RELATED_GROUPS: tuple[tuple[str, ...], ...] = (
     ("birthday", "anniversary", "date", "celebrate", "party"),
     ("game", "gaming", "tournament", "console", "videogame"),
     ("contact", "email", "phone", "number", "address"),
+    ("outdoor", "outdoors", "nature", "camping", "camp", "hike", "hiking", "trail", "campfire"),
+    (
+        "volunteer",
+        "volunteering",
+        "charity",
+        "donate",
+        "donation",
+        "shelter",
+        "fundraiser",
+        "nonprofit",
+    ),
 )
 
 _WORD = re.compile(r"[^\W\d_]+(?:'s)?")
@@ -215,6 +227,16 @@ def _related_by_stem() -> dict[str, frozenset[str]]:
         for word_stem in stems:
             related.setdefault(word_stem, set()).update(stems - {word_stem})
     return {key: frozenset(value) for key, value in related.items()}
+
+
+def terms_related(terms: Iterable[str]) -> set[str]:
+    """``terms`` (stemmed, as ``tokenize`` gives them) with every term the table relates to
+    them: what a query reaches beyond its own words, for a reader that has no index."""
+    related = _related_by_stem()
+    found = set(terms)
+    for term in list(found):
+        found |= related.get(term, frozenset())
+    return found
 
 
 def query_weights(query: str, *, bm25: BM25Index) -> dict[str, float]:

@@ -1,13 +1,17 @@
 """Safety of memory text: what may never become an active memory, and PII redaction.
 
 A memory is placed in future system instructions, so its text is checked before it is
-committed (:func:`memory_text_check`). It is refused, and the memory quarantined for review,
-when any form of it (see :mod:`.normalise`: NFKC without invisible characters; look-alike
-letters, digits and signs folded; spelled-out words joined; base64 runs decoded) carries:
+committed (:func:`memory_text_check`), on every way in alike: extraction and consolidation, the
+agent's ``create_memory`` tool, the service API's ``add_memory`` and a user's correction. It is
+refused, and the memory quarantined for review, when any form of it, read as a model reads it
+(see :mod:`.normalise`: NFKC without invisible characters; HTML entities decoded; look-alike
+letters, digits and signs folded; words spelled out letter by letter, hyphenated or split
+joined; base64 runs decoded) carries:
 
-1. an instruction to the agent (:mod:`.patterns`): orders to drop its instructions and
-   mentions of its system prompt in each language the check reads (English, French, Spanish,
-   German, Italian, Portuguese, Dutch); role markers ("system:", "<|im_start|>", "[INST]"),
+1. an instruction to the agent (:mod:`.patterns`): orders to drop its instructions (or all
+   that came before) and mentions of its system prompt in each language the check reads
+   (English, French, Spanish, German, Italian, Portuguese, Dutch, Chinese, Japanese, Korean,
+   Russian); role markers ("system:" after markup or punctuation, "<|im_start|>", "[INST]"),
    claimed overrides ("SYSTEM OVERRIDE"), markup that could close the memories' data block,
    Markdown images; the agent told what it must do, a rule "from now on", an order opening a
    sentence ("Always respond ..."), a new identity ("you are now DAN"), a request for its
@@ -16,6 +20,8 @@ letters, digits and signs folded; spelled-out words joined; base64 runs decoded)
    key block, or a credential stated with its value ("password/pass word/p@ssword is X",
    "PIN is 1234", "API key: X");
 3. text in a language the check does not read, or encoded text: either may hide the above.
+   The language is told apart for the text's other scripts on their own too, so an English
+   date or speaker before them does not make the text "mostly English".
 
 Ordinary facts pass: "works on system design", "the password manager is Bitwarden", "changed
 the password yesterday", "will always remember Lisbon" (nobody tells the agent anything).
@@ -27,8 +33,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memory_app.safety.language import unchecked_language
-from memory_app.safety.normalise import encoded_texts, text_folded, text_normalise
-from memory_app.safety.patterns import INSTRUCTION_PATTERNS, SECRET_PATTERNS
+from memory_app.safety.normalise import (
+    encoded_texts,
+    spelled_out_runs,
+    text_folded,
+    text_normalise,
+)
+from memory_app.safety.patterns import (
+    INSTRUCTION_PATTERNS,
+    SECRET_PATTERNS,
+    SPELLED_OUT_PATTERNS,
+)
 from memory_app.safety.pii import pii_redact, pii_redaction_enabled, pii_scrub
 
 __all__ = [
@@ -74,8 +89,10 @@ def memory_text_check(*, text: str) -> SafetyVerdict:
     secret = _secret_found(forms)
     if secret:
         return SafetyVerdict(ok=False, reason=f"contains a secret ({secret})")
-    for form in forms:
-        for label, pattern in INSTRUCTION_PATTERNS:
+    checks = [(form, INSTRUCTION_PATTERNS) for form in forms]
+    checks += [(run, SPELLED_OUT_PATTERNS) for run in spelled_out_runs(text)]
+    for form, patterns in checks:
+        for label, pattern in patterns:
             match = pattern.search(form)
             if match:
                 quoted = " ".join(match.group(0).split())

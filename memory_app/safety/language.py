@@ -26,21 +26,32 @@ def _identifier():
     return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
+def _latin(char: str) -> bool:
+    return unicodedata.name(char, "").startswith("LATIN")
+
+
 def _mostly_unchecked_script(text: str) -> bool:
     letters = [char for char in text if char.isalpha()]
     if len(letters) < MIN_LETTERS:
         return False
-    latin = sum(unicodedata.name(char, "").startswith("LATIN") for char in letters)
-    return latin * 2 < len(letters)
+    return sum(map(_latin, letters)) * 2 < len(letters)
+
+
+def _other_scripts(text: str) -> str:
+    """``text`` with its Latin letters blanked: what it says in other scripts, whatever
+    English date, name or label comes with it."""
+    return "".join(" " if char.isalpha() and _latin(char) else char for char in text)
 
 
 def unchecked_language(text: str) -> str | None:
-    """The code of the language ``text`` is in when the check cannot read it, else None."""
-    if sum(char.isalpha() for char in text) < MIN_LETTERS:
-        return None
-    language, probability = _identifier().classify(text)
-    if language in CHECKED_LANGUAGES:
-        return None
-    if probability >= CONFIDENT or _mostly_unchecked_script(text):
-        return language
+    """The code of the language ``text`` is in when the check cannot read it, else None: the
+    whole text is identified, and its part in other scripts than Latin on its own."""
+    for part in (text, _other_scripts(text)):
+        if sum(char.isalpha() for char in part) < MIN_LETTERS:
+            continue
+        language, probability = _identifier().classify(part)
+        if language in CHECKED_LANGUAGES:
+            continue
+        if probability >= CONFIDENT or _mostly_unchecked_script(part):
+            return language
     return None

@@ -4,9 +4,14 @@ or a secret past it.
 ``text_normalise``: Unicode NFKC (full-width and mathematical letters become plain ones) with
 invisible characters removed: format characters (zero-width spaces and joiners, bidi controls,
 the tag characters that smuggle ASCII past a reader) and the fillers that render as nothing.
-``text_folded``: that text again with look-alike letters of other scripts mapped to the letters
-they imitate (the Unicode confusables skeleton, UTS #39), digits and signs written for letters
-read as letters ("p@ssw0rd"), and words spelled out letter by letter joined ("i g n o r e").
+``text_folded``: that text again as a model reads it: HTML entities decoded (``&lt;`` is a
+``<``), look-alike letters of other scripts mapped to the letters they imitate (the Unicode
+confusables skeleton, UTS #39), digits and signs written for letters read as letters
+("p@ssw0rd"), words spelled out letter by letter joined, with the wider or other gaps between
+them kept as spaces ("i g n o r e   p r e v i o u s", "i-g-n-o-r-e p-r-e-v-i-o-u-s"), and words
+hyphenated or split by dots and dashes joined ("instruc- tions", "in.struc.tions").
+``spelled_out_runs``: each run of letters spelled out, joined without any gap, for the run
+whose gaps are all alike ("i g n o r e p r e v i o u s") and so tell no words apart.
 ``encoded_texts``: what base64 runs in the text decode to, when that is readable text.
 """
 
@@ -14,8 +19,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import html
 import re
 import unicodedata
+from collections import Counter
 
 from core.text import confusable_skeleton
 
@@ -25,8 +32,9 @@ _HORIZONTAL_SPACE = re.compile(r"[^\S\n]+")
 _LEET = str.maketrans(
     {"@": "a", "4": "a", "$": "s", "5": "s", "0": "o", "1": "i", "!": "i", "3": "e", "7": "t"}
 )
-_SPELLED_OUT = re.compile(r"(?<!\w)(?:\w[ ._*\-]){2,}\w(?!\w)")
-_SPLIT_WORD = re.compile(r"(?<=\w)[._*\-](?=\w)")
+_LETTER_GAP = re.compile(r"[^\S\n]*[._*\-][^\S\n]*|[^\S\n]+")
+_SPELLED_OUT = re.compile(rf"(?<!\w)\w(?:(?:{_LETTER_GAP.pattern})\w(?!\w)){{2,}}")
+_SPLIT_WORD = re.compile(r"(?<=\w)(?:[._*\-]|-\s+)(?=\w)")
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
 MIN_DECODED_CHARS = 8
 _TAG_CHARACTERS = re.compile("[\U000e0000-\U000e007f]+")
@@ -39,20 +47,47 @@ def invisible_strip(text: str) -> str:
     )
 
 
+def _visible(text: str) -> str:
+    return unicodedata.normalize("NFKC", invisible_strip(text))
+
+
 def text_normalise(text: str) -> str:
     """NFKC without invisible characters, runs of spaces as one (line breaks kept: a role
     marker at the start of a line means something)."""
-    text = unicodedata.normalize("NFKC", invisible_strip(text))
-    return _HORIZONTAL_SPACE.sub(" ", text).strip()
+    return _HORIZONTAL_SPACE.sub(" ", _visible(text)).strip()
+
+
+def _letters_joined(match: re.Match[str]) -> str:
+    """A spelled-out run as the words it spells: the gap used most between its letters
+    joins them, any other gap (wider, or of another kind) parts two words."""
+    gaps = _LETTER_GAP.findall(match.group(0))
+    letter_gap = Counter(gaps).most_common(1)[0][0]
+    letters = _LETTER_GAP.split(match.group(0))
+    words = letters[:1]
+    for gap, letter in zip(gaps, letters[1:], strict=True):
+        words.append(letter if gap == letter_gap else " " + letter)
+    return "".join(words)
+
+
+def _lookalikes_read(text: str) -> str:
+    folded = html.unescape(_visible(text)).casefold().translate(_LEET)
+    return confusable_skeleton(folded).casefold()
 
 
 def text_folded(text: str) -> str:
-    """The normalised text in lower case with look-alikes, look-alike digits and signs, and
-    spelled-out words read as the plain word they imitate."""
-    folded = text_normalise(text).casefold().translate(_LEET)
-    folded = confusable_skeleton(folded).casefold()
-    folded = _SPELLED_OUT.sub(lambda match: re.sub(r"[ ._*\-]", "", match.group(0)), folded)
-    return _SPLIT_WORD.sub("", folded)
+    """The normalised text in lower case with entities, look-alikes, look-alike digits and
+    signs, spelled-out and split words read as the plain words they imitate."""
+    folded = _SPELLED_OUT.sub(_letters_joined, _lookalikes_read(text))
+    folded = _SPLIT_WORD.sub("", folded)
+    return _HORIZONTAL_SPACE.sub(" ", folded).strip()
+
+
+def spelled_out_runs(text: str) -> list[str]:
+    """Each run of ``text`` spelled out letter by letter, its letters joined without a gap."""
+    return [
+        re.sub(r"\W|_", "", match.group(0))
+        for match in _SPELLED_OUT.finditer(_lookalikes_read(text))
+    ]
 
 
 def _readable(raw: bytes) -> str | None:

@@ -15,11 +15,16 @@ from __future__ import annotations
 import re
 
 _AGENT = r"(?:you|the\s+(?:assistant|agent|ai|model|bot|chatbot|llm))"
-_BEFORE = r"[^.!?\n]{0,60}?"
+_GAP = r"[^.!?。\n]{0,60}?"
+_NEAR = r"[^.!?。\n]{0,30}?"
 
 # Languages whose instruction wording the check reads (py3langid codes). Text confidently in
 # another language is held for review (see memory_app.safety.language).
-CHECKED_LANGUAGES = ("en", "fr", "es", "de", "it", "pt", "nl")
+CHECKED_LANGUAGES = ("en", "fr", "es", "de", "it", "pt", "nl", "zh", "ja", "ko", "ru")
+# Written without spaces between words, or with particles joined to them: a word ends anywhere.
+_UNSPACED = ("zh", "ja", "ko")
+# Languages whose order may name the instructions before the verb ("以前の指示を無視して").
+_OBJECT_FIRST = ("zh", "ja", "ko")
 
 
 def _words(*alternatives: str) -> str:
@@ -34,6 +39,18 @@ _IGNORE_WORDS = {
     "it": _words(r"ignor\w*", r"dimentic\w*", r"trascur\w*", r"non\s+considerare"),
     "pt": _words(r"ignor\w*", r"esque[cç]\w*", r"desconsider\w*", r"despreze"),
     "nl": _words(r"negeer\w*", r"vergeet", r"vergeten", r"omzeil\w*"),
+    "zh": "(?:忽略|忽视|忽視|无视|無視|忘记|忘記|忘掉|不要理会|不要理會|别管|別管|跳过|跳過"
+    "|抛开|拋開|绕过|繞過|不要遵守|不再遵守|停止遵守)",
+    "ja": "(?:無視|忘れ|従わない|従うな)",
+    "ko": r"(?:무시|잊어|잊고|잊으|따르지\s*마)",
+    "ru": _words(
+        r"(?:про)?игнорир\w*",
+        r"забудь\w*",
+        "забыть",
+        r"не\s+обращай\w*\s+внимани\w*",
+        r"пренебреги\w*",
+        r"отбрось\w*",
+    ),
 }
 _RULE_WORDS = {
     "en": _words(r"instructions?", "rules", r"prompts?", "guidelines", "directives", "guardrails"),
@@ -43,6 +60,33 @@ _RULE_WORDS = {
     "it": _words(r"istruzion\w*", r"regole", r"direttive", r"prompt"),
     "pt": _words(r"instru[cç][õo]es", r"regras", r"diretrizes", r"prompts?"),
     "nl": _words(r"instructies", r"regels", r"richtlijnen", r"prompts?"),
+    "zh": "(?:指令|指示|规则|規則|提示词|提示詞|设定|設定|命令|之前的一切|先前的一切)",
+    "ja": "(?:指示|命令|ルール|規則|プロンプト|設定|制約|上記)",
+    "ko": r"(?:지시|명령|규칙|프롬프트|지침|설정|위의|위\s*내용|이전\s*내용)",
+    "ru": _words(
+        r"инструкци\w*",
+        r"правил\w*",
+        r"указани\w*",
+        r"промпт\w*",
+        r"директив\w*",
+        r"установк\w*",
+        r"вышесказанн\w*",
+        r"вс[её]\s+(?:выше|сказанное|предыдущее)",
+    ),
+}
+# What an order to drop the agent's instructions may name instead: all that came before it.
+_EVERYTHING_BEFORE = {
+    "en": r"\b(?:(?:all|everything|anything)\s+(?:(?:that\s+)?(?:was|is|you\s+were)\s+"
+    r"(?:said|written|told)\s+)?(?:above|previously|earlier|so\s+far|before\s+(?:this|that|now))"
+    r"|the\s+above)\b",
+    "fr": r"\b(?:tout\s+ce\s+qui\s+(?:pr[ée]c[eè]de|a\s+[ée]t[ée]\s+dit)|ci-dessus)",
+    "es": r"\b(?:todo\s+lo\s+(?:anterior|de\s+arriba|dicho)|lo\s+anterior)\b",
+    "de": r"\b(?:alles\s+(?:oben|vorherige|bisherige|bisher|davor|zuvor)\w*|das\s+obige)\b",
+    "it": r"\btutto\s+(?:ci[òo]\s+che\s+precede|quanto\s+sopra|sopra|detto\s+prima)\b",
+    "pt": r"\btudo\s+(?:acima|o\s+que\s+foi\s+dito|o\s+anterior|antes)\b",
+    "nl": r"\balles\s+(?:hierboven|hiervoor|eerder|wat\s+eerder)\b",
+    "zh": "(?:以上|上述|上面)的?(?:所有|全部|一切|内容|內容)",
+    "ja": "以上(?:の(?:内容|指示|全て|すべて)|を)",
 }
 _SYSTEM_PROMPT = {
     "en": r"\bsystem\s*(?:prompts?|instructions?|message)\b|\bdeveloper\s+mode\b|\bjailbr[eo]a?k",
@@ -52,25 +96,70 @@ _SYSTEM_PROMPT = {
     "it": r"\b(?:prompt|messaggio|istruzioni)\s+di\s+sistema\b|\bmodalit[àa]\s+sviluppatore",
     "pt": r"\b(?:prompt|mensagem|instru[cç][õo]es)\s+do\s+sistema\b|\bmodo\s+desenvolvedor",
     "nl": r"\bsysteem\s*(?:prompt|bericht|instructies)\b|\bontwikkelaarsmodus",
+    "zh": "系统提示|系統提示|系统指令|系統指令|系统消息|系統消息|系統訊息|系统设定|系統設定"
+    "|开发者模式|開發者模式|越狱|越獄",
+    "ja": "システムプロンプト|システム指示|システムメッセージ|開発者モード|脱獄|ジェイルブレイク",
+    "ko": r"시스템\s*(?:프롬프트|지시|메시지)|개발자\s*모드|탈옥",
+    "ru": r"\bсистемн\w*\s+(?:промпт|инструкци|сообщени|подсказк)\w*|\bрежим\w*\s+разработчика",  # noqa: RUF001
+}
+# The agent addressed with a rule for good ("from now on you ...", "you must always ...").
+_ADDRESSED = {
+    "zh": "(?:从现在(?:开始|起)|從現在(?:開始|起)|今后|今後)[^。!?\n]{0,20}?你"
+    "|你(?:现在|現在)?(?:必须|必須|应该|應該|只能)(?:总是|總是|永远|永遠|始终|始終|一直|服从|服從"
+    "|听从|聽從|无视|無視|忘记|忘記|透露)|你(?:现在|現在)是",
+    "ja": "(?:これから|今後|今から)[^。!?\n]{0,20}?(?:あなた|君|お前)は"
+    "|(?:あなた|君|お前)は(?:今から|これから)?(?:常に|必ず|絶対に)",
+    "ko": r"(?:지금부터|이제부터|앞으로)[^.!?\n]{0,20}?(?:너는|넌|당신은)"
+    r"|(?:너는|넌|당신은)\s*(?:항상|반드시|무조건)",
+    "ru": r"\b(?:с\s+этого\s+момента|отныне|впредь)\b[^.!?\n]{0,40}?\b(?:ты|вы)\b"  # noqa: RUF001
+    r"|\b(?:ты|вы)\s+(?:должен|должна|должны|обязан\w*)\s+(?:всегда|никогда|игнорир|подчин"
+    r"|раскр)",
 }
 
 
 def _language_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
     patterns = []
     for language in CHECKED_LANGUAGES:
+        end = "" if language in _UNSPACED else r"\b"
+        ignore, rules = _IGNORE_WORDS[language] + end, _RULE_WORDS[language] + end
+        dropped = [ignore + _GAP + rules]
+        if language in _OBJECT_FIRST:
+            dropped.append(rules + _GAP + ignore)
+        if language in _EVERYTHING_BEFORE:
+            before = _EVERYTHING_BEFORE[language]
+            dropped.append(ignore + _NEAR + before)
+            if language in _OBJECT_FIRST:
+                dropped.append(before + _NEAR + ignore)
         patterns.append(
-            (
-                "asks to ignore the agent's instructions",
-                re.compile(
-                    _IGNORE_WORDS[language] + r"\b[^.!?\n]{0,60}?" + _RULE_WORDS[language] + r"\b",
-                    re.I,
-                ),
-            )
+            ("asks to ignore the agent's instructions", re.compile("|".join(dropped), re.I))
         )
         patterns.append(
             ("mentions the agent's system prompt", re.compile(_SYSTEM_PROMPT[language], re.I))
         )
+        if language in _ADDRESSED:
+            patterns.append(
+                ("tells the agent what it must do", re.compile(_ADDRESSED[language], re.I))
+            )
     return tuple(patterns)
+
+
+def _squashed(pattern: str) -> str:
+    return re.sub(r"\\b|\\s[+*]", "", pattern)
+
+
+# The orders above as they read in a word spelled out letter by letter with no gap between
+# words ("ignorepreviousinstructions"), where no word boundary or space is left to match.
+SPELLED_OUT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (label, re.compile(_squashed(pattern), re.I))
+    for language in CHECKED_LANGUAGES
+    for label, pattern in (
+        (
+            "asks to ignore the agent's instructions",
+            _IGNORE_WORDS[language] + r"\w{0,40}?" + _RULE_WORDS[language],
+        ),
+        ("mentions the agent's system prompt", _SYSTEM_PROMPT[language]),
+    )
+)
 
 
 INSTRUCTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -78,7 +167,7 @@ INSTRUCTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "carries a role marker",
         re.compile(
-            r"(?:^|[\n.!?:;>\]]\s*)(?:system|assistant|developer|admin|root)\s*(?:override\s*)?:"
+            r"(?:^|[^\w\s,]\s*)(?:system|assistant|developer|admin|root)[*_\s]*(?:override[*_\s]*)?:"
             r"|<\|\s*(?:system|im_start|im_end|endoftext)|\[/?inst\]|<</?sys>>"
             r"|^\s*#{2,}\s*(?:system|instruction|response)\b",
             re.I | re.M,

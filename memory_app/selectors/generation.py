@@ -17,8 +17,9 @@ from memory_app.models import (
     MemoryWatermark,
 )
 from sessions_app.app_policy import app_policy_get
+from sessions_app.consent import ConsentCondition
 from sessions_app.models import EventRecord, SessionRecord
-from sessions_app.selectors import StoreRead, store_read_run
+from sessions_app.selectors import StoreRead, session_key_get, store_read_run
 
 
 @dataclass(frozen=True)
@@ -73,36 +74,89 @@ class SessionMemoryAccess:
 
     ``index_versions``: the search-index versions (see
     :func:`~memory_app.selectors.search._versions`) read in the same query, for a search that
-    follows at once (the preload) to skip reading them again.
+    follows at once (the preload) to skip reading them again. ``past``: whether replies may
+    search the user's past chats ("Reference past chats", only while memories are used).
+    ``session_key``: the session row's key, which memory names sessions by, read in the same
+    query so that the turn's searches need not look it up (None: no such session of the user).
+    ``other_chats``: whether the user has another chat of the app, not temporary: without
+    one a search of their past chats has nothing to look through.
     """
 
     use: bool
     create: bool
     index_versions: tuple[int | None, int] | None = None
     temporary: bool = False
+    past: bool = False
+    session_key: str | None = None
+    other_chats: bool = False
 
 
 def _session_memory_access_assemble(results: list[list[tuple]]) -> SessionMemoryAccess:
     row = results[0][0] if results[0] else None
-    if row is None or row[0]:
-        return SessionMemoryAccess(use=False, create=False, temporary=row is not None)
-    use, create = (True if value is None else bool(value) for value in row[1:3])
-    return SessionMemoryAccess(use=use, create=create, index_versions=(row[3], row[4] or 0))
+    if row is None:
+        return SessionMemoryAccess(use=False, create=False)
+    if row[0]:
+        return SessionMemoryAccess(use=False, create=False, temporary=True, session_key=row[6])
+    use, create, past = (True if value is None else bool(value) for value in row[1:4])
+    return SessionMemoryAccess(
+        use=use,
+        create=create,
+        index_versions=(row[4], row[5] or 0),
+        past=use and past,
+        session_key=row[6],
+        other_chats=bool(row[7]),
+    )
 
 
-def session_memory_access_read(*, user_pk: int, session_id: str) -> StoreRead:
-    """The read behind ``session_memory_access``: one statement, written out in SQL as it runs
-    before every turn (see :func:`turn_trigger_facts`); a turn runs it from the event loop."""
+def _session_memory_access_read(*, where: str, params: list) -> StoreRead:
     sessions = SessionRecord._meta.db_table
     user_settings = MemorySettings._meta.db_table
     app_versions = AppIndexVersion._meta.db_table
     sql = (
-        f"SELECT s.temporary, m.use_enabled, m.create_enabled, m.index_version,"
-        f" (SELECT v.version FROM {app_versions} v WHERE v.app_name = s.app_name)"
+        f"SELECT s.temporary, m.use_enabled, m.create_enabled, m.past_chats_enabled,"
+        f" m.index_version,"
+        f' (SELECT v.version FROM {app_versions} v WHERE v.app_name = s.app_name), s."key",'
+        f" EXISTS (SELECT 1 FROM {sessions} o WHERE o.user_id = s.user_id"
+        f' AND o.app_name = s.app_name AND o."key" <> s."key" AND NOT o.temporary)'
         f" FROM {sessions} s LEFT JOIN {user_settings} m ON m.user_id = s.user_id"
-        f" WHERE s.id = %s AND s.user_id = %s"
+        f" WHERE {where}"
     )
-    return StoreRead([(sql, [session_id, user_pk])], _session_memory_access_assemble)
+    return StoreRead([(sql, params)], _session_memory_access_assemble)
+
+
+def session_memory_access_read(*, user_pk: int, session_id: str) -> StoreRead:
+    """The read behind ``session_memory_access`` (``session_id``: the session row's key): one
+    statement, written out in SQL as it runs before every turn (see
+    :func:`turn_trigger_facts`); a turn runs it from the event loop."""
+    return _session_memory_access_read(
+        where='s."key" = %s AND s.user_id = %s', params=[session_id, user_pk]
+    )
+
+
+def session_memory_access_of_id_read(*, app_name: str, user_pk: int, session_id: str) -> StoreRead:
+    """``session_memory_access_read`` of the user's session of this id in the app."""
+    return _session_memory_access_read(
+        where="s.session_id = %s AND s.app_name = %s AND s.user_id = %s",
+        params=[session_id, app_name, user_pk],
+    )
+
+
+def memory_session_key(*, app_name: str, user_pk: int, session_id: str | None) -> str | None:
+    """The key memory names the user's session of this id in the app by (its row's key; None
+    for no session id, or none of theirs)."""
+    if session_id is None:
+        return None
+    return session_key_get(app_name=app_name, user_pk=user_pk, session_id=session_id)
+
+
+def memory_consent_condition() -> ConsentCondition:
+    """What an append checks to mark an event kept from memory (``sessions_app.consent``): the
+    user has not turned "Create memories from my chats" off (no settings row means on)."""
+    user_settings = MemorySettings._meta.db_table
+    return ConsentCondition(
+        sql=f'NOT EXISTS (SELECT 1 FROM {user_settings} c WHERE c."user_id" = %s '
+        f'AND NOT c."create_enabled")'
+    )
 
 
 def session_memory_access(*, user_pk: int, session_id: str) -> SessionMemoryAccess:
@@ -165,25 +219,53 @@ def _turn_trigger_facts_assemble(results: list[list[tuple]]) -> TurnTriggerFacts
     )
 
 
-def turn_trigger_facts_read(*, session_id: str, invocation_id: str) -> StoreRead:
-    """The read behind ``turn_trigger_facts``: the three facts in one statement, written out in
-    SQL: it runs after every turn, where the ORM's building of the queries cost more than the
-    database's answering them; a turn runs it from the event loop. Rewound user turns are not
-    counted."""
+def _turn_trigger_facts_read(
+    *, session_sql: str, session_params: list, invocation_id: str
+) -> StoreRead:
+    """The three facts in one statement, of the session ``session_sql`` (with its
+    ``session_params``) gives the key of."""
     events = EventRecord._meta.db_table
     watermarks = MemoryWatermark._meta.db_table
     jobs = GenerationJob._meta.db_table
+    key = session_sql
     sql = (
-        f"SELECT (SELECT content FROM {events} WHERE session_id = %s AND invocation_id = %s"
-        f" AND author = 'user' ORDER BY sequence LIMIT 1),"
-        f" (SELECT COUNT(*) FROM {events} WHERE session_id = %s AND author = 'user'"
-        f" AND rewound = %s AND sequence > COALESCE("
-        f"(SELECT last_sequence FROM {watermarks} WHERE session_id = %s), 0)),"
-        f" EXISTS (SELECT 1 FROM {jobs} WHERE session_id = %s AND status = %s)"
+        f"SELECT (SELECT content FROM {events} WHERE session_id = {key} AND invocation_id = %s"
+        f" AND author = 'user' AND COALESCE(memory_excluded, %s) = %s"
+        f" ORDER BY sequence LIMIT 1),"
+        f" (SELECT COUNT(*) FROM {events} WHERE session_id = {key} AND author = 'user'"
+        f" AND rewound = %s AND COALESCE(memory_excluded, %s) = %s AND sequence > COALESCE("
+        f"(SELECT last_sequence FROM {watermarks} WHERE session_id = {key}), 0)),"
+        f" EXISTS (SELECT 1 FROM {jobs} WHERE session_id = {key} AND status = %s)"
     )
-    params = [session_id, invocation_id, session_id, False, session_id]
-    params += [session_id, str(GenerationJob.Status.QUEUED)]
+    params = [*session_params, invocation_id, False, False]
+    params += [*session_params, False, False, False, *session_params]
+    params += [*session_params, str(GenerationJob.Status.QUEUED)]
     return StoreRead([(sql, params)], _turn_trigger_facts_assemble)
+
+
+def turn_trigger_facts_read(*, session_id: str, invocation_id: str) -> StoreRead:
+    """The read behind ``turn_trigger_facts``, of the session row of key ``session_id``: the
+    three facts in one statement, written out in SQL: it runs after every turn, where the
+    ORM's building of the queries cost more than the database's answering them; a turn runs
+    it from the event loop. Rewound user turns, and turns said while memory creation was off
+    (``memory_excluded``), are not counted, and the text of an excluded one is not read: no
+    trigger ever fires on them."""
+    return _turn_trigger_facts_read(
+        session_sql="%s", session_params=[session_id], invocation_id=invocation_id
+    )
+
+
+def turn_trigger_facts_of_id_read(
+    *, app_name: str, user_pk: int, session_id: str, invocation_id: str
+) -> StoreRead:
+    """``turn_trigger_facts_read`` of the user's session of this id in the app."""
+    sessions = SessionRecord._meta.db_table
+    return _turn_trigger_facts_read(
+        session_sql=f'(SELECT "key" FROM {sessions} WHERE session_id = %s AND app_name = %s'
+        " AND user_id = %s)",
+        session_params=[session_id, app_name, user_pk],
+        invocation_id=invocation_id,
+    )
 
 
 def turn_trigger_facts(*, session_id: str, invocation_id: str) -> TurnTriggerFacts:
@@ -214,12 +296,16 @@ def session_pending_memory(*, user_pk: int, session_id: str) -> PendingMemory | 
     if not SessionRecord.objects.filter(pk=session_id, user_id=user_pk).exists():
         return None
     access = session_memory_access(user_pk=user_pk, session_id=session_id)
-    unprocessed = EventRecord.objects.filter(
-        session_id=session_id,
-        author="user",
-        rewound=False,
-        sequence__gt=watermark_get(session_id=session_id),
-    ).order_by("-sequence")
+    unprocessed = (
+        EventRecord.objects.filter(
+            session_id=session_id,
+            author="user",
+            rewound=False,
+            sequence__gt=watermark_get(session_id=session_id),
+        )
+        .exclude(memory_excluded=True)
+        .order_by("-sequence")
+    )
     texts = [
         " ".join(content_text(content).split())
         for content in unprocessed.values_list("content", flat=True)[:PENDING_TURNS_SHOWN]

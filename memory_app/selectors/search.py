@@ -33,6 +33,7 @@ from memory_app.models import (
     MemoryStatus,
 )
 from memory_app.ranking import Embedder, MemoryIndex, Origin, recency_prior, tokenize
+from sessions_app.artifact_files import artifact_uri
 
 # Chosen on the LoCoMo dev split (docs/memory-retrieval.md, "Second wave" and "Speakers"): a
 # name the query mentions adds NAME_WEIGHT to a memory holding it (half when the name is a
@@ -83,6 +84,8 @@ class ScoredMemory:
     importance: float
     updated_at: datetime
     sources: list[SourceRef] = field(default_factory=list)
+    image_uri: str = ""  # the ``artifact://`` address of the file the memory keeps, if any
+    image_mime_type: str = ""
 
 
 @dataclass
@@ -92,6 +95,7 @@ class _CachedIndex:
     versions: tuple
     index: MemoryIndex  # priors: mean of recency and importance
     session_of: dict[str, str]  # session-scope memory id -> its session
+    shared: set[str]  # ids of the app's shared (app-scope) memories
     expiry: dict[str, datetime]  # id -> expiry, for memories that have one
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -184,10 +188,12 @@ def _index_build(
             for memory_id, row in zip(ids, rows, strict=True)
         ],
     )
-    entry = _CachedIndex(versions=versions, index=index, session_of={}, expiry={})
+    entry = _CachedIndex(versions=versions, index=index, session_of={}, shared=set(), expiry={})
     for memory_id, row in zip(ids, rows, strict=True):
         if row["scope"] == MemoryScope.SESSION:
             entry.session_of[memory_id] = row["session_id"]
+        elif row["scope"] == MemoryScope.APP:
+            entry.shared.add(memory_id)
         if row["expires_at"]:
             entry.expiry[memory_id] = row["expires_at"]
     return entry
@@ -300,6 +306,9 @@ _SCORED_FIELDS = (
     "expires_at",
     "user_id",
     "session_id",
+    "image__filename",
+    "image__version",
+    "image__mime_type",
 )
 
 
@@ -312,6 +321,7 @@ def memory_search(
     limit: int = 10,
     sources: bool = True,
     index_versions: tuple[int | None, int] | None = None,
+    shared: bool = True,
 ) -> list[ScoredMemory]:
     """The ``limit`` memories most relevant to ``query`` that this user may see, best first.
 
@@ -324,7 +334,9 @@ def memory_search(
     ``sources=False`` leaves each result's sources empty, for callers (the preload) that
     need only the text and confidence and should not pay for the join. ``index_versions``:
     as :func:`~memory_app.selectors.generation.session_memory_access` read them a moment ago,
-    else read here.
+    else read here. ``shared=False`` leaves out the app's shared memories: the agent's prompt
+    has them as the app's guidance (:func:`app_guidance`), apart from what it recalls of the
+    person.
     """
     if limit <= 0 or not query.strip():
         return []
@@ -332,6 +344,8 @@ def memory_search(
     now = timezone.now()
     excluded = {i for i, owner in entry.session_of.items() if owner != session_id}
     excluded.update(i for i, expires_at in entry.expiry.items() if expires_at <= now)
+    if not shared:
+        excluded.update(entry.shared)
     with entry.lock:
         if query_is_broad(query):
             ranked = entry.index.by_prior(limit=limit + len(excluded))
@@ -380,7 +394,11 @@ def memories_scored(
         rows = (
             Memory.objects.filter(pk__in=list(scores))
             .order_by("sources__event__session_id", "sources__event__sequence")
-            .values_list(*_SCORED_FIELDS, "sources__event__session_id", "sources__event__event_id")
+            .values_list(
+                *_SCORED_FIELDS,
+                "sources__event__session__session_id",
+                "sources__event__event_id",
+            )
         )
     else:
         rows = (
@@ -422,4 +440,19 @@ def _scored(memory: dict, *, score: float, sources: list[SourceRef]) -> ScoredMe
         importance=memory["importance"],
         updated_at=memory["updated_at"],
         sources=sources,
+        image_uri=_image_uri(memory),
+        image_mime_type=memory["image__mime_type"] or "",
+    )
+
+
+def _image_uri(memory: dict) -> str:
+    """The address of the user's own copy of the file the memory keeps ("" for none)."""
+    if not memory["image__filename"] or memory["user_id"] is None:
+        return ""
+    return artifact_uri(
+        app_name=memory["app_name"],
+        user_id=str(memory["user_id"]),
+        session_id=None,
+        filename=memory["image__filename"],
+        version=memory["image__version"],
     )

@@ -24,13 +24,16 @@ from memory_app.services.memories import (
     MemoryCorrectionError,
     memories_delete_all,
     memories_forget,
+    memory_add_stated,
     memory_correct,
     memory_create_explicit,
     memory_delete,
     memory_expiry_set,
     memory_facts_store,
+    profile_field_correct,
 )
 from memory_app.services.memory_files import memory_image_release
+from memory_app.services.profile import profile_state_sync
 from memory_app.services.releases import (
     SessionReleaseReport,
     rewind_releases_sweep,
@@ -63,6 +66,7 @@ __all__ = [
     "SessionReleaseReport",
     "memories_delete_all",
     "memories_forget",
+    "memory_add_stated",
     "memory_change_notice_send",
     "memory_correct",
     "memory_create_explicit",
@@ -87,6 +91,8 @@ __all__ = [
     "memory_turn_completed",
     "memory_turn_trigger",
     "memory_turn_trigger_async",
+    "profile_field_correct",
+    "profile_state_sync",
     "rewind_releases_sweep",
     "session_memories_release",
     "session_rewound_memories_release",

@@ -189,7 +189,9 @@ def _skip_reason(job: GenerationJob) -> str:
 
 @dataclass
 class _Batch:
-    """Events read for one attempt: those after ``after`` up to ``upto`` (rewound ones left out)."""
+    """Events read for one attempt: those after ``after`` up to ``upto``, rewound ones and
+    those said while memory creation was off or in a temporary chat left out (the watermark
+    passes them all the same, so no later job reads them)."""
 
     after: int
     upto: int
@@ -203,7 +205,10 @@ def _batch_read(session_id: str) -> _Batch:
         SessionRecord.objects.filter(pk=session_id).values_list("last_sequence", flat=True).first()
     )
     page = session_selectors.stored_events_page(
-        session_id=session_id, after_sequence=after, page_size=settings.MEMORY_JOB_MAX_EVENTS
+        session_key=session_id,
+        after_sequence=after,
+        page_size=settings.MEMORY_JOB_MAX_EVENTS,
+        for_memory=True,
     )
     more = page.next_after_sequence is not None
     upto = page.events[-1].sequence if more else max(session_last or 0, after)

@@ -20,15 +20,23 @@ from memory_app.consolidation import (
 )
 from memory_app.embedding import embedder_get, vector_to_bytes
 from memory_app.extraction import ExtractedFact, fact_text_normalise, fact_topic
+from memory_app.extraction.profile import (
+    MAPPING_FIELDS,
+    profile_field_valid,
+    profile_read,
+    profile_sentence,
+)
 from memory_app.models import (
     GenerationJob,
     Memory,
     MemoryRevision,
+    MemoryScope,
     MemoryStatus,
     SourceType,
 )
 from memory_app.safety import memory_text_check, pii_redact, text_normalise
 from memory_app.services.jobs import job_finish
+from memory_app.services.profile import profile_state_sync
 from memory_app.services.users import (
     memory_change_notice_send,
     memory_index_invalidate,
@@ -103,23 +111,37 @@ def memory_facts_store(
 
 
 def memory_create_explicit(
-    *, app_name: str, user_pk: int, session_id: str, invocation_id: str, text: str
+    *,
+    app_name: str,
+    user_pk: int,
+    session_id: str,
+    invocation_id: str,
+    text: str,
+    asked: bool = True,
+    scope: str = MemoryScope.USER,
 ) -> ConsolidationReport | None:
-    """What the agent's ``create_memory`` tool stores: ``text`` as an explicit user statement,
-    sourced from the user message of this invocation. None when creation is not allowed."""
+    """What the agent's ``create_memory`` tool stores: ``text``, sourced from the user message
+    of this invocation, through consolidation and its safety checks. An explicit user
+    statement when the user ``asked`` to have it remembered; else what the agent chose to
+    keep of what they said, an implicit one (which never overrides what they stated). With
+    ``scope`` "session", it holds for this conversation only. None when creation is not
+    allowed, now or when that message was said (``EventRecord.memory_excluded``)."""
     if not selectors.session_memory_access(user_pk=user_pk, session_id=session_id).create:
         return None
     user_event = selectors.session_user_event_get(
         session_id=session_id, invocation_id=invocation_id
     )
+    if user_event is not None and user_event.memory_excluded:
+        return None
     fact = ExtractedFact(
         text=text,
         topic=fact_topic(text=fact_text_normalise(text=text), default=EXPLICIT_INSTRUCTIONS),
-        source_type=SourceType.EXPLICIT,
-        confidence=0.9,
+        source_type=SourceType.EXPLICIT if asked else SourceType.IMPLICIT,
+        confidence=0.9 if asked else 0.8,
         importance=0.7,
         event_ids=[user_event.event_id] if user_event else [],
         excerpt=selectors.event_excerpt(user_event) if user_event else "",
+        scope=MemoryScope.SESSION if scope == MemoryScope.SESSION else MemoryScope.USER,
     )
     sequence = (user_event.sequence, user_event.sequence) if user_event else None
     return memory_facts_store(
@@ -129,6 +151,18 @@ def memory_create_explicit(
         facts=[fact],
         sequences=sequence,
     )
+
+
+def memory_add_stated(*, app_name: str, user_pk: int, text: str, topic: str = "") -> Memory | None:
+    """Store ``text`` as something the user stated (ADK's ``add_memory``, the MCP tool), outside
+    any session, through consolidation and its safety checks; the memory kept (new, updated or
+    the one it matched, possibly held for review), or None when it failed a check."""
+    fact = ExtractedFact(
+        text=text, topic=topic, source_type=SourceType.EXPLICIT, confidence=0.9, importance=0.5
+    )
+    report = memory_facts_store(app_name=app_name, user_pk=user_pk, session_id=None, facts=[fact])
+    kept = report.created + report.updated + report.unchanged + report.quarantined
+    return kept[0] if kept else None
 
 
 def memory_delete(
@@ -168,9 +202,11 @@ def memories_delete_all(*, app_name: str, user_pk: int) -> int:
     returns how many of both. Under the user's lock, like one deletion."""
     with transaction.atomic(), memory_index_invalidations_merged():
         user_lock(user_pk)
+        # A profile key a memory holds is that memory, counted once (``profile_active``).
+        held = len(selectors.profile_active(app_name=app_name, user_pk=user_pk))
         profile = user_state_delete(app_name=app_name, user_pk=user_pk)
         rows = Memory.objects.filter(app_name=app_name, user_id=user_pk)
-        count = rows.delete()[1].get(Memory._meta.label, 0) + profile
+        count = rows.delete()[1].get(Memory._meta.label, 0) + max(profile - held, 0)
         memory_index_invalidate(app_name=app_name, user_pk=user_pk)
     if count:
         memory_change_notice_send(
@@ -208,7 +244,13 @@ def _correction_allowed(memory: Memory) -> None:
 
 
 def memory_correct(
-    *, app_name: str, user_pk: int, memory_id: str, text: str, actor_user_pk: int | None = None
+    *,
+    app_name: str,
+    user_pk: int,
+    memory_id: str,
+    text: str,
+    actor_user_pk: int | None = None,
+    structured: dict | None = None,
 ) -> Memory | None:
     """Replace a memory's text with the user's correction; None if they have no such memory.
 
@@ -219,7 +261,8 @@ def memory_correct(
     extracted fact, so a memory cannot be turned into an instruction to the agent; it raises
     :class:`MemoryCorrectionError` otherwise, as it does for a memory held for review
     (quarantined or rejected): only staff release those. The text is embedded before the lock
-    is taken.
+    is taken. The profile field a user-scope memory holds is ``structured`` when given (a
+    correction on the profile card), else what the new text states; the ``user:`` keys follow.
     """
     text = pii_redact(text=" ".join(text_normalise(str(text)).split()), app_name=app_name)
     if not text:
@@ -248,8 +291,13 @@ def memory_correct(
             return None
         _correction_allowed(memory)
         before = _correction_snapshot(memory)
+        replaced_fields = list(memory.structured or {})
         memory.text = text
-        memory.structured = None
+        memory.structured = (
+            structured or profile_read(text=fact_text_normalise(text=text))
+            if memory.scope == MemoryScope.USER
+            else None
+        )
         memory.source_type = SourceType.EXPLICIT
         memory.confidence = CORRECTION_CONFIDENCE
         memory.status = MemoryStatus.ACTIVE
@@ -265,6 +313,7 @@ def memory_correct(
             reason="Corrected by the user.",
             actor_user_id=actor_user_pk or user_pk,
         )
+        profile_state_sync(app_name=app_name, user_pk=user_pk, fields=replaced_fields)
     memory_index_invalidate(app_name=app_name, user_pk=user_pk)
     memory_change_notice_send(
         user_pk=user_pk,
@@ -275,6 +324,23 @@ def memory_correct(
         },
     )
     return memory
+
+
+def profile_field_correct(
+    *, app_name: str, user_pk: int, memory_id: str, field: str, entry: str, value: str
+) -> Memory | None:
+    """The user's correction of one field of their profile card (of its ``entry``, for family
+    and preferences), made on the memory it comes from: its text becomes the field's sentence
+    with the new value (the old one kept in its history) and it holds the new value; None
+    when they have no such memory. Raises ``MemoryCorrectionError`` as any correction does."""
+    structured = {field: {entry: value} if field in MAPPING_FIELDS else value}
+    return memory_correct(
+        app_name=app_name,
+        user_pk=user_pk,
+        memory_id=memory_id,
+        text=profile_sentence(field=field, value=value, entry=entry),
+        structured=structured if profile_field_valid(structured) else None,
+    )
 
 
 def memory_expiry_set(
@@ -369,6 +435,11 @@ def memories_forget(*, now: datetime | None = None) -> ForgetReport:
         Memory.objects.filter(pk__in=[memory.pk for memory in stale]).update(
             status=MemoryStatus.INVALIDATED
         )
+        for memory in stale:
+            if memory.user_id is not None and memory.structured:
+                profile_state_sync(
+                    app_name=memory.app_name, user_pk=memory.user_id, fields=memory.structured
+                )
         touched.update((memory.app_name, memory.user_id) for memory in stale)
     for app_name, user_pk in touched:
         memory_index_invalidate(app_name=app_name, user_pk=user_pk)

@@ -22,7 +22,13 @@ from django.db.models import Exists, F, OuterRef, Q, prefetch_related_objects
 from django.utils import timezone
 
 from core.background import task_enqueue
-from memory_app.models import Memory, MemoryRevision, MemorySource, RewindRelease
+from memory_app.models import (
+    Memory,
+    MemoryRevision,
+    MemorySource,
+    MemoryWatermark,
+    RewindRelease,
+)
 from memory_app.services.users import memory_index_invalidate, memory_index_invalidations_merged
 
 
@@ -35,7 +41,9 @@ class SessionReleaseReport:
 
 
 def _source_list(sources) -> list[dict[str, str]]:
-    return [{"session_id": s.event.session_id, "event_id": s.event.event_id} for s in sources]
+    return [
+        {"session_id": s.event.session.session_id, "event_id": s.event.event_id} for s in sources
+    ]
 
 
 def _release(
@@ -60,7 +68,7 @@ def _release(
     affected = list(Memory.objects.filter(pk__in=affected_ids).annotate(kept=Exists(elsewhere)))
     deleted = [m for m in affected if not m.kept or dies_anyway(m)]
     revised = [m for m in affected if m.kept and not dies_anyway(m)]
-    prefetch_related_objects(revised, "sources__event")
+    prefetch_related_objects(revised, "sources__event__session")
     leaving_ids = set(
         MemorySource.objects.filter(leaving, memory__in=[m.pk for m in revised]).values_list(
             "pk", flat=True
@@ -103,7 +111,13 @@ def session_memories_release(*, session_ids: Sequence[str]) -> SessionReleaseRep
     released = set(session_ids)
 
     def reason(memory: Memory) -> str:
-        gone = sorted({s.event.session_id for s in memory.sources.all()} & released)
+        gone = sorted(
+            {
+                s.event.session.session_id
+                for s in memory.sources.all()
+                if s.event.session_id in released
+            }
+        )
         if len(gone) == 1:
             return f"Session {gone[0]} was deleted; its events no longer support this memory."
         return (
@@ -118,14 +132,25 @@ def session_memories_release(*, session_ids: Sequence[str]) -> SessionReleaseRep
     )
 
 
-def session_rewound_release_request(*, session_id: str) -> None:
+def session_rewound_release_request(
+    *, session_id: str, restored_from_sequence: int | None = None
+) -> None:
     """Record, in the rewind's transaction, that the session's rewound turns have memories to
     revise, and send the revision to a worker once the rewind commits. Should the broker not
-    take it, the record stays and the periodic ``rewind_releases_sweep`` runs it later."""
+    take it, the record stays and the periodic ``rewind_releases_sweep`` runs it later.
+
+    ``restored_from_sequence``: the first event a rewind to a turn an earlier rewind took out
+    brought back into the history. The watermark goes back before it, so memory generation
+    reads those turns again, as any turn of the history (their memories may have been revised
+    away meanwhile; a fact still stored is only linked again, not duplicated)."""
     from memory_app.tasks import session_rewound_memories_release as release_task
 
     now = timezone.now()
     with transaction.atomic():
+        if restored_from_sequence is not None:
+            MemoryWatermark.objects.filter(
+                session_id=session_id, last_sequence__gte=restored_from_sequence
+            ).update(last_sequence=restored_from_sequence - 1)
         counted = RewindRelease.objects.filter(session_id=session_id).update(
             rewinds=F("rewinds") + 1, rewound_at=now
         )

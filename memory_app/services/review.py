@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from access_app.models import AuditAction
 from access_app.services import audit_record
-from memory_app.consolidation.writes import _snapshot
+from memory_app.consolidation.writes import memory_snapshot
 from memory_app.embedding import embedder_get, vector_to_bytes
 from memory_app.models import (
     GenerationJob,
@@ -84,7 +84,7 @@ def _status_change(
                 f"Only a memory that is {names} can be {action.label.lower()}; "
                 f"this one is {memory.get_status_display().lower()}."
             )
-        before = _snapshot(memory)
+        before = memory_snapshot(memory)
         memory.status = to
         fields = ["status", "updated_at"]
         if vector is not None and vector[0] == memory.text and not memory.embedding:
@@ -95,7 +95,7 @@ def _status_change(
             memory=memory,
             action=action,
             before=before,
-            after=_snapshot(memory),
+            after=memory_snapshot(memory),
             reason=reason,
             actor_user_id=actor.pk,
         )

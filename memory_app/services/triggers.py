@@ -56,15 +56,21 @@ def memory_turn_trigger(
 
 
 async def memory_turn_trigger_async(
-    *, app_name: str, session_id: str, invocation_id: str
+    *, app_name: str, user_pk: int, session_id: str, invocation_id: str
 ) -> GenerationJob.Trigger | None:
-    """``memory_turn_trigger`` from an event loop: its read goes from the loop on PostgreSQL,
-    so the check after every turn takes nothing from the process's one database thread."""
+    """``memory_turn_trigger`` from an event loop, for the user's session of this id (ADK's)
+    in the app: its read goes from the loop on PostgreSQL, so the check after every turn
+    takes nothing from the process's one database thread."""
     config = await selectors.trigger_config_get_async(app_name=app_name)
     facts = None
     if _facts_needed(config):
         facts = await session_selectors.store_read_async(
-            selectors.turn_trigger_facts_read(session_id=session_id, invocation_id=invocation_id)
+            selectors.turn_trigger_facts_of_id_read(
+                app_name=app_name,
+                user_pk=user_pk,
+                session_id=session_id,
+                invocation_id=invocation_id,
+            )
         )
     return _turn_trigger_decide(config, facts)
 

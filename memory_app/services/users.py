@@ -94,18 +94,27 @@ def memory_index_invalidations_merged() -> Iterator[None]:
 
 
 def memory_settings_update(
-    *, user_pk: int, create_enabled: bool | None = None, use_enabled: bool | None = None
+    *,
+    user_pk: int,
+    create_enabled: bool | None = None,
+    use_enabled: bool | None = None,
+    past_chats_enabled: bool | None = None,
 ) -> MemorySettings:
     """Record the user's choices; a job already queued checks ``create_enabled`` again when it
     runs, so turning creation off stops pending work too. The next turn reads the choices
-    afresh, and the user's open chat pages get a notice."""
+    afresh (``past_chats_enabled``: whether replies search the user's past chats), and the
+    user's open chat pages get a notice."""
     with transaction.atomic():
         row, _ = MemorySettings.objects.select_for_update().get_or_create(user_id=user_pk)
         if create_enabled is not None:
             row.create_enabled = create_enabled
         if use_enabled is not None:
             row.use_enabled = use_enabled
-        row.save(update_fields=["create_enabled", "use_enabled", "updated_at"])
+        if past_chats_enabled is not None:
+            row.past_chats_enabled = past_chats_enabled
+        row.save(
+            update_fields=["create_enabled", "use_enabled", "past_chats_enabled", "updated_at"]
+        )
     memory_change_notice_send(
         user_pk=user_pk,
         notice={
@@ -115,6 +124,7 @@ def memory_settings_update(
             ),
             "create_enabled": row.create_enabled,
             "use_enabled": row.use_enabled,
+            "past_chats_enabled": row.past_chats_enabled,
         },
     )
     return row

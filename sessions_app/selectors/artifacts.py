@@ -46,19 +46,20 @@ def artifact_scope_filter(
     elif session_id is None:
         raise InvalidArtifactError("Session ID must be provided for session-scoped artifacts.")
     else:
-        scope["session_id"] = session_id
+        scope["session__session_id"] = session_id
     return scope
 
 
-def _versions(
-    *, app_name: str, user_id: str, filename: str, session_id: str | None
+def artifact_records_list(
+    *, app_name: str, user_id: str, filename: str, session_id: str | None = None
 ) -> QuerySet[ArtifactRecord]:
+    """The rows of every version of ``filename``, oldest first (none for an unknown user)."""
     scope = artifact_scope_filter(
         app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
     )
     if scope is None:
         return ArtifactRecord.objects.none()
-    return ArtifactRecord.objects.filter(**scope).order_by("version")
+    return ArtifactRecord.objects.filter(**scope).select_related("session").order_by("version")
 
 
 def artifact_record_get(
@@ -70,7 +71,7 @@ def artifact_record_get(
     version: int | None = None,
 ) -> ArtifactRecord | None:
     """The row of one version (the newest when ``version`` is None), or None."""
-    versions = _versions(
+    versions = artifact_records_list(
         app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
     )
     if version is None:
@@ -119,7 +120,7 @@ def artifact_keys_list(*, app_name: str, user_id: str, session_id: str | None = 
         return []
     scope = Q(session__isnull=True)
     if session_id is not None:
-        scope |= Q(session_id=session_id)
+        scope |= Q(session__session_id=session_id)
     names = ArtifactRecord.objects.filter(scope, user_id=user_pk, app_name=app_name)
     return sorted(set(names.values_list("filename", flat=True)))
 
@@ -131,7 +132,7 @@ def artifact_version_describe(record: ArtifactRecord) -> ArtifactVersion:
         canonical_uri=artifact_uri(
             app_name=record.app_name,
             user_id=str(record.user_id),
-            session_id=record.session_id,
+            session_id=record.session.session_id if record.session_id else None,
             filename=record.filename,
             version=record.version,
         ),
@@ -145,7 +146,7 @@ def artifact_versions_list(
     *, app_name: str, user_id: str, filename: str, session_id: str | None = None
 ) -> list[ArtifactVersion]:
     """ADK's ``list_artifact_versions``: every version, oldest first."""
-    versions = _versions(
+    versions = artifact_records_list(
         app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
     )
     return [artifact_version_describe(record) for record in versions]
@@ -221,17 +222,19 @@ def artifact_readable_get(*, reader: Any, artifact_id: Any) -> ArtifactRecord | 
 
 def artifacts_of_user(*, user_pk: int) -> QuerySet[ArtifactRecord]:
     """Every artifact version the user has, in a stable order (exports)."""
-    return ArtifactRecord.objects.filter(user_id=user_pk).order_by(
-        "app_name", "session_id", "filename", "version"
+    return (
+        ArtifactRecord.objects.filter(user_id=user_pk)
+        .select_related("session")
+        .order_by("app_name", "session_id", "filename", "version")
     )
 
 
 def session_artifacts_get(
-    *, user_pk: int, session_id: str, artifact_ids: list[str]
+    *, user_pk: int, session_key: str, artifact_ids: list[str]
 ) -> list[ArtifactRecord] | None:
-    """The versions with these ids, in the order given, if every one is a file of this
-    session of the user; None when any is not (unknown, malformed, another session's or
-    another user's alike)."""
+    """The versions with these ids, in the order given, if every one is a file of the
+    session row ``session_key`` of the user; None when any is not (unknown, malformed,
+    another session's or another user's alike)."""
     try:
         wanted = [uuid.UUID(str(each)) for each in artifact_ids]
     except ValueError:
@@ -239,8 +242,8 @@ def session_artifacts_get(
     found = {
         record.pk: record
         for record in ArtifactRecord.objects.filter(
-            pk__in=wanted, user_id=user_pk, session_id=session_id
-        )
+            pk__in=wanted, user_id=user_pk, session_id=session_key
+        ).select_related("session")
     }
     if len(set(wanted)) != len(wanted) or set(found) != set(wanted):
         return None

@@ -10,7 +10,11 @@ from sessions_app.events import Event
 from sessions_app.models import EventRecord
 from sessions_app.selectors.rows import events_from_raw_rows
 from sessions_app.selectors.sessions import StoreRead, store_read_run
-from sessions_app.selectors.statements import STORED_EVENT_COLUMNS, STORED_EVENTS_SQL
+from sessions_app.selectors.statements import (
+    STORED_EVENT_COLUMNS,
+    STORED_EVENTS_OF_ID_SQL,
+    STORED_EVENTS_SQL,
+)
 
 
 class StoredEvent(NamedTuple):
@@ -33,16 +37,31 @@ def _stored_event_from_row(row: tuple) -> StoredEvent:
 
 
 def stored_events_page(
-    *, session_id: str, after_sequence: int, page_size: int, include_rewound: bool = False
+    *,
+    session_key: str,
+    after_sequence: int,
+    page_size: int,
+    include_rewound: bool = False,
+    for_memory: bool = False,
 ) -> StoredEventsPage:
-    """Up to ``page_size`` of the session's events after ``after_sequence``, in order.
+    """Up to ``page_size`` of the events of the session row ``session_key`` after
+    ``after_sequence``, in order.
 
-    Events hidden by a rewind are left out unless ``include_rewound`` is set.
+    Events hidden by a rewind are left out unless ``include_rewound`` is set. With
+    ``for_memory``, so are the events kept from long-term memory when they were stored
+    (``EventRecord.memory_excluded``) and every event of a turn whose user message was.
     Pass ``next_after_sequence`` back to get the next page.
     """
-    queryset = EventRecord.objects.filter(session_id=session_id, sequence__gt=after_sequence)
+    queryset = EventRecord.objects.filter(session_id=session_key, sequence__gt=after_sequence)
     if not include_rewound:
         queryset = queryset.filter(rewound=False)
+    if for_memory:
+        excluded_turns = EventRecord.objects.filter(
+            session_id=session_key, author="user", memory_excluded=True
+        ).exclude(invocation_id="")
+        queryset = queryset.exclude(memory_excluded=True).exclude(
+            invocation_id__in=excluded_turns.values("invocation_id")
+        )
     rows = list(queryset.order_by("sequence").values_list(*STORED_EVENT_COLUMNS)[: page_size + 1])
     next_after_sequence = rows[page_size - 1][0] if len(rows) > page_size else None
     return StoredEventsPage(
@@ -51,12 +70,13 @@ def stored_events_page(
     )
 
 
-def stored_events_recent(*, session_id: str, limit: int) -> list[StoredEvent]:
-    """The session's last ``limit`` events of its history (rewound ones left out), in order."""
+def stored_events_recent(*, session_key: str, limit: int) -> list[StoredEvent]:
+    """The last ``limit`` events of the history of the session row ``session_key`` (rewound
+    ones left out), in order."""
     if limit <= 0:
         return []
     rows = list(
-        EventRecord.objects.filter(session_id=session_id, rewound=False)
+        EventRecord.objects.filter(session_id=session_key, rewound=False)
         .order_by("-sequence")
         .values_list(*STORED_EVENT_COLUMNS)[:limit]
     )
@@ -77,14 +97,35 @@ def _first_stored_event(results: list[list[tuple]]) -> StoredEvent | None:
     return stored[0] if stored else None
 
 
-def stored_event_get_read(*, session_id: str, event_id: str) -> StoreRead:
+def stored_event_get_read(*, session_key: str, event_id: str) -> StoreRead:
     """The read behind ``stored_event_get``: one statement."""
-    return StoreRead([(STORED_EVENTS_SQL["by_id"], [session_id, event_id])], _first_stored_event)
+    return StoreRead([(STORED_EVENTS_SQL["by_id"], [session_key, event_id])], _first_stored_event)
 
 
-def stored_event_get(*, session_id: str, event_id: str) -> StoredEvent | None:
-    """The session's stored event with this id, or None."""
-    return store_read_run(stored_event_get_read(session_id=session_id, event_id=event_id))
+def stored_event_get(*, session_key: str, event_id: str) -> StoredEvent | None:
+    """The stored event with this id of the session row ``session_key``, or None."""
+    return store_read_run(stored_event_get_read(session_key=session_key, event_id=event_id))
+
+
+def stored_event_of_id_get_read(
+    *, app_name: str, user_pk: int, session_id: str, event_id: str
+) -> StoreRead:
+    """``stored_event_get_read`` of the user's session of this id in the app."""
+    return StoreRead(
+        [(STORED_EVENTS_OF_ID_SQL["by_id"], [session_id, app_name, user_pk, event_id])],
+        _first_stored_event,
+    )
+
+
+def stored_event_of_id_get(
+    *, app_name: str, user_pk: int, session_id: str, event_id: str
+) -> StoredEvent | None:
+    """The stored event with this id of the user's session ``session_id`` in the app, or None."""
+    return store_read_run(
+        stored_event_of_id_get_read(
+            app_name=app_name, user_pk=user_pk, session_id=session_id, event_id=event_id
+        )
+    )
 
 
 def _latest_compaction(results: list[list[tuple]]) -> Event | None:
@@ -92,34 +133,38 @@ def _latest_compaction(results: list[list[tuple]]) -> Event | None:
     return events[0] if events else None
 
 
-def session_latest_compaction_read(*, session_id: str) -> StoreRead:
+def session_latest_compaction_read(*, app_name: str, user_pk: int, session_id: str) -> StoreRead:
     """The read behind ``session_latest_compaction``: one statement."""
     return StoreRead(
-        [(STORED_EVENTS_SQL["latest_compaction"], [session_id, False])], _latest_compaction
+        [(STORED_EVENTS_OF_ID_SQL["latest_compaction"], [session_id, app_name, user_pk, False])],
+        _latest_compaction,
     )
 
 
-def session_latest_compaction(*, session_id: str) -> Event | None:
-    """The newest visible compaction event of the session, however far back it lies."""
-    return store_read_run(session_latest_compaction_read(session_id=session_id))
+def session_latest_compaction(*, app_name: str, user_pk: int, session_id: str) -> Event | None:
+    """The newest visible compaction event of the user's session in the app, however far back
+    it lies."""
+    return store_read_run(
+        session_latest_compaction_read(app_name=app_name, user_pk=user_pk, session_id=session_id)
+    )
 
 
 def _stored_events_of_turn(results: list[list[tuple]]) -> list[StoredEvent]:
     return _stored_events_from_raw_rows(results[0])
 
 
-def stored_events_of_turn_read(*, session_id: str, user_event_id: str) -> StoreRead:
+def stored_events_of_turn_read(*, session_key: str, user_event_id: str) -> StoreRead:
     """The read behind ``stored_events_of_turn``: one statement."""
     return StoreRead(
-        [(STORED_EVENTS_SQL["of_turn"], [session_id, session_id, user_event_id])],
+        [(STORED_EVENTS_SQL["of_turn"], [session_key, session_key, user_event_id])],
         _stored_events_of_turn,
     )
 
 
-def stored_events_of_turn(*, session_id: str, user_event_id: str) -> list[StoredEvent]:
-    """Every stored event of the invocation that the user event ``user_event_id`` began,
-    in order (those a rewind hid included): what a client that missed the turn is sent
-    again. Empty when the session has no such event."""
+def stored_events_of_turn(*, session_key: str, user_event_id: str) -> list[StoredEvent]:
+    """Every stored event of the invocation that the user event ``user_event_id`` began in the
+    session row ``session_key``, in order (those a rewind hid included): what a client that
+    missed the turn is sent again. Empty when the session has no such event."""
     return store_read_run(
-        stored_events_of_turn_read(session_id=session_id, user_event_id=user_event_id)
+        stored_events_of_turn_read(session_key=session_key, user_event_id=user_event_id)
     )

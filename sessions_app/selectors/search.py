@@ -2,10 +2,14 @@
 
 Messages are found by the database's full-text search over the events' text parts
 (migration 0008): PostgreSQL's ``jsonb_to_tsvector`` through a GIN expression index, SQLite's
-FTS5 table on the embedded default. Both use the words as they are (no stemming, the
-``simple`` configuration and FTS5's ``unicode61``), each word of the query matching as a
-prefix and all of them required, so the two databases find the same messages. Titles, a
-user's few hundred short strings at most, are matched word by word, case-insensitively.
+FTS5 table on the embedded default. Both index the words as they are (the ``simple``
+configuration and FTS5's ``unicode61``); each word of the query is reduced to its English stem
+(snowballstemmer, the same on both databases) and matches the words starting with it, all of
+them required, so "winery" finds "wineries" and "walked" finds "walking" on both. Titles, a
+user's few hundred short strings at most, are matched the same way in Python.
+
+Results come one per chat (its title if it matched, else its newest matching message), with
+the character ranges of the words that matched, for the page to highlight.
 
 Only the user's own sessions of the app are searched, and only the history as it stands:
 events a rewind took out are left out.
@@ -15,10 +19,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
 
+import snowballstemmer
 from django.db import connection
-from django.db.models import Q
 
 from sessions_app.models import SessionRecord
 
@@ -35,18 +40,18 @@ _PG_TSVECTOR = (
     "jsonb_path_query_array(event.content::jsonb, '$.parts[*].text'), '[\"string\"]')"
 )
 _PG_MESSAGES = (
-    "SELECT event.session_id, event.event_id, event.author, event.timestamp, "
+    "SELECT session.session_id, event.event_id, event.author, event.timestamp, "
     "event.content::text, session.title FROM sessions_app_eventrecord AS event "
-    "JOIN sessions_app_sessionrecord AS session ON session.id = event.session_id "
+    'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
     f"WHERE event.content IS NOT NULL AND {_PG_TSVECTOR} @@ to_tsquery('simple', %s) "
     "AND session.user_id = %s AND session.app_name = %s AND NOT event.rewound "
     "ORDER BY event.timestamp DESC LIMIT %s"
 )
 _SQLITE_MESSAGES = (
-    "SELECT event.session_id, event.event_id, event.author, event.timestamp, "
+    "SELECT session.session_id, event.event_id, event.author, event.timestamp, "
     "event.content, session.title FROM sessions_app_event_search AS found "
     "JOIN sessions_app_eventrecord AS event ON event.id = found.rowid "
-    "JOIN sessions_app_sessionrecord AS session ON session.id = event.session_id "
+    'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
     "WHERE sessions_app_event_search MATCH %s "
     "AND session.user_id = %s AND session.app_name = %s AND NOT event.rewound "
     "ORDER BY event.timestamp DESC LIMIT %s"
@@ -55,7 +60,10 @@ _SQLITE_MESSAGES = (
 
 @dataclass(frozen=True)
 class SearchHit:
-    """A chat that matched: by its title (``event_id`` None) or by one of its messages."""
+    """A chat that matched: by its title (``event_id`` None) or by one of its messages.
+
+    ``title_marks`` and ``snippet_marks`` are the [start, end) character ranges of the matching
+    words in ``title`` and ``snippet``."""
 
     session_id: str
     title: str
@@ -63,12 +71,43 @@ class SearchHit:
     author: str
     snippet: str
     timestamp: float
+    title_marks: list[tuple[int, int]] = field(default_factory=list)
+    snippet_marks: list[tuple[int, int]] = field(default_factory=list)
 
 
-def search_words(query: str) -> list[str]:
-    """The words of a query as they are searched: letters and digits, lower-cased, at most
-    ``MAX_QUERY_WORDS``; the operators of either database's query syntax never get through."""
-    return [word.lower() for word in WORD.findall(query)][:MAX_QUERY_WORDS]
+@cache
+def _stemmer():
+    return snowballstemmer.stemmer("english")
+
+
+def search_words(query: str) -> list[tuple[str, ...]]:
+    """The words of a query as they are searched, each as its forms: the word lower-cased and,
+    when it differs, its English stem (letters and digits only, at most ``MAX_QUERY_WORDS``
+    words; the operators of either database's query syntax never get through)."""
+    words = [word.lower() for word in WORD.findall(query)][:MAX_QUERY_WORDS]
+    stems = _stemmer().stemWords(words)
+    return [
+        (word, stem) if stem and stem != word else (word,)
+        for word, stem in zip(words, stems, strict=True)
+    ]
+
+
+def _starts_with_a_form(word: str, words: list[tuple[str, ...]]) -> bool:
+    return any(word.startswith(form) for forms in words for form in forms)
+
+
+def word_marks(text: str, words: list[tuple[str, ...]]) -> list[tuple[int, int]]:
+    """The ranges of the words of ``text`` that start with a form of a query word."""
+    return [
+        match.span()
+        for match in WORD.finditer(text)
+        if _starts_with_a_form(match.group().lower(), words)
+    ]
+
+
+def _holds_all(text: str, words: list[tuple[str, ...]]) -> bool:
+    found = {word.lower() for word in WORD.findall(text)}
+    return all(any(word.startswith(form) for word in found for form in forms) for forms in words)
 
 
 def _text(content: object) -> str:
@@ -84,21 +123,24 @@ def _text(content: object) -> str:
     )
 
 
-def _snippet(text: str, words: list[str]) -> str:
+def _snippet(text: str, words: list[tuple[str, ...]]) -> str:
     """The part of ``text`` around the first word found, on one line."""
     flat = " ".join(text.split())
-    lowered = flat.lower()
-    found = [index for index in (lowered.find(word) for word in words) if index >= 0]
+    found = [start for start, _end in word_marks(flat, words)[:1]]
     start = max(0, min(found, default=0) - SNIPPET_BEFORE)
     piece = flat[start : start + SNIPPET_CHARS]
     return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(flat) else "")
 
 
-def _message_rows(*, words: list[str], user_pk: int, app_name: str) -> list[tuple]:
+def _message_rows(*, words: list[tuple[str, ...]], user_pk: int, app_name: str) -> list[tuple]:
     if connection.vendor == "postgresql":
-        sql, match = _PG_MESSAGES, " & ".join(f"{word}:*" for word in words)
+        sql = _PG_MESSAGES
+        match = " & ".join("(" + " | ".join(f"{form}:*" for form in forms) + ")" for forms in words)
     else:
-        sql, match = _SQLITE_MESSAGES, " ".join(f'"{word}"*' for word in words)
+        sql = _SQLITE_MESSAGES
+        match = " AND ".join(
+            "(" + " OR ".join(f'"{form}"*' for form in forms) + ")" for forms in words
+        )
     with connection.cursor() as cursor:
         cursor.execute(sql, [match, user_pk, app_name, MESSAGE_HITS])
         return cursor.fetchall()
@@ -106,37 +148,42 @@ def _message_rows(*, words: list[str], user_pk: int, app_name: str) -> list[tupl
 
 def chats_search(*, user_pk: int, app_name: str, query: str) -> list[SearchHit]:
     """The user's chats of ``app_name`` whose title or messages hold every word of ``query``
-    (as word prefixes): title hits first, most recently updated first, then message hits,
-    newest first. An empty list for a query with no words."""
+    (by their stems), one hit per chat: chats whose title matches first, most recently updated
+    first, then chats by their newest matching message. An empty list for a query with no
+    words."""
     words = search_words(query)
     if not words:
         return []
-    title_filter = Q(user_id=user_pk, app_name=app_name)
-    for word in words:
-        title_filter &= Q(title__icontains=word)
-    titled = SessionRecord.objects.filter(title_filter).order_by("-last_update_time")[:TITLE_HITS]
-    hits = [
-        SearchHit(
-            session_id=session.id,
-            title=session.title,
-            event_id=None,
-            author="",
-            snippet=session.title,
-            timestamp=session.last_update_time,
-        )
-        for session in titled
-    ]
+    hits: dict[str, SearchHit] = {}
+    sessions = SessionRecord.objects.filter(user_id=user_pk, app_name=app_name).exclude(title="")
+    sessions = sessions.order_by("-last_update_time").only(
+        "session_id", "title", "last_update_time"
+    )
+    for session in sessions:
+        if len(hits) < TITLE_HITS and _holds_all(session.title, words):
+            hits[session.session_id] = SearchHit(
+                session_id=session.session_id,
+                title=session.title,
+                event_id=None,
+                author="",
+                snippet="",
+                timestamp=session.last_update_time,
+                title_marks=word_marks(session.title, words),
+            )
     for session_id, event_id, author, timestamp, content, title in _message_rows(
         words=words, user_pk=user_pk, app_name=app_name
     ):
-        hits.append(
-            SearchHit(
-                session_id=session_id,
-                title=title,
-                event_id=event_id,
-                author=author,
-                snippet=_snippet(_text(content), words),
-                timestamp=timestamp,
-            )
+        if session_id in hits:
+            continue
+        snippet = _snippet(_text(content), words)
+        hits[session_id] = SearchHit(
+            session_id=session_id,
+            title=title,
+            event_id=event_id,
+            author=author,
+            snippet=snippet,
+            timestamp=timestamp,
+            title_marks=word_marks(title, words),
+            snippet_marks=word_marks(snippet, words),
         )
-    return hits
+    return list(hits.values())

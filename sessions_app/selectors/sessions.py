@@ -6,14 +6,17 @@ import asyncio
 import base64
 import binascii
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
+from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.db import connection
+from django.urls import reverse
 
 from core import async_database
+from core.async_database import StoreRead
 from sessions_app.events import Event
 from sessions_app.models import SessionRecord
 from sessions_app.selectors.rows import events_from_raw_rows, scoped_states_fold
@@ -47,27 +50,15 @@ def user_pk_from_id(user_id: str | int) -> int | None:
 
 
 def scoped_states_get(
-    *, session_ids: Iterable[str], app_name: str, user_pk: int
+    *, session_keys: Iterable[str], app_name: str, user_pk: int
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, Any]]:
-    """Session states of the given sessions, the user's state and the app's, in one query."""
-    session_ids = list(session_ids)
-    placeholders = ", ".join(["%s"] * len(session_ids))
-    rows = fetch(scoped_states_sql(placeholders), [*session_ids, user_pk, app_name, app_name])
+    """Session states of the sessions of these keys by session id, the user's state and the
+    app's, in one query."""
+    session_keys = list(session_keys)
+    placeholders = ", ".join(["%s"] * len(session_keys))
+    rows = fetch(scoped_states_sql(placeholders), [*session_keys, user_pk, app_name, app_name])
     by_session, user_state, app_state, _ = scoped_states_fold(rows)
     return by_session, user_state, app_state
-
-
-class StoreRead(NamedTuple):
-    """A read of the session store: its statements, and how their rows make the answer.
-
-    The same read runs from sync code (``store_read_run``) or straight from an
-    event loop (``SessionService``, through ``core.async_database``).
-    ``assemble`` touches no database. A read with no statements answers
-    without asking the database.
-    """
-
-    statements: list[tuple[str, list[Any]]]
-    assemble: Callable[[list[list[tuple]]], Any]
 
 
 def store_read_run(read: StoreRead) -> Any:
@@ -142,7 +133,11 @@ def session_get_read(
     statements = [
         (
             SESSION_AND_STATES_SQL,
-            [session_id, app_name, user_pk, session_id, user_pk, app_name, app_name],
+            [
+                *(session_id, app_name, user_pk),
+                *(session_id, app_name, user_pk),
+                *(user_pk, app_name, app_name),
+            ],
         )
     ]
     events_statement = session_events_statement(
@@ -266,42 +261,89 @@ def session_list(
     )
 
 
-def _first_value(results: list[list[tuple]]) -> Any:
-    return results[0][0][0] if results[0] else None
-
-
-_SESSION_APP_NAME_SQL = (
-    f"SELECT {_qn('app_name')} FROM {_qn(SessionRecord._meta.db_table)}"
-    f" WHERE {_qn('id')} = %s AND {_qn('user_id')} = %s"
+_SESSION_KEY_AND_APP_SQL = (
+    f"SELECT {_qn('key')}, {_qn('app_name')} FROM {_qn(SessionRecord._meta.db_table)}"
+    f" WHERE {_qn('session_id')} = %s AND {_qn('user_id')} = %s"
 )
 
 
-def session_app_name_read(*, user_pk: int, session_id: str) -> StoreRead:
-    """The app of the user's session with this id (None for anyone else's or an unknown one):
-    one statement, for the chat socket's handshake to run from the event loop."""
-    return StoreRead([(_SESSION_APP_NAME_SQL, [session_id, user_pk])], _first_value)
+def _the_one_row(results: list[list[tuple]]) -> tuple | None:
+    return tuple(results[0][0]) if len(results[0]) == 1 else None
 
 
-def session_record_get(*, user_pk: int, session_id: str) -> SessionRecord | None:
-    """The user's session row by id alone (any app), for the REST and WebSocket doors."""
-    return SessionRecord.objects.filter(pk=session_id, user_id=user_pk).first()
+def session_key_and_app_read(
+    *, user_pk: int, session_id: str, app_name: str | None = None
+) -> StoreRead:
+    """The (key, app) of the user's session with this id in ``app_name``, or in the one app
+    where they hold the id when no app is named; None for anyone else's, an unknown one, or
+    (no app named) one they hold in several apps. One statement, for the chat socket's
+    handshake to run from the event loop."""
+    if app_name is not None:
+        sql = f"{_SESSION_KEY_AND_APP_SQL} AND {_qn('app_name')} = %s"
+        return StoreRead([(sql, [session_id, user_pk, app_name])], _the_one_row)
+    return StoreRead([(f"{_SESSION_KEY_AND_APP_SQL} LIMIT 2", [session_id, user_pk])], _the_one_row)
 
 
-def session_titles(*, user_pk: int, session_ids: Iterable[str]) -> dict[str, str]:
-    """The titles of the user's sessions among ``session_ids`` that have one, by session id."""
-    rows = SessionRecord.objects.filter(user_id=user_pk, pk__in=list(session_ids)).exclude(title="")
-    return dict(rows.values_list("id", "title"))
+class AmbiguousSessionError(LookupError):
+    """The user holds sessions of this id in several apps, and the request named none."""
 
 
-def sessions_temporary(*, user_pk: int, session_ids: Iterable[str]) -> set[str]:
-    """The ids among ``session_ids`` of the user's temporary chats (no long-term memory)."""
-    rows = SessionRecord.objects.filter(user_id=user_pk, pk__in=list(session_ids), temporary=True)
-    return set(rows.values_list("id", flat=True))
+def session_record_get(
+    *, user_pk: int, session_id: str, app_name: str | None = None
+) -> SessionRecord | None:
+    """The user's session of this id in ``app_name``, for the doors whose URL holds the id
+    alone (REST, chat page and socket); None if they hold none.
+
+    Without an app, the one app where the user holds the id; ``AmbiguousSessionError`` when
+    they hold it in several (ADK's ids are unique only within an app)."""
+    rows = SessionRecord.objects.filter(session_id=session_id, user_id=user_pk)
+    if app_name is not None:
+        return rows.filter(app_name=app_name).first()
+    found = list(rows[:2])
+    if len(found) > 1:
+        raise AmbiguousSessionError(
+            f"Session {session_id!r} exists in several apps: name the app (app_name)."
+        )
+    return found[0] if found else None
+
+
+def session_chat_url(session: SessionRecord) -> str:
+    """The chat page of the session, naming its app: a user may hold the same id in several."""
+    chat = reverse("chat-session", kwargs={"session_id": session.session_id})
+    return f"{chat}?{urlencode({'app_name': session.app_name})}"
+
+
+def session_key_get(*, app_name: str, user_pk: int, session_id: str) -> str | None:
+    """The surrogate key of the user's session of this id in the app, or None."""
+    return (
+        SessionRecord.objects.filter(session_id=session_id, app_name=app_name, user_id=user_pk)
+        .values_list("key", flat=True)
+        .first()
+    )
+
+
+def session_titles(*, user_pk: int, app_name: str, session_ids: Iterable[str]) -> dict[str, str]:
+    """The titles of the user's sessions of the app among ``session_ids`` that have one, by
+    session id."""
+    rows = SessionRecord.objects.filter(
+        user_id=user_pk, app_name=app_name, session_id__in=list(session_ids)
+    ).exclude(title="")
+    return dict(rows.values_list("session_id", "title"))
+
+
+def sessions_temporary(*, user_pk: int, app_name: str, session_ids: Iterable[str]) -> set[str]:
+    """The ids among ``session_ids`` of the user's temporary chats of the app (no long-term
+    memory)."""
+    rows = SessionRecord.objects.filter(
+        user_id=user_pk, app_name=app_name, session_id__in=list(session_ids), temporary=True
+    )
+    return set(rows.values_list("session_id", flat=True))
 
 
 def session_scoped_state(*, app_name: str, user_pk: int, session_id: str) -> ScopedState:
     """The state a session sees, split by scope (keys stored without their prefix)."""
+    session_key = session_key_get(app_name=app_name, user_pk=user_pk, session_id=session_id)
     by_session, user_state, app_state = scoped_states_get(
-        session_ids=[session_id], app_name=app_name, user_pk=user_pk
+        session_keys=[session_key] if session_key else [], app_name=app_name, user_pk=user_pk
     )
     return ScopedState(session=by_session.get(session_id, {}), user=user_state, app=app_state)

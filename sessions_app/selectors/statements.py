@@ -28,36 +28,55 @@ def _state_branch(model: type[models.Model], scope: str, where: str, owner: str 
     return f"SELECT '{scope}', {owner}, {key}, {value}, NULL FROM {table} WHERE {where}"
 
 
-def scoped_states_sql(session_ids: str | None) -> str:
-    """Rows (scope, session id, key, value, NULL) of the states of the sessions whose ids
-    ``session_ids`` lists (SQL: placeholders or a subquery; None for no session), then of a
-    user's and an app's; parameters: those of ``session_ids``, user pk, app name, app name."""
-    (session_id,) = _columns(SessionState, "session")
+def session_key_sql() -> str:
+    """SQL of the surrogate key of the session a user holds under an id in an app (none when
+    they hold none); parameters: session id, app name, user pk."""
+    session_key, session_id, app_name, user = _columns(
+        SessionRecord, "key", "session_id", "app_name", "user"
+    )
+    return (
+        f"SELECT {session_key} FROM {_qn(SessionRecord._meta.db_table)} "
+        f"WHERE {session_id} = %s AND {app_name} = %s AND {user} = %s"
+    )
+
+
+def scoped_states_sql(session_keys: str | None) -> str:
+    """Rows (scope, session id, key, value, NULL) of the states of the sessions whose keys
+    ``session_keys`` lists (SQL: placeholders or a subquery; None for no session), then of a
+    user's and an app's; parameters: those of ``session_keys``, user pk, app name, app name."""
+    (state_session,) = _columns(SessionState, "session")
     user, user_app = _columns(UserState, "user", "app_name")
     (app,) = _columns(AppState, "app_name")
     branches = [
         _state_branch(UserState, "u", f"{user} = %s AND {user_app} = %s"),
         _state_branch(AppState, "a", f"{app} = %s"),
     ]
-    if session_ids:
+    if session_keys:
+        sessions = _qn(SessionRecord._meta.db_table)
+        session_key, session_id = _columns(SessionRecord, "key", "session_id")
+        key, value = _columns(SessionState, "key", "value")
+        states = _qn(SessionState._meta.db_table)
         branches.insert(
-            0, _state_branch(SessionState, "s", f"{session_id} IN ({session_ids})", session_id)
+            0,
+            f"SELECT 's', {sessions}.{session_id}, {states}.{key}, {states}.{value}, NULL "
+            f"FROM {states} JOIN {sessions} ON {sessions}.{session_key} = {states}.{state_session}"
+            f" WHERE {states}.{state_session} IN ({session_keys})",
         )
     return " UNION ALL ".join(branches)
 
 
 def _session_and_states_sql() -> str:
     """A row ('r', id, NULL, NULL, last_update_time) if the user has the session, then the
-    rows of ``scoped_states_sql`` for it; parameters: session id, app name, user pk, then
-    those of the states."""
+    rows of ``scoped_states_sql`` for it; parameters: session id, app name, user pk, twice,
+    then user pk, app name, app name."""
     table = _qn(SessionRecord._meta.db_table)
-    pk, app_name, user, last_update_time = _columns(
-        SessionRecord, "id", "app_name", "user", "last_update_time"
+    session_id, app_name, user, last_update_time = _columns(
+        SessionRecord, "session_id", "app_name", "user", "last_update_time"
     )
     return (
-        f"SELECT 'r', {pk}, NULL, NULL, {last_update_time} FROM {table} "
-        f"WHERE {pk} = %s AND {app_name} = %s AND {user} = %s "
-        f"UNION ALL {scoped_states_sql('%s')}"
+        f"SELECT 'r', {session_id}, NULL, NULL, {last_update_time} FROM {table} "
+        f"WHERE {session_id} = %s AND {app_name} = %s AND {user} = %s "
+        f"UNION ALL {scoped_states_sql(session_key_sql())}"
     )
 
 
@@ -83,51 +102,52 @@ def _has_key(column: str, key: str) -> str:
     return f"JSON_TYPE({column}, '$.\"{key}\"') IS NOT NULL"
 
 
-def _stored_events_sql() -> dict[str, str]:
-    """Reads of single stored events and of one turn's, as ``STORED_EVENT_COLUMNS``.
+def _stored_events_sql(of_session: str) -> dict[str, str]:
+    """Reads of single stored events and of one turn's, as ``STORED_EVENT_COLUMNS``, of the
+    session ``of_session`` gives the key of (SQL; its parameters written "the session" below).
 
-    ``by_id``: parameters session id, event id. ``of_turn``: every event of the invocation
-    that the event of that id began, in order; parameters session id, session id, event id.
+    ``by_id``: parameters the session, event id. ``of_turn``: every event of the invocation
+    that the event of that id began, in order; parameters the session, twice, event id.
     ``latest_compaction``: the newest visible compaction event as ``EVENT_COLUMNS``;
-    parameters session id, ``False``.
+    parameters the session, ``False``.
     """
     table = _qn(EventRecord._meta.db_table)
-    session_id, event_id, invocation_id, sequence, rewound, actions = _columns(
+    session_key, event_id, invocation_id, sequence, rewound, actions = _columns(
         EventRecord, "session", "event_id", "invocation_id", "sequence", "rewound", "actions"
     )
+    of_session = f"{session_key} = {of_session}"
     stored = f"SELECT {_select_list(EventRecord, STORED_EVENT_COLUMNS)} FROM {table}"
     return {
-        "by_id": f"{stored} WHERE {session_id} = %s AND {event_id} = %s",
+        "by_id": f"{stored} WHERE {of_session} AND {event_id} = %s",
         "of_turn": (
-            f"{stored} WHERE {session_id} = %s AND {invocation_id} = (SELECT {invocation_id}"
-            f" FROM {table} WHERE {session_id} = %s AND {event_id} = %s) ORDER BY {sequence}"
+            f"{stored} WHERE {of_session} AND {invocation_id} = (SELECT {invocation_id}"
+            f" FROM {table} WHERE {of_session} AND {event_id} = %s) ORDER BY {sequence}"
         ),
         "latest_compaction": (
-            f"SELECT {_EVENT_SELECT_LIST} FROM {table} WHERE {session_id} = %s"
+            f"SELECT {_EVENT_SELECT_LIST} FROM {table} WHERE {of_session}"
             f" AND {rewound} = %s AND {_has_key(actions, 'compaction')}"
             f" ORDER BY {sequence} DESC LIMIT 1"
         ),
     }
 
 
-STORED_EVENTS_SQL = _stored_events_sql()
+# By the session row's key (the session: its key), and by the id a user holds it under in
+# an app (the session: session id, app name, user pk).
+STORED_EVENTS_SQL = _stored_events_sql("%s")
+STORED_EVENTS_OF_ID_SQL = _stored_events_sql(f"({session_key_sql()})")
 
 
 def _events_sql(*, include_rewound: bool, after_timestamp: bool, recent: bool) -> str:
     """The events of a session, as ``EVENT_COLUMNS``, if the user has it (none otherwise);
-    parameters: session id, then session id, app name and user pk for the owner check,
-    ``False`` unless ``include_rewound``, the timestamp if ``after_timestamp``; if ``recent``
-    the newest come first, and the caller appends the LIMIT."""
-    session_id, sequence, rewound, timestamp = _columns(
+    parameters: session id, app name and user pk, ``False`` unless ``include_rewound``, the
+    timestamp if ``after_timestamp``; if ``recent`` the newest come first, and the caller
+    appends the LIMIT."""
+    session_key, sequence, rewound, timestamp = _columns(
         EventRecord, "session", "sequence", "rewound", "timestamp"
     )
-    sessions = _qn(SessionRecord._meta.db_table)
-    pk, app_name, user = _columns(SessionRecord, "id", "app_name", "user")
     sql = (
         f"SELECT {_EVENT_SELECT_LIST} "
-        f"FROM {_qn(EventRecord._meta.db_table)} WHERE {session_id} = %s "
-        f"AND EXISTS (SELECT 1 FROM {sessions} "
-        f"WHERE {pk} = %s AND {app_name} = %s AND {user} = %s)"
+        f"FROM {_qn(EventRecord._meta.db_table)} WHERE {session_key} = ({session_key_sql()})"
     )
     if not include_rewound:
         sql += f" AND {rewound} = %s"
@@ -144,16 +164,20 @@ def _session_page_sql(*, after: bool) -> str:
     particular place); parameters: user pk, app name, the last (time, id) of the previous
     page if ``after``, the row count, then those of the states."""
     table = _qn(SessionRecord._meta.db_table)
-    pk, app_name, user, last_update_time = _columns(
-        SessionRecord, "id", "app_name", "user", "last_update_time"
+    session_key, session_id, app_name, user, last_update_time = _columns(
+        SessionRecord, "key", "session_id", "app_name", "user", "last_update_time"
     )
-    page = f"SELECT {pk}, {last_update_time} FROM {table} WHERE {user} = %s AND {app_name} = %s"
+    page = (
+        f"SELECT {session_key}, {session_id}, {last_update_time} FROM {table} "
+        f"WHERE {user} = %s AND {app_name} = %s"
+    )
     if after:
-        page += f" AND ({last_update_time}, {pk}) < (%s, %s)"
-    page += f" ORDER BY {last_update_time} DESC, {pk} DESC LIMIT %s"
+        page += f" AND ({last_update_time}, {session_id}) < (%s, %s)"
+    page += f" ORDER BY {last_update_time} DESC, {session_id} DESC LIMIT %s"
     return (
-        f"WITH page AS ({page}) SELECT 'r', {pk}, NULL, NULL, {last_update_time} FROM page "
-        f"UNION ALL {scoped_states_sql(f'SELECT {pk} FROM page')} ORDER BY 5 DESC, 2 DESC"
+        f"WITH page AS ({page}) SELECT 'r', {session_id}, NULL, NULL, {last_update_time} "
+        f"FROM page UNION ALL {scoped_states_sql(f'SELECT {session_key} FROM page')} "
+        "ORDER BY 5 DESC, 2 DESC"
     )
 
 
@@ -221,7 +245,7 @@ def session_events_statement(
     recent = config.num_recent_events is not None
     if recent and config.num_recent_events <= 0:
         return None
-    params: list[Any] = [session_id, session_id, app_name, user_pk]
+    params: list[Any] = [session_id, app_name, user_pk]
     if not config.include_rewound:
         params.append(False)
     if config.after_timestamp is not None:

@@ -19,6 +19,7 @@ versions with ADK's artifact semantics, and their async facade.
 from sessions_app.errors import InvalidStateError
 from sessions_app.services.artifact_service import ArtifactService
 from sessions_app.services.artifacts import (
+    artifact_checked_save,
     artifact_delete,
     artifact_files_orphaned_delete,
     artifact_save,
@@ -34,7 +35,11 @@ from sessions_app.services.sessions import (
     session_rename,
     sessions_expire_idle,
 )
-from sessions_app.services.user_state import user_state_correct, user_state_delete
+from sessions_app.services.user_state import (
+    user_state_correct,
+    user_state_delete,
+    user_state_put,
+)
 from sessions_app.types import GetSessionConfig, ListSessionsResponse
 
 __all__ = [
@@ -44,6 +49,7 @@ __all__ = [
     "InvalidStateError",
     "ListSessionsResponse",
     "SessionService",
+    "artifact_checked_save",
     "artifact_delete",
     "artifact_files_orphaned_delete",
     "artifact_save",
@@ -57,4 +63,5 @@ __all__ = [
     "sessions_expire_idle",
     "user_state_correct",
     "user_state_delete",
+    "user_state_put",
 ]

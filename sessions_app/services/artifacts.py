@@ -27,11 +27,12 @@ from sessions_app.artifact_files import (
 from sessions_app.errors import InvalidArtifactError, SessionNotFoundError
 from sessions_app.models import ArtifactRecord, SessionRecord
 from sessions_app.selectors.artifacts import artifact_part, artifact_scope_filter
-from sessions_app.uploads import CheckedUpload
+from sessions_app.uploads import CheckedUpload, artifact_upload_check
 
 # Concurrent saves of one filename race for the next version number; the loser of a race
 # takes the one after (the unique constraint decides), a few times at most.
 _VERSION_ATTEMPTS = 5
+REWIND_MARKER_TYPE = "application/octet-stream"
 
 
 def _part_payload(artifact: types.Part | dict[str, Any]) -> tuple[bytes, str, bool]:
@@ -69,14 +70,19 @@ def artifact_save(
     if scope is None:
         raise SessionNotFoundError("No such user.")
     data, mime_type, is_text = _part_payload(artifact)
-    session_pk = scope.get("session_id")
-    if (
-        session_pk is not None
-        and not SessionRecord.objects.filter(
-            pk=session_pk, user_id=scope["user_id"], app_name=app_name
-        ).exists()
-    ):
-        raise SessionNotFoundError(f"Session {session_pk} not found.")
+    if session_id is not None and "session__session_id" in scope:
+        key = (
+            SessionRecord.objects.filter(
+                session_id=scope.pop("session__session_id"),
+                user_id=scope["user_id"],
+                app_name=app_name,
+            )
+            .values_list("key", flat=True)
+            .first()
+        )
+        if key is None:
+            raise SessionNotFoundError(f"Session {session_id!r} not found in app {app_name!r}.")
+        scope["session_id"] = key
     storage_name = artifact_storage().save(
         f"{scope['user_id']}/{uuid.uuid4().hex}", ContentFile(data)
     )
@@ -145,6 +151,43 @@ def artifact_user_copy(*, record: ArtifactRecord) -> ArtifactRecord:
         filename=filename,
         artifact=artifact_part(record),
         custom_metadata={"copied_from": str(record.pk)},
+    )
+
+
+def artifact_checked_save(
+    *,
+    app_name: str,
+    user_id: str,
+    filename: str,
+    data: bytes,
+    mime_type: str | None,
+    session_id: str | None = None,
+    custom_metadata: dict[str, Any] | None = None,
+) -> ArtifactRecord:
+    """An artifact an app's agent saves through the service API, stored as ``artifact_save``
+    stores it once it passes the checks an attachment passes (``artifact_upload_check``); a
+    ``mime_type`` of None saves a text part. ADK's rewind marker (empty
+    ``application/octet-stream``, the version a rewind adds to hide a file) is stored as it is.
+
+    Raises ``InvalidArtifactError`` saying why a file is refused, ``SessionNotFoundError`` as
+    ``artifact_save`` does.
+    """
+    if data == b"" and mime_type == REWIND_MARKER_TYPE:
+        part = types.Part(inline_data=types.Blob(data=data, mime_type=mime_type))
+    else:
+        checked = artifact_upload_check(filename=filename, data=data, mime_type=mime_type)
+        part = (
+            types.Part(text=data.decode("utf-8"))
+            if mime_type is None
+            else types.Part(inline_data=types.Blob(data=data, mime_type=checked.mime_type))
+        )
+    return artifact_save(
+        app_name=app_name,
+        user_id=user_id,
+        filename=filename,
+        artifact=part,
+        session_id=session_id,
+        custom_metadata=custom_metadata,
     )
 
 

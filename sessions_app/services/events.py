@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from sessions_app import selectors, storage
 from sessions_app.errors import (
@@ -105,7 +106,9 @@ def _append_begin(*, session: Session, event: Event) -> _PendingAppend:
         fields = _event_validate(event)
         user_pk = selectors.user_pk_from_id(session.user_id)
         if user_pk is None:
-            raise SessionNotFoundError(f"Session {session.id!r} not found.")
+            raise SessionNotFoundError(
+                f"Session {session.id!r} not found in app {session.app_name!r}."
+            )
     except SessionStoreError:
         event.actions.state_delta = delta
         raise
@@ -139,14 +142,15 @@ def _append_storing(*, event: Event, pending: _PendingAppend) -> Iterator[None]:
 
 
 def _append_end(
-    *, session: Session, event: Event, pending: _PendingAppend, last_update_time: float
-) -> Event:
+    *, session: Session, event: Event, pending: _PendingAppend, place: tuple[int, float]
+) -> selectors.StoredEvent:
+    sequence, last_update_time = place
     for key, value in pending.temp.items():
         session.state[TEMP_PREFIX + key] = value
     session.state.update(event.actions.state_delta)
     session.events.append(event)
     session.last_update_time = last_update_time
-    return event
+    return selectors.StoredEvent(sequence=sequence, rewound=False, event=event)
 
 
 def event_append(*, session: Session, event: Event) -> Event:
@@ -159,25 +163,26 @@ def event_append(*, session: Session, event: Event) -> Event:
     """
     if event.partial:
         return event
-    pending = _append_begin(session=session, event=event)
-    with _append_storing(event=event, pending=pending):
-        last_update_time = storage.event_store(**pending.store_arguments)
-    return _append_end(
-        session=session, event=event, pending=pending, last_update_time=last_update_time
-    )
+    return event_append_stored(session=session, event=event).event
 
 
-async def event_append_async(*, session: Session, event: Event) -> Event:
-    """``event_append`` from an event loop, its one statement on the loop's own connection
-    (PostgreSQL)."""
-    if event.partial:
-        return event
+def event_append_stored(*, session: Session, event: Event) -> selectors.StoredEvent:
+    """``event_append`` of an event that is not partial, answering the event as stored (as
+    ``selectors.stored_event_get`` would read it back just after): whoever shows it next
+    needs no read of its own."""
     pending = _append_begin(session=session, event=event)
     with _append_storing(event=event, pending=pending):
-        last_update_time = await storage.event_store_async(**pending.store_arguments)
-    return _append_end(
-        session=session, event=event, pending=pending, last_update_time=last_update_time
-    )
+        place = storage.event_store(**pending.store_arguments)
+    return _append_end(session=session, event=event, pending=pending, place=place)
+
+
+async def event_append_stored_async(*, session: Session, event: Event) -> selectors.StoredEvent:
+    """``event_append_stored`` from an event loop, its one statement on the loop's own
+    connection (PostgreSQL)."""
+    pending = _append_begin(session=session, event=event)
+    with _append_storing(event=event, pending=pending):
+        place = await storage.event_store_async(**pending.store_arguments)
+    return _append_end(session=session, event=event, pending=pending, place=place)
 
 
 def _session_state_replay(
@@ -201,6 +206,39 @@ def _session_state_replay(
     return state
 
 
+class _HistoryRow(NamedTuple):
+    sequence: int
+    invocation_id: str
+    rewind_before_invocation_id: str | None
+
+
+def _rewound_sequences(rows: list[_HistoryRow]) -> set[int]:
+    """The sequences of the events that rewinds take out of the history, as ADK's runner
+    decides which events are live: from the newest event back, a rewind takes out every event
+    from the first one of the invocation it names up to itself, and the walk goes on before
+    that; a rewind inside a range taken out counts no more. The rewinds themselves stay in
+    the history (as markers) unless a later rewind takes them out.
+
+    ``rows`` is the whole session in order; an invocation is named by its first event, rewound
+    or not, so rewinding to a later invocation than the last rewind brings back the turns that
+    rewind took out, as ADK's services do.
+    """
+    first_index: dict[str, int] = {}
+    for index, row in enumerate(rows):
+        if row.invocation_id:
+            first_index.setdefault(row.invocation_id, index)
+    rewound: set[int] = set()
+    index = len(rows) - 1
+    while index >= 0:
+        target = rows[index].rewind_before_invocation_id
+        start = first_index.get(target) if target else None
+        if start is not None and start < index:
+            rewound.update(row.sequence for row in rows[start:index])
+            index = start
+        index -= 1
+    return rewound
+
+
 def session_rewind(
     *,
     app_name: str,
@@ -209,64 +247,66 @@ def session_rewind(
     rewind_before_invocation_id: str,
     sent: Event | None = None,
 ) -> Event:
-    """Revert the session to just before an invocation, in one transaction.
+    """Revert the session to just before an invocation, in one transaction, as ADK's
+    ``Runner.rewind_async`` does.
 
-    Session-scope state becomes what it was before the invocation's first
-    event (``user:`` and ``app:`` state is shared with other sessions and is
-    left alone, as in ADK). That event and every later one stay stored but are
-    marked rewound, out of the history. The rewind is itself stored as an event
-    whose ``state_delta`` records the restoring changes (``None`` for a key
-    that did not exist then).
+    The invocation is any the session stored, rewound or not: rewinding to a turn an earlier
+    rewind took out brings back the history and the state of that point. Session-scope state
+    becomes what it was before the invocation's first event (``user:`` and ``app:`` state is
+    shared with other sessions and is left alone, as in ADK). Every event stays stored; each
+    event's ``rewound`` mark then says whether the rewinds take it out of the history
+    (``_rewound_sequences``). The rewind is itself stored as an event whose ``state_delta``
+    records the restoring changes (``None`` for a key that did not exist then).
 
     ``sent``: the rewind event a client made (ADK's ``Runner.rewind_async`` appends one); its
     id, invocation, author, timestamp and other fields are kept, its state delta replaced by
     the one computed here.
 
     Sends ``session_rewound`` in the transaction, so long-term memory revises the memories
-    the rewound turns made (after commit, in the background).
+    the rewound turns made (after commit, in the background) and takes the turns brought
+    back as not yet remembered.
     """
     user_pk = selectors.user_pk_from_id(user_id)
     if user_pk is None:
-        raise SessionNotFoundError(f"Session {session_id!r} not found.")
+        raise SessionNotFoundError(f"Session {session_id!r} not found in app {app_name!r}.")
     with transaction.atomic():
-        sequence, last_update_time = storage.sequence_claim(
+        session_key, sequence, last_update_time = storage.sequence_claim(
             session_id=session_id, app_name=app_name, user_pk=user_pk, now=time.time()
         )
-        visible = EventRecord.objects.filter(session_id=session_id, rewound=False)
+        stored = EventRecord.objects.filter(session_id=session_key)
         first = (
-            visible.filter(invocation_id=rewind_before_invocation_id)
+            stored.filter(invocation_id=rewind_before_invocation_id)
             .order_by("sequence")
             .values_list("sequence", flat=True)
             .first()
         )
         if first is None:
             raise InvocationNotFoundError(
-                f"No invocation {rewind_before_invocation_id!r} in the session's history."
+                f"No invocation {rewind_before_invocation_id!r} in the session."
             )
-        initial_state = SessionRecord.objects.filter(pk=session_id).values_list(
+        initial_state = SessionRecord.objects.filter(pk=session_key).values_list(
             "initial_state", flat=True
         )[0]
         target = _session_state_replay(
             initial_state=initial_state,
             actions_list=list(
-                visible.filter(sequence__lt=first)
+                stored.filter(sequence__lt=first)
                 .order_by("sequence")
                 .values_list("actions", flat=True)
             ),
         )
         current = dict(
-            SessionState.objects.filter(session_id=session_id).values_list("key", "value")
+            SessionState.objects.filter(session_id=session_key).values_list("key", "value")
         )
         missing = object()
         delta = {key: value for key, value in target.items() if current.get(key, missing) != value}
         removed = sorted(key for key in current if key not in target)
         delta.update({key: None for key in removed})
-        visible.filter(sequence__gte=first).update(rewound=True)
         if removed:
-            SessionState.objects.filter(session_id=session_id, key__in=removed).delete()
+            SessionState.objects.filter(session_id=session_key, key__in=removed).delete()
         changed = ScopedState(session={key: target[key] for key in delta if key in target})
         storage.state_rows_upsert(
-            session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=changed
+            session_key=session_key, user_pk=user_pk, app_name=app_name, scoped=changed
         )
         if sent is None:
             event = Event(
@@ -282,7 +322,42 @@ def session_rewind(
             event.actions.state_delta = delta
             event.actions.rewind_before_invocation_id = rewind_before_invocation_id
         EventRecord.objects.create(
-            session_id=session_id, sequence=sequence, **event_to_record_fields(event)
+            session_id=session_key, sequence=sequence, **event_to_record_fields(event)
         )
-        session_rewound.send(sender=EventRecord, session_id=session_id)
+        restored_from = _rewound_marks_update(session_key=session_key)
+        session_rewound.send(
+            sender=EventRecord, session_id=session_key, restored_from_sequence=restored_from
+        )
     return event
+
+
+def _sequence_runs(sequences: set[int]) -> Q:
+    """A filter on the given sequences, one range a run of consecutive ones: a rewind marks
+    runs, so the filter stays short however long the session."""
+    runs = Q(pk__in=[])
+    ordered = sorted(sequences)
+    start = 0
+    for index, sequence in enumerate(ordered):
+        if index + 1 == len(ordered) or ordered[index + 1] != sequence + 1:
+            runs |= Q(sequence__range=(ordered[start], sequence))
+            start = index + 1
+    return runs
+
+
+def _rewound_marks_update(*, session_key: str) -> int | None:
+    """Set each stored event's ``rewound`` mark to what the session's rewinds now say; the
+    lowest sequence of the events brought back into the history, None if none came back."""
+    rows = list(
+        EventRecord.objects.filter(session_id=session_key)
+        .order_by("sequence")
+        .values_list("sequence", "invocation_id", "rewound", "actions__rewind_before_invocation_id")
+    )
+    rewound = _rewound_sequences([_HistoryRow(row[0], row[1], row[3]) for row in rows])
+    marked = {row[0] for row in rows if row[2]}
+    stored = EventRecord.objects.filter(session_id=session_key)
+    if rewound - marked:
+        stored.filter(_sequence_runs(rewound - marked)).update(rewound=True)
+    restored = marked - rewound
+    if restored:
+        stored.filter(_sequence_runs(restored)).update(rewound=False)
+    return min(restored, default=None)

@@ -9,7 +9,11 @@ from asgiref.sync import sync_to_async
 from core import async_database
 from sessions_app import selectors
 from sessions_app.events import Event
-from sessions_app.services.events import event_append, event_append_async, session_rewind
+from sessions_app.services.events import (
+    event_append_stored,
+    event_append_stored_async,
+    session_rewind,
+)
 from sessions_app.services.sessions import session_create, session_delete
 from sessions_app.types import GetSessionConfig, ListSessionsResponse, Session
 
@@ -19,7 +23,8 @@ class SessionService:
 
     On PostgreSQL reads and appends go from the event loop itself
     (``core.async_database``); every other call, and every call on SQLite,
-    runs its whole database work in one ``sync_to_async`` hop.
+    runs its whole database work in one ``sync_to_async`` hop. Beyond ADK's API,
+    ``append_event_stored`` answers an appended event with its place in the session.
     Errors are ``SessionStoreError`` subclasses (``ValueError``s).
     """
 
@@ -69,9 +74,16 @@ class SessionService:
         )
 
     async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            return event
+        return (await self.append_event_stored(session, event)).event
+
+    async def append_event_stored(self, session: Session, event: Event) -> selectors.StoredEvent:
+        """``append_event`` of an event that is not partial, answering it as stored: its
+        place in the session with it, so that it can be shown without a read."""
         if async_database.available():
-            return await event_append_async(session=session, event=event)
-        return await sync_to_async(event_append)(session=session, event=event)
+            return await event_append_stored_async(session=session, event=event)
+        return await sync_to_async(event_append_stored)(session=session, event=event)
 
     async def rewind_session(
         self, *, app_name: str, user_id: str, session_id: str, rewind_before_invocation_id: str

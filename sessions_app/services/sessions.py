@@ -46,13 +46,10 @@ def session_create(
 ) -> Session:
     """Create a session; ``user:`` and ``app:`` keys of ``state`` go to their shared scopes.
 
-    ``temp:`` keys are dropped, as nothing outlives an invocation. A
-    ``session_id`` the user already has is refused (SessionAlreadyExistsError).
-    One that another user has gets a generated id instead (the returned
-    session's ``id``): ids are one space for all users, and refusing it would
-    tell anyone which ids others use, where another user's id must answer as an
-    unknown one does. A ``temporary`` session is a chat that neither reads nor
-    writes long-term memory.
+    ``temp:`` keys are dropped, as nothing outlives an invocation. Ids are unique within
+    the (app, user), as ADK's are: a ``session_id`` the user already has in the app is
+    refused (SessionAlreadyExistsError), whoever else holds the same id. A ``temporary``
+    session is a chat that neither reads nor writes long-term memory.
     """
     identifier_validate(value=app_name, what="app_name")
     if session_id is None:
@@ -64,8 +61,8 @@ def session_create(
     now = time.time()
     try:
         with transaction.atomic():
-            SessionRecord.objects.create(
-                id=session_id,
+            record = SessionRecord.objects.create(
+                session_id=session_id,
                 app_name=app_name,
                 user_id=user_pk,
                 last_update_time=now,
@@ -73,16 +70,14 @@ def session_create(
                 temporary=temporary,
             )
             storage.state_rows_upsert(
-                session_id=session_id, user_pk=user_pk, app_name=app_name, scoped=scoped
+                session_key=record.key, user_pk=user_pk, app_name=app_name, scoped=scoped
             )
     except IntegrityError:
-        if SessionRecord.objects.filter(pk=session_id, user_id=user_pk).exists():
-            raise SessionAlreadyExistsError(
-                f"A session with id {session_id!r} already exists."
-            ) from None
-        return session_create(app_name=app_name, user_id=user_id, state=state, temporary=temporary)
+        raise SessionAlreadyExistsError(
+            f"Session {session_id!r} already exists in app {app_name!r} for this user."
+        ) from None
     by_session, user_state, app_state = selectors.scoped_states_get(
-        session_ids=[session_id], app_name=app_name, user_pk=user_pk
+        session_keys=[record.key], app_name=app_name, user_pk=user_pk
     )
     return Session(
         id=session_id,
@@ -99,13 +94,16 @@ def session_delete(*, app_name: str, user_id: str, session_id: str) -> bool:
     if user_pk is None:
         return False
     deleted, _ = SessionRecord.objects.filter(
-        pk=session_id, app_name=app_name, user_id=user_pk
+        session_id=session_id, app_name=app_name, user_id=user_pk
     ).delete()
     return deleted > 0
 
 
-def session_rename(*, user_pk: int, session_id: str, title: str) -> bool:
-    """Set the title shown in the session list; False if the user has no such session.
+def session_rename(
+    *, user_pk: int, session_id: str, title: str, app_name: str | None = None
+) -> bool:
+    """Set the title shown in the session list; False if the user has no such session (in
+    ``app_name``, or in the one app where they hold the id when none is named).
 
     The title is presentation only, so renaming does not count as activity
     (``last_update_time`` is left alone and the list order does not change).
@@ -113,7 +111,15 @@ def session_rename(*, user_pk: int, session_id: str, title: str) -> bool:
     title = " ".join(str(title).split())
     if len(title) > 200:
         raise SessionStoreError("A session title is at most 200 characters.")
-    return SessionRecord.objects.filter(pk=session_id, user_id=user_pk).update(title=title) > 0
+    try:
+        record = selectors.session_record_get(
+            user_pk=user_pk, session_id=session_id, app_name=app_name
+        )
+    except selectors.AmbiguousSessionError:
+        return False
+    if record is None:
+        return False
+    return SessionRecord.objects.filter(pk=record.pk).update(title=title) > 0
 
 
 def sessions_expire_idle(*, now: float | None = None, batch_size: int | None = None) -> int:

@@ -32,3 +32,24 @@ def user_state_delete(*, app_name: str, user_pk: int, key: str | None = None) ->
     if key is not None:
         rows = rows.filter(key=key)
     return rows.delete()[0]
+
+
+def user_state_put(
+    *,
+    app_name: str,
+    user_pk: int,
+    values: dict[str, Any],
+    removed: list[str],
+    create: bool = True,
+) -> None:
+    """Set the user's ``user:`` keys of ``values`` (without their prefix) and delete those of
+    ``removed``: the keys another store is the source of (the profile memories). With
+    ``create`` False, only keys the user already has are set (nothing is added for a user
+    whose rows are being deleted)."""
+    with transaction.atomic():
+        for key, value in values.items():
+            rows = UserState.objects.filter(app_name=app_name, user_id=user_pk, key=key)
+            if not rows.update(value=value) and create:
+                UserState.objects.create(app_name=app_name, user_id=user_pk, key=key, value=value)
+        if removed:
+            UserState.objects.filter(app_name=app_name, user_id=user_pk, key__in=removed).delete()

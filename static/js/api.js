@@ -61,8 +61,10 @@ export class SessionsApi {
     this.appName = appName;
   }
 
-  sessionUrl(sessionId, suffix = "") {
-    return `${this.sessionsUrl}${encodeURIComponent(sessionId)}/${suffix}`;
+  /** The URL of the session (ids are unique within an app), with `query`'s parameters. */
+  sessionUrl(sessionId, suffix = "", query = {}) {
+    const params = new URLSearchParams({ ...query, app_name: this.appName });
+    return `${this.sessionsUrl}${encodeURIComponent(sessionId)}/${suffix}?${params}`;
   }
 
   /** One page of the user's sessions, newest first: {results, next_page_token}. */
@@ -84,7 +86,7 @@ export class SessionsApi {
   }
 
   getSession(sessionId) {
-    return request("GET", `${this.sessionUrl(sessionId)}?num_recent_events=0`);
+    return request("GET", this.sessionUrl(sessionId, "", { num_recent_events: "0" }));
   }
 
   renameSession(sessionId, title) {
@@ -100,11 +102,8 @@ export class SessionsApi {
     const events = [];
     let after = 0;
     while (after !== null) {
-      const query = new URLSearchParams({
-        after_sequence: String(after),
-        page_size: String(EVENTS_PAGE_SIZE),
-      });
-      const page = await request("GET", `${this.sessionUrl(sessionId, "events/")}?${query}`);
+      const query = { after_sequence: String(after), page_size: String(EVENTS_PAGE_SIZE) };
+      const page = await request("GET", this.sessionUrl(sessionId, "events/", query));
       events.push(...page.results);
       after = page.next_after_sequence;
     }
@@ -113,7 +112,8 @@ export class SessionsApi {
 
   /** What of the session waits to be remembered: {unprocessed_turns, turns, job, create}. */
   getPendingMemory(sessionId) {
-    return request("GET", `/api/memory-pending/${encodeURIComponent(sessionId)}/`);
+    const app = new URLSearchParams({ app_name: this.appName });
+    return request("GET", `/api/memory-pending/${encodeURIComponent(sessionId)}/?${app}`);
   }
 
   /** The user's chats of the app whose title or messages hold every word: {results}. */

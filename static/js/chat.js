@@ -41,6 +41,7 @@ const messages = $("messages");
 const input = $("composer-input");
 const sendButton = $("send");
 const stopButton = $("stop");
+const jumpButton = $("jump-latest");
 const stateView = $("state-view");
 const contextView = $("context-view");
 const pendingView = $("pending-view");
@@ -95,7 +96,11 @@ function setConnection(state, detail) {
   const text = CONNECTION_TEXT[state];
   const connection = $("connection");
   connection.dataset.state = state;
-  connection.textContent = typeof text === "function" ? text(detail) : text;
+  connection.title = typeof text === "function" ? text(detail) : text;
+  // Only the dot while all is well (the words in its tooltip and for screen readers): the
+  // words show when something is wrong, so they never take the title's room for nothing.
+  $("connection-text").classList.toggle("visually-hidden", state === "open" || state === "connecting");
+  $("connection-text").textContent = connection.title;
 }
 
 /** Mark the open chat (or the draft) as temporary: no memory read or written. */
@@ -190,15 +195,77 @@ function updateEmpty() {
   $("empty-chat").hidden = messages.children.length > 0;
 }
 
-/** Run a DOM change, keeping the view at the bottom if the reader was there. */
+/**
+ * The view follows the newest reply as it grows (markdown, code blocks, buttons added after a
+ * frame included) unless the reader scrolled up on purpose; then "Jump to latest" shows and
+ * takes them back down, and following resumes once they are at the bottom again.
+ */
+let followLatest = true;
+let lastScrollTop = 0;
+
+function distanceToBottom() {
+  return conversation.scrollHeight - conversation.scrollTop - conversation.clientHeight;
+}
+
+function scrollToLatest() {
+  followLatest = true;
+  conversation.scrollTop = conversation.scrollHeight;
+  lastScrollTop = conversation.scrollTop;
+  jumpButton.hidden = true;
+}
+
+/** The reader leaves the newest reply: any scroll up is theirs (a reply growing never
+ *  scrolls up), and a wheel or a key up says so before the scroll itself starts. */
+function leaveLatest() {
+  followLatest = false;
+  jumpButton.hidden = distanceToBottom() < STICK_TO_BOTTOM_PX;
+}
+
+// A scroll up that still ends at the very bottom is the browser's, not the reader's: the view
+// grew (the composer shrank back after a long message) and its end moved up with it.
+conversation.addEventListener("scroll", () => {
+  const distance = distanceToBottom();
+  if (conversation.scrollTop < lastScrollTop && distance >= 1) {
+    followLatest = false;
+  } else if (distance < STICK_TO_BOTTOM_PX) {
+    followLatest = true;
+  }
+  lastScrollTop = conversation.scrollTop;
+  jumpButton.hidden = followLatest || distanceToBottom() < STICK_TO_BOTTOM_PX;
+});
+conversation.addEventListener(
+  "wheel",
+  (event) => {
+    if (event.deltaY < 0) {
+      leaveLatest();
+    }
+  },
+  { passive: true },
+);
+conversation.addEventListener("touchmove", leaveLatest, { passive: true });
+conversation.addEventListener("keydown", (event) => {
+  if (["ArrowUp", "PageUp", "Home"].includes(event.key)) {
+    leaveLatest();
+  }
+});
+new ResizeObserver(() => {
+  if (followLatest) {
+    scrollToLatest();
+  } else {
+    jumpButton.hidden = distanceToBottom() < STICK_TO_BOTTOM_PX;
+  }
+}).observe(messages);
+jumpButton.addEventListener("click", () => {
+  scrollToLatest();
+  input.focus({ preventScroll: true });
+});
+
+/** Run a DOM change, keeping the view at the bottom if the reader was following it. */
 function keepingBottom(change) {
-  const atBottom =
-    conversation.scrollHeight - conversation.scrollTop - conversation.clientHeight <
-    STICK_TO_BOTTOM_PX;
   change();
   updateEmpty();
-  if (atBottom) {
-    conversation.scrollTop = conversation.scrollHeight;
+  if (followLatest) {
+    scrollToLatest();
   }
 }
 
@@ -264,7 +331,12 @@ function rewriteControlsUpdate() {
   if (turn || !last?.matches(".entry-agent[data-event-id], .entry-error[data-event-id]")) {
     return;
   }
-  if (last.classList.contains("streaming") || !userEntryOf(last)) {
+  // A stopped or failed reply offers Retry, which runs the same turn again: one way suffices.
+  if (
+    last.classList.contains("streaming") ||
+    last.querySelector(".retry-button") ||
+    !userEntryOf(last)
+  ) {
     return;
   }
   const bubble = last.querySelector(".bubble");
@@ -441,20 +513,24 @@ function serverError(frame) {
 function onFrame(frame) {
   switch (frame.type) {
     case "turn_started":
+      if (frame.resumed) {
+        // Run on from its stored events: text streamed before and never stored is void.
+        for (const entry of messages.querySelectorAll(".streaming")) {
+          entry.remove();
+        }
+      }
       if (turn && frame.client_message_id === turn.clientMessageId) {
         turn.started = true;
         setBusy(true);
       }
       break;
     case "turn_running":
+      // Written by another connection (this page before a reload, another tab): it streams
+      // here from where it is, and Stop still stops it.
       if (turn && frame.client_message_id === turn.clientMessageId) {
         turn.started = true;
         setBusy(true);
       }
-      showNotice({
-        kind: "turn_running",
-        message: "This reply is being written elsewhere (another tab or server); it shows here when it is done.",
-      });
       break;
     case "event":
       showEvent(frame.event);
@@ -482,7 +558,8 @@ function connect(id) {
     config.session_id_placeholder,
     encodeURIComponent(id),
   );
-  socket = new ChatSocket(`${scheme}//${location.host}${path}`, {
+  const app = new URLSearchParams({ app_name: api.appName });
+  socket = new ChatSocket(`${scheme}//${location.host}${path}?${app}`, {
     onFrame,
     onStatus: setConnection,
     checkFatal: async () => {
@@ -544,7 +621,7 @@ async function sendMessage() {
   const entry = userEntry(text, { pending: true });
   entry.dataset.clientMessageId = clientMessageId;
   placeEntry(null, entry);
-  conversation.scrollTop = conversation.scrollHeight;
+  scrollToLatest();
   turn = { clientMessageId, text, started: false, lastSeq: -1 };
   setBusy(true);
   input.value = "";
@@ -605,7 +682,7 @@ function rewriteTurn(frame, replaced, text) {
   }
   entry.dataset.clientMessageId = clientMessageId;
   placeEntry(null, entry);
-  conversation.scrollTop = conversation.scrollHeight;
+  scrollToLatest();
   turn = { clientMessageId, text, started: false, lastSeq: -1, rewrite: true };
   setBusy(true);
   input.focus();
@@ -783,7 +860,7 @@ async function openSession(id, { push = false, fresh = false, hash = "" } = {}) 
     });
     staleRetriesRemove();
     rewriteControlsUpdate();
-    conversation.scrollTop = conversation.scrollHeight;
+    scrollToLatest();
     revealAnchoredEvent();
     const last = events.findLast((event) => event.custom_metadata?.context);
     if (last) {
@@ -814,11 +891,18 @@ function showDraft({ push = false, temporaryDraft = false } = {}) {
 }
 
 // With more than one app open to the user, a picker chooses the app of the chats listed and of
-// a new chat; choosing another starts a new chat in it.
+// a new chat; choosing another starts a new chat in it, and the banner names its model (the
+// offline model's banner when that answers).
 const appPicker = $("app-picker");
 if (appPicker) {
   appPicker.addEventListener("change", () => {
     api.appName = appPicker.value;
+    const chosen = config.apps.find((app) => app.name === appPicker.value);
+    if (chosen) {
+      $("model-label").textContent = chosen.model;
+      $("model-banner").hidden = chosen.offline;
+      $("offline-banner").hidden = !chosen.offline;
+    }
     showDraft({ push: true });
     sidebar.loadPage({ reset: true });
   });

@@ -6,6 +6,18 @@ import { element } from "./render.js";
 const DEBOUNCE_MS = 250;
 const UNTITLED = "Untitled chat";
 
+/** A span of ``text`` with the words at ``marks`` ([start, end) ranges) highlighted. */
+function marked(className, text, marks = []) {
+  const span = element("span", className);
+  let at = 0;
+  for (const [start, end] of marks) {
+    span.append(text.slice(at, start), element("mark", "", text.slice(start, end)));
+    at = end;
+  }
+  span.append(text.slice(at));
+  return span;
+}
+
 /**
  * Callbacks: search(query) resolves to {results}; urlFor(sessionId, eventId) is a hit's
  * address; onOpen(sessionId, eventId) opens it (eventId null for a title match).
@@ -96,10 +108,12 @@ export class ChatSearch {
     const link = element("a", "search-link");
     link.href = this.urlFor(hit.session_id, hit.event_id);
     link.dataset.sessionId = hit.session_id;
-    link.append(element("span", "session-name", hit.title || UNTITLED));
+    link.append(marked("session-name", hit.title || UNTITLED, hit.title ? hit.title_marks : []));
     if (hit.event_id) {
       const who = hit.author === "user" ? "You" : "Assistant";
-      link.append(element("span", "search-snippet", `${who}: ${hit.snippet}`));
+      const snippet = marked("search-snippet", hit.snippet, hit.snippet_marks);
+      snippet.prepend(`${who}: `);
+      link.append(snippet);
     } else {
       link.append(element("span", "search-snippet", "Title matches"));
     }

@@ -29,8 +29,9 @@
     return root.dataset.theme === "dark" || (root.dataset.theme === "auto" && systemDark.matches);
   }
 
+  /** The switch says what it turns the page to, as ChatGPT's and Claude's do. */
   function showState(button) {
-    button.setAttribute("aria-pressed", String(isDark()));
+    button.textContent = isDark() ? "Light theme" : "Dark theme";
   }
 
   apply(remembered());

@@ -33,8 +33,8 @@ from django.utils import timezone
 from google.genai import types
 
 from access_app import services as access_services
-from access_app.models import AccessGrant, AuditLogEntry
-from agents_app.consumers import CLOSE_NOT_FOUND, CLOSE_NOT_SIGNED_IN
+from access_app.models import AccessGrant, AuditLogEntry, PersonalAccessToken
+from agents_app.chat.consumers import CLOSE_NOT_FOUND, CLOSE_NOT_SIGNED_IN
 from chatapp.middleware import PROBES
 from chatapp.routing import websocket_urlpatterns
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource, MemoryTopic
@@ -97,6 +97,8 @@ class World:
     clients: dict[str, Client]
     users: dict[str, object]
     session_id: str
+    # The session row's key: the staff console names sessions by it.
+    session_key: str
     memory_id: str
     job_id: str
     grant_id: int
@@ -104,14 +106,16 @@ class World:
     audit_id: int
     artifact_id: str
     image_id: str
+    token_id: str
 
     def fingerprint(self) -> tuple:
         """Everything a forbidden write could change, to compare before and after."""
         return (
             sorted(Memory.objects.values_list("id", "text", "status", "user_id")),
-            sorted(SessionRecord.objects.values_list("id", "title", "user_id", "last_sequence")),
+            sorted(SessionRecord.objects.values_list("key", "title", "user_id", "last_sequence")),
             EventRecord.objects.filter(rewound=False).count(),
             sorted(AccessGrant.objects.values_list("id", "revoked_at", "expires_at")),
+            sorted(PersonalAccessToken.objects.values_list("id", "revoked", "user_id")),
             MemorySource.objects.count(),
             MemoryRevision.objects.count(),
             GenerationJob.objects.count(),
@@ -124,12 +128,15 @@ class World:
 def world(db) -> World:
     owner = UserFactory(username="owner")
     session = session_make(owner)
-    SessionRecord.objects.filter(pk=session.id).update(title=f"Trip notes {MARKERS[CONVERSATIONS]}")
+    SessionRecord.objects.filter(session_id=session.id).update(
+        title=f"Trip notes {MARKERS[CONVERSATIONS]}"
+    )
     turn_add(session, f"my cabin code word is {MARKERS[CONVERSATIONS]}")
     turn_add(session, f"remember that I am allergic to {MARKERS[MEMORIES]}")
-    source_event = EventRecord.objects.filter(session_id=session.id, author="user").last()
+    source_event = EventRecord.objects.filter(session__session_id=session.id, author="user").last()
+    record = SessionRecord.objects.get(session_id=session.id)
     job = GenerationJob.objects.create(
-        user=owner, app_name="chat", session_id=session.id, trigger="explicit", status="succeeded"
+        user=owner, app_name="chat", session=record, trigger="explicit", status="succeeded"
     )
     memory = MemoryFactory(
         user=owner, text=f"Is allergic to {MARKERS[MEMORIES]}", topic="personal_info", job=job
@@ -176,6 +183,8 @@ def world(db) -> World:
         reason=f"ticket {MARKERS[ACCESS]}",
     )
 
+    token = access_services.access_token_create(user=owner, name="assistant", scopes=["read"])
+
     clients = {ANONYMOUS: Client()}
     for role, user in users.items():
         clients[role] = Client()
@@ -198,11 +207,13 @@ def world(db) -> World:
         clients=clients,
         users=users,
         session_id=session.id,
+        session_key=record.pk,
         memory_id=str(memory.pk),
         job_id=str(job.pk),
         grant_id=granted.pk,
         topic_id=topic.pk,
         audit_id=audit.pk,
+        token_id=str(token.record.pk),
     )
 
 
@@ -246,12 +257,15 @@ V1_KWARGS = {
     "session_id": "session_id",
     "memory_id": "memory_id",
     "job_id": "job_id",
+    "filename": "=notes.txt",
+    "version": "=0",
 }
 V1_WRITES = (
     ("post", {"author": "user", "session_id": "x", "text": "I like tea", "invocation_id": "x"}),
     ("delete", {}),
 )
 GRANT = {"grant_id": "grant_id"}
+TOKEN = {"token_id": "token_id"}
 
 DOORS: dict[str, Door] = {
     # Accounts and public pages.
@@ -268,16 +282,16 @@ DOORS: dict[str, Door] = {
     "api/docs/": Door(PUBLIC),
     # Chat pages (the conversation itself loads through the API and the WebSocket).
     "": Door(OWN),
-    "chat/<str:session_id>/": Door(OWN_OBJECT, SESSION, shows=(CONVERSATIONS,)),
+    "chat/<id:session_id>/": Door(OWN_OBJECT, SESSION, shows=(CONVERSATIONS,)),
     # Self-service: memory, settings, export, deletion, access.
     "memory/": Door(OWN, shows=(MEMORIES,)),
     "memory/delete-all/": Door(OWN),
     "memory/profile/": Door(OWN, status=405),
-    "memory/<str:memory_id>/delete/": Door(OWN_OBJECT, MEMORY, status=405, writes=(("post", {}),)),
-    "memory/<str:memory_id>/correct/": Door(
+    "memory/<id:memory_id>/delete/": Door(OWN_OBJECT, MEMORY, status=405, writes=(("post", {}),)),
+    "memory/<id:memory_id>/correct/": Door(
         OWN_OBJECT, MEMORY, status=405, writes=(("post", {"text": "I like tea"}),)
     ),
-    "memory/<str:memory_id>/expiry/": Door(
+    "memory/<id:memory_id>/expiry/": Door(
         OWN_OBJECT, MEMORY, status=405, writes=(("post", {"forget_on": "2099-01-01"}),)
     ),
     "settings/": Door(OWN),
@@ -288,46 +302,50 @@ DOORS: dict[str, Door] = {
     "access/grants/<int:grant_id>/revoke/": Door(
         OWN_OBJECT, GRANT, status=405, writes=(("post", {}),)
     ),
+    "access/tokens/": Door(OWN, status=405),
+    "access/tokens/<str:token_id>/revoke/": Door(
+        OWN_OBJECT, TOKEN, status=405, writes=(("post", {}),)
+    ),
     # REST API.
     # Without its q, a search answers 400; what it finds is tested in sessions_app/test_search.
     "api/search/": Door(OWN, api=True, status=400),
     "api/sessions/": Door(OWN, api=True, shows=(CONVERSATIONS,)),
-    "api/sessions/<str:session_id>/": Door(
+    "api/sessions/<id:session_id>/": Door(
         OWN_OBJECT,
         SESSION,
         api=True,
         shows=(CONVERSATIONS,),
         writes=(("patch", {"title": "renamed"}), ("delete", {})),
     ),
-    "api/sessions/<str:session_id>/events/": Door(
+    "api/sessions/<id:session_id>/events/": Door(
         OWN_OBJECT,
         SESSION,
         api=True,
         shows=(CONVERSATIONS,),
         writes=(("post", {"author": "user", "invocation_id": "e-x", "content": None}),),
     ),
-    "api/sessions/<str:session_id>/state/": Door(OWN_OBJECT, SESSION, api=True),
-    "api/sessions/<str:session_id>/rewind/": Door(
+    "api/sessions/<id:session_id>/state/": Door(OWN_OBJECT, SESSION, api=True),
+    "api/sessions/<id:session_id>/rewind/": Door(
         OWN_OBJECT, SESSION, api=True, status=405, writes=(("post", {"invocation_id": "x"}),)
     ),
-    "api/sessions/<str:session_id>/artifacts/": Door(
+    "api/sessions/<id:session_id>/artifacts/": Door(
         OWN_OBJECT, SESSION, api=True, shows=(CONVERSATIONS,), writes=(("post", {}),)
     ),
-    "api/artifacts/<str:artifact_id>/content/": Door(
+    "api/artifacts/<id:artifact_id>/content/": Door(
         OWN_OBJECT, {"artifact_id": "artifact_id"}, api=True, shows=(CONVERSATIONS,)
     ),
-    "api/artifacts/<str:artifact_id>/thumbnail/": Door(
+    "api/artifacts/<id:artifact_id>/thumbnail/": Door(
         OWN_OBJECT, {"artifact_id": "image_id"}, api=True
     ),
     "api/memories/": Door(OWN, api=True, shows=(MEMORIES,)),
-    "api/memories/<str:memory_id>/": Door(
+    "api/memories/<id:memory_id>/": Door(
         OWN_OBJECT, MEMORY, api=True, shows=(MEMORIES,), writes=(("delete", {}),)
     ),
-    "api/memories/<str:memory_id>/correct/": Door(
+    "api/memories/<id:memory_id>/correct/": Door(
         OWN_OBJECT, MEMORY, api=True, status=405, writes=(("post", {"text": "I like tea"}),)
     ),
     "api/memory-settings/": Door(OWN, api=True),
-    "api/memory-pending/<str:session_id>/": Door(OWN_OBJECT, SESSION, api=True),
+    "api/memory-pending/<id:session_id>/": Door(OWN_OBJECT, SESSION, api=True),
     "api/export/": Door(OWN, api=True, shows=(MEMORIES, CONVERSATIONS)),
     "api/access/grants/": Door(OWN, api=True),
     "api/access/grants/<int:grant_id>/revoke/": Door(
@@ -357,25 +375,31 @@ DOORS: dict[str, Door] = {
     # The service-account API (tests/agents_app/test_service_api_matrix.py runs it against
     # every kind of key): no browser visitor, signed in or not, staff or not, gets in.
     **{
-        f"api/v1/apps/<str:app_name>/{route}": Door(SERVICE, V1_KWARGS, api=True, writes=V1_WRITES)
+        f"api/v1/apps/<id:app_name>/{route}": Door(SERVICE, V1_KWARGS, api=True, writes=V1_WRITES)
         for route in (
             "state/",
             "users/",
-            "users/<str:user_id>/",
-            "users/<str:user_id>/export/",
-            "users/<str:user_id>/sessions/",
-            "users/<str:user_id>/sessions/<str:session_id>/",
-            "users/<str:user_id>/sessions/<str:session_id>/events/",
-            "users/<str:user_id>/sessions/<str:session_id>/rewind/",
-            "users/<str:user_id>/state/",
-            "users/<str:user_id>/memory/generate/",
-            "users/<str:user_id>/memory/events/",
-            "users/<str:user_id>/memories/",
-            "users/<str:user_id>/memories/search/",
-            "users/<str:user_id>/memories/<str:memory_id>/",
-            "jobs/<str:job_id>/",
+            "users/<id:user_id>/",
+            "users/<id:user_id>/export/",
+            "users/<id:user_id>/sessions/",
+            "users/<id:user_id>/sessions/<id:session_id>/",
+            "users/<id:user_id>/sessions/<id:session_id>/events/",
+            "users/<id:user_id>/sessions/<id:session_id>/rewind/",
+            "users/<id:user_id>/sessions/<id:session_id>/artifacts/",
+            "users/<id:user_id>/sessions/<id:session_id>/artifacts/<id:filename>/",
+            "users/<id:user_id>/sessions/<id:session_id>/artifacts/<id:filename>/versions/<id:version>/",
+            "users/<id:user_id>/artifacts/",
+            "users/<id:user_id>/artifacts/<id:filename>/",
+            "users/<id:user_id>/artifacts/<id:filename>/versions/<id:version>/",
+            "users/<id:user_id>/state/",
+            "users/<id:user_id>/memory/generate/",
+            "users/<id:user_id>/memory/events/",
+            "users/<id:user_id>/memories/",
+            "users/<id:user_id>/memories/search/",
+            "users/<id:user_id>/memories/<id:memory_id>/",
+            "jobs/<id:job_id>/",
             "memories/",
-            "memories/<str:memory_id>/",
+            "memories/<id:memory_id>/",
         )
     },
 }
@@ -398,7 +422,7 @@ ADMIN_MODELS: dict[str, AdminModel] = {
     "memory_app.memory": AdminModel(MEMORIES, "memory_id"),
     "memory_app.generationjob": AdminModel(None, "job_id"),
     "memory_app.memorytopic": AdminModel(None, "topic_id"),
-    "sessions_app.sessionrecord": AdminModel(CONVERSATIONS, "session_id"),
+    "sessions_app.sessionrecord": AdminModel(CONVERSATIONS, "session_key"),
     # An app's shared state, no user's: written only with sessions_app.change_app_state.
     "sessions_app.appstate": AdminModel(None),
     "access_app.auditlogentry": AdminModel(ACCESS, "audit_id"),
@@ -423,7 +447,7 @@ ADMIN_MODELS: dict[str, AdminModel] = {
     "axes.accessfailurelog": AdminModel(None),
 }
 
-WEBSOCKET_ROUTES = {"ws/chat/<str:session_id>/": SESSION}
+WEBSOCKET_ROUTES = {"ws/chat/<id:session_id>/": SESSION}
 
 # Paths answered by chatapp.middleware before URL routing (probes and metrics).
 MIDDLEWARE_DOORS = {
@@ -687,7 +711,7 @@ async def _connect(path: str, cookie: bytes | None) -> tuple[bool, int | None]:
 @pytest.mark.parametrize("route", sorted(WEBSOCKET_ROUTES))
 def test_websocket_route_against_every_role(route, world):
     """Only the owner opens the owner's chat socket; staff of every kind get "not found"."""
-    path = "/" + route.replace("<str:session_id>", world.session_id)
+    path = "/" + route.replace("<id:session_id>", world.session_id)
     outcomes = {}
     for role in ROLES:
         cookie = None if role == ANONYMOUS else _cookie(world.clients[role])
@@ -733,7 +757,7 @@ def test_frames_naming_another_users_message_reach_nothing_of_theirs(world):
     from agents_app.models import App, TurnClaim
     from sessions_app import selectors, services
 
-    owner_session = SessionRecord.objects.get(pk=world.session_id)
+    owner_session = SessionRecord.objects.get(session_id=world.session_id)
     # The app a data migration registers is gone once an earlier transactional test has
     # flushed the tables: registered again, so the other user may open a chat in it.
     App.objects.get_or_create(name=owner_session.app_name)
@@ -784,6 +808,8 @@ def test_frames_naming_another_users_message_reach_nothing_of_theirs(world):
     assert answers[0]["message"] == "This chat has no message with that id."
     assert MARKERS[CONVERSATIONS] not in json.dumps(answers)
     assert answers[-1]["duplicate"] is False
-    owners = EventRecord.objects.filter(session_id=world.session_id, event_id__startswith="msg-")
+    owners = EventRecord.objects.filter(
+        session__session_id=world.session_id, event_id__startswith="msg-"
+    )
     assert list(owners.values_list("event_id", flat=True)) == ["msg-owners-turn"]
-    assert not TurnClaim.objects.filter(session_id=world.session_id).exists()
+    assert not TurnClaim.objects.filter(session__session_id=world.session_id).exists()

@@ -77,7 +77,7 @@ def test_memory_object_permissions_by_role(actor, memory, request):
 def test_a_memories_grant_does_not_open_conversations(user, granted_staff, reviewer):
     session = session_services.session_create(app_name="chat", user_id=str(user.pk))
     turn_add(session, "my flight leaves at nine")
-    record = SessionRecord.objects.get(pk=session.id)
+    record = SessionRecord.objects.get(session_id=session.id)
     event = record.events.first()
     assert not granted_staff.has_perm("sessions_app.view_sessionrecord", record)
     assert not staff_may_view_user_data(

@@ -10,8 +10,13 @@ from django.db import connection
 from django.utils import timezone
 
 from access_app import services
-from access_app.models import AccessGrant, AuditLogEntry
-from access_app.selectors import audit_entries_for_subject, grants_active_for, grants_of_owner
+from access_app.models import AccessGrant, AuditLogEntry, PersonalAccessToken
+from access_app.selectors import (
+    access_token_from_secret,
+    audit_entries_for_subject,
+    grants_active_for,
+    grants_of_owner,
+)
 from tests.factories import AccessGrantFactory, StaffFactory, UserFactory
 
 
@@ -227,3 +232,17 @@ def test_grants_made_at_once_leave_one_active_grant(requires_postgres):
     assert errors == []
     assert AccessGrant.objects.filter(owner=owner).count() == writers
     assert grants_active_for(grantee=staff).count() == 1
+
+
+@pytest.mark.django_db
+def test_a_token_is_hashed_at_rest_write_implies_read_and_bad_input_makes_nothing(user):
+    issued = services.access_token_create(user=user, name="Cursor", scopes=["write"])
+
+    assert issued.record.scopes == ["read", "write"]
+    assert issued.token.partition(".")[2] not in issued.record.hashed_key
+    assert access_token_from_secret(token=issued.token) == issued.record
+    assert access_token_from_secret(token=issued.token + "x") is None
+    for bad in ({"scopes": ["admin"]}, {"scopes": []}, {"name": " "}, {"expires_in_days": 0}):
+        with pytest.raises(ValidationError):
+            services.access_token_create(user=user, **{"name": "x", "scopes": ["read"], **bad})
+    assert PersonalAccessToken.objects.filter(user=user).count() == 1

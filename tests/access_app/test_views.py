@@ -4,13 +4,14 @@ import zoneinfo
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
 from access_app import services
-from access_app.models import AccessGrant
+from access_app.models import AccessGrant, PersonalAccessToken
 from sessions_app.models import SessionRecord
-from tests.factories import AccessGrantFactory, MemoryFactory, StaffFactory
+from tests.factories import AccessGrantFactory, MemoryFactory, StaffFactory, session_key
 from tests.memory_app.support import session_make
 
 OVERVIEW = "access:overview"
@@ -68,6 +69,16 @@ def test_a_grant_ends_with_the_day_chosen_where_the_user_is_and_shows_that_day(
     assert f"{shown}</time> (inclusive)" in table
     assert "UTC" not in table[: table.index("</table>")]
     assert f"{day + timedelta(days=1):%-d %b %Y}" not in table[: table.index("</table>")]
+
+
+@pytest.mark.django_db
+def test_the_readers_time_zone_ends_with_their_request(signed_in):
+    """Dates read after a request (the next request's, a test's) are not in its reader's zone."""
+    signed_in.cookies["tz"] = "Pacific/Kiritimati"
+
+    assert signed_in.get(reverse(OVERVIEW)).status_code == 200
+
+    assert timezone.get_current_timezone_name() == settings.TIME_ZONE
 
 
 @pytest.mark.django_db
@@ -202,11 +213,11 @@ def test_audit_log_names_what_was_seen_and_links_conversations(signed_in, user, 
     memory = MemoryFactory(user=user, text="Prefers window seats")
     theirs = MemoryFactory(user=other_user, text="Their private fact")
     session = session_make(user)
-    SessionRecord.objects.filter(pk=session.id).update(title="Lisbon trip")
+    SessionRecord.objects.filter(session_id=session.id).update(title="Lisbon trip")
     for object_type, object_id in [
         ("memory_app.memory", memory.pk),
         ("memory_app.memory", theirs.pk),
-        ("sessions_app.sessionrecord", session.id),
+        ("sessions_app.sessionrecord", session_key(session)),
         ("memory_app.memory", ""),
     ]:
         services.audit_record(
@@ -220,6 +231,39 @@ def test_audit_log_names_what_was_seen_and_links_conversations(signed_in, user, 
     assert "Viewed the memory “Prefers window seats”" in body
     assert "Their private fact" not in body
     assert "Viewed a memory since deleted" in body
-    chat_url = reverse("chat-session", kwargs={"session_id": session.id})
+    chat_url = reverse("chat-session", kwargs={"session_id": session.id}) + "?app_name=chat"
     assert f'<a href="{chat_url}">the conversation “Lisbon trip”</a>' in body
     assert "Viewed a list of memories" in body
+
+
+@pytest.mark.django_db
+def test_a_token_made_on_settings_is_shown_once_listed_and_revoked(signed_in, user, other_user):
+    made = signed_in.post(
+        reverse("access:token-create"), {"name": "Claude Desktop", "write": "on", "expires": "30"}
+    )
+
+    assert made.status_code == 201
+    secret = made.context["token"]
+    record = PersonalAccessToken.objects.get(user=user)
+    assert record.name == "Claude Desktop" and record.can_write
+    assert secret.partition(".")[2] not in record.hashed_key
+    settings_page = signed_in.get(reverse("settings")).content.decode()
+    assert "Claude Desktop" in settings_page and record.prefix in settings_page
+    assert secret not in settings_page
+    other = services.access_token_create(user=other_user, name="theirs", scopes=["read"]).record
+    assert signed_in.post(reverse("access:token-revoke", args=[other.pk])).status_code == 404
+    revoked = signed_in.post(reverse("access:token-revoke", args=[record.pk]), follow=True)
+    assert "revoked" in revoked.content.decode()
+    record.refresh_from_db()
+    other.refresh_from_db()
+    assert record.revoked and not other.revoked
+
+
+@pytest.mark.django_db
+def test_a_token_without_a_name_is_refused_and_nothing_is_made(signed_in, user):
+    response = signed_in.post(
+        reverse("access:token-create"), {"name": " ", "expires": ""}, follow=True
+    )
+
+    assert "This field is required." in response.content.decode()
+    assert not PersonalAccessToken.objects.filter(user=user).exists()

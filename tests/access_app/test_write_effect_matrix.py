@@ -38,7 +38,9 @@ from django.utils import timezone
 from google.genai import types
 
 from access_app import services as access_services
-from agents_app.consumers import ChatConsumer
+from access_app.models import PersonalAccessToken
+from agents_app.chat.consumers import ChatConsumer
+from agents_app.chat.turn_claims import turn_claim_take
 from agents_app.memory_provider import DjangoMemoryProvider
 from agents_app.models import TurnClaim
 from agents_app.runtime.agents import agent_for_app
@@ -47,7 +49,6 @@ from agents_app.runtime.turn_context import (
     turn_request_build,
     turn_session_load,
 )
-from agents_app.turn_claims import turn_claim_take
 from chatapp.middleware import PROBES
 from chatapp.routing import websocket_urlpatterns
 from core.notices import user_group_name
@@ -56,7 +57,7 @@ from sessions_app import services as session_services
 from sessions_app.events import Event, EventActions, new_invocation_id
 from sessions_app.uploads import uploads_check
 from tests.access_app.test_acl_matrix import _routes
-from tests.factories import StaffFactory, UserFactory
+from tests.factories import StaffFactory, UserFactory, session_key
 from tests.memory_app.support import lexical_only, memory_make, session_make, turn_add  # noqa: F401
 from tests.sample_files import image_bytes
 
@@ -145,7 +146,9 @@ def _turns_cut_short(session, *, name: str) -> tuple[str, str]:
             interrupted=True,
         ),
     )
-    claim = turn_claim_take(session_id=session.id, user_event_id=f"msg-{died}", holder="gone")
+    claim = turn_claim_take(
+        session_id=session_key(session), user_event_id=f"msg-{died}", holder="gone"
+    )
     TurnClaim.objects.filter(pk=claim.id).update(renewed_at=0.0)
     return stopped, died
 
@@ -174,6 +177,9 @@ def world(db, settings) -> World:
             owner=owner, grantee=staff, scope="memories", expires_at=until
         )
         ids[key] = str(grant.pk)
+    for owner, key in ((attacker, "a_token"), (victim, "b_token")):
+        issued = access_services.access_token_create(user=owner, name="assistant", scopes=["read"])
+        ids[key] = str(issued.record.pk)
     ids |= {"a_pk": str(attacker.pk), "b_pk": str(victim.pk), "b_name": victim.username}
     a, b = Client(), Client()
     a.force_login(attacker)
@@ -183,12 +189,13 @@ def world(db, settings) -> World:
 
 # --- What B sees -------------------------------------------------------------------------------
 
-_BOUNDARY = re.compile(r"memories-[0-9a-f]{16}")
+_BOUNDARY = re.compile(r"\b(memories|profile|past-conversations)-[0-9a-f]{16}\b")
 
 
 async def _agent_context(user, session_id: str, query: str) -> dict[str, Any]:
     """What B's agent would be given on B's next turn: the templated instruction with the
-    preloaded memories, and the history."""
+    app's guidance, the profile, the preloaded memories and past conversations, and the
+    history."""
     agent = await sync_to_async(agent_for_app)(APP)
     session, compaction = await turn_session_load(
         app_name=APP, user_id=str(user.pk), session_id=session_id, max_events=400
@@ -197,6 +204,8 @@ async def _agent_context(user, session_id: str, query: str) -> dict[str, Any]:
     permissions = await provider.permissions(session=session)
     report = TurnContextReport(model="matrix", offline=True, memory_enabled=permissions.use)
     report.memories = await provider.preload(session=session, query=query, limit=5)
+    report.past_conversations = await provider.preload_past(session=session, query=query, limit=3)
+    report.app_guidance = await provider.app_guidance(session=session)
     request = await turn_request_build(
         agent=agent,
         session=session,
@@ -206,7 +215,7 @@ async def _agent_context(user, session_id: str, query: str) -> dict[str, Any]:
         permissions=permissions,
     )
     return {
-        "instruction": _BOUNDARY.sub("memories-X", request.system_instruction),
+        "instruction": _BOUNDARY.sub(r"\1-X", request.system_instruction),
         "contents": [content.model_dump(mode="json") for content in request.contents],
     }
 
@@ -234,6 +243,11 @@ def victim_view(world: World) -> dict[str, Any]:
         view[f"search {app}"] = _json(b, f"/api/memories/?app_name={app}&q=green+tea+garden")
     view["memory settings"] = _json(b, "/api/memory-settings/")
     view["grants"] = _json(b, "/api/access/grants/")
+    view["tokens"] = sorted(
+        PersonalAccessToken.objects.filter(user=world.victim).values_list(
+            "id", "name", "revoked", "expiry_date"
+        )
+    )
     view["audit"] = _json(b, "/api/access/audit/")
     view["agent context"] = async_to_sync(_agent_context)(
         world.victim, ids["b_session"], "what about green tea?"
@@ -321,27 +335,36 @@ V1_IDS = {
     "session_id": "a_session",
     "memory_id": "a_memory",
     "job_id": "a_memory",
+    "filename": "a_filename",
+    "version": "a_version",
 }
 V1_ROUTES = (
     "state/",
     "users/",
-    "users/<str:user_id>/",
-    "users/<str:user_id>/export/",
-    "users/<str:user_id>/sessions/",
-    "users/<str:user_id>/sessions/<str:session_id>/",
-    "users/<str:user_id>/sessions/<str:session_id>/events/",
-    "users/<str:user_id>/sessions/<str:session_id>/rewind/",
-    "users/<str:user_id>/state/",
-    "users/<str:user_id>/memory/generate/",
-    "users/<str:user_id>/memory/events/",
-    "users/<str:user_id>/memories/",
-    "users/<str:user_id>/memories/search/",
-    "users/<str:user_id>/memories/<str:memory_id>/",
-    "jobs/<str:job_id>/",
+    "users/<id:user_id>/",
+    "users/<id:user_id>/export/",
+    "users/<id:user_id>/sessions/",
+    "users/<id:user_id>/sessions/<id:session_id>/",
+    "users/<id:user_id>/sessions/<id:session_id>/events/",
+    "users/<id:user_id>/sessions/<id:session_id>/rewind/",
+    "users/<id:user_id>/sessions/<id:session_id>/artifacts/",
+    "users/<id:user_id>/sessions/<id:session_id>/artifacts/<id:filename>/",
+    "users/<id:user_id>/sessions/<id:session_id>/artifacts/<id:filename>/versions/<id:version>/",
+    "users/<id:user_id>/artifacts/",
+    "users/<id:user_id>/artifacts/<id:filename>/",
+    "users/<id:user_id>/artifacts/<id:filename>/versions/<id:version>/",
+    "users/<id:user_id>/state/",
+    "users/<id:user_id>/memory/generate/",
+    "users/<id:user_id>/memory/events/",
+    "users/<id:user_id>/memories/",
+    "users/<id:user_id>/memories/search/",
+    "users/<id:user_id>/memories/<id:memory_id>/",
+    "jobs/<id:job_id>/",
     "memories/",
-    "memories/<str:memory_id>/",
+    "memories/<id:memory_id>/",
 )
 GRANT = {"grant_id": "a_grant"}
+TOKEN = {"token_id": "a_token"}
 HELD = {"memory_id": "a_held_memory"}
 
 # Mass-assigned fields an attacker adds to any body.
@@ -460,7 +483,7 @@ DOORS: dict[str, WriteDoor] = {
     "accounts/reset/done/": WriteDoor(READS),
     # Pages.
     "": WriteDoor(READS),
-    "chat/<str:session_id>/": WriteDoor(READS, SESSION),
+    "chat/<id:session_id>/": WriteDoor(READS, SESSION),
     "memory/": WriteDoor(WRITES, probes=(Probe("post", {"q": "tea"}, api=False),)),
     "memory/delete-all/": WriteDoor(WRITES, probes=(Probe("post", api=False),)),
     "memory/profile/": WriteDoor(
@@ -472,8 +495,8 @@ DOORS: dict[str, WriteDoor] = {
             Probe("post", {"action": "delete", "key": "name"}, api=False),
         ),
     ),
-    "memory/<str:memory_id>/delete/": WriteDoor(WRITES, MEMORY, probes=(Probe("post", api=False),)),
-    "memory/<str:memory_id>/expiry/": WriteDoor(
+    "memory/<id:memory_id>/delete/": WriteDoor(WRITES, MEMORY, probes=(Probe("post", api=False),)),
+    "memory/<id:memory_id>/expiry/": WriteDoor(
         WRITES,
         MEMORY,
         probes=(
@@ -481,11 +504,18 @@ DOORS: dict[str, WriteDoor] = {
             Probe("post", {"keep": "on"}, api=False),
         ),
     ),
-    "memory/<str:memory_id>/correct/": WriteDoor(
+    "memory/<id:memory_id>/correct/": WriteDoor(
         WRITES, MEMORY, probes=(Probe("post", {"text": "Likes black coffee"}, api=False),)
     ),
     "settings/": WriteDoor(
-        WRITES, probes=(Probe("post", {"create_enabled": "", "use_enabled": ""}, api=False),)
+        WRITES,
+        probes=(
+            Probe(
+                "post",
+                {"create_enabled": "", "use_enabled": "", "past_chats_enabled": ""},
+                api=False,
+            ),
+        ),
     ),
     "settings/export/": WriteDoor(READS),
     "settings/delete/": WriteDoor(
@@ -502,6 +532,12 @@ DOORS: dict[str, WriteDoor] = {
     "access/grants/<int:grant_id>/revoke/": WriteDoor(
         WRITES, GRANT, probes=(Probe("post", api=False),)
     ),
+    "access/tokens/": WriteDoor(
+        WRITES, probes=(Probe("post", {"name": "mine", "write": "on", "expires": ""}, api=False),)
+    ),
+    "access/tokens/<str:token_id>/revoke/": WriteDoor(
+        WRITES, TOKEN, probes=(Probe("post", api=False),)
+    ),
     # REST API.
     "api/search/": WriteDoor(READS),
     "api/sessions/": WriteDoor(
@@ -514,19 +550,19 @@ DOORS: dict[str, WriteDoor] = {
             Probe("post", {"session_id": "{b_other_session}"}),
         ),
     ),
-    "api/sessions/<str:session_id>/": WriteDoor(
+    "api/sessions/<id:session_id>/": WriteDoor(
         WRITES, SESSION, probes=(Probe("patch", {"title": HOSTILE_TEXT}), Probe("delete"))
     ),
-    "api/sessions/<str:session_id>/events/": WriteDoor(
+    "api/sessions/<id:session_id>/events/": WriteDoor(
         WRITES, SESSION, probes=tuple(Probe("post", event) for event in FORGED_EVENTS)
     ),
-    "api/sessions/<str:session_id>/state/": WriteDoor(READS, SESSION),
-    "api/sessions/<str:session_id>/artifacts/": WriteDoor(
+    "api/sessions/<id:session_id>/state/": WriteDoor(READS, SESSION),
+    "api/sessions/<id:session_id>/artifacts/": WriteDoor(
         WRITES, SESSION, probes=(Probe("post", {"file": "x"}),)
     ),
-    "api/artifacts/<str:artifact_id>/content/": WriteDoor(READS, {"artifact_id": "a_image"}),
-    "api/artifacts/<str:artifact_id>/thumbnail/": WriteDoor(READS, {"artifact_id": "a_image"}),
-    "api/sessions/<str:session_id>/rewind/": WriteDoor(
+    "api/artifacts/<id:artifact_id>/content/": WriteDoor(READS, {"artifact_id": "a_image"}),
+    "api/artifacts/<id:artifact_id>/thumbnail/": WriteDoor(READS, {"artifact_id": "a_image"}),
+    "api/sessions/<id:session_id>/rewind/": WriteDoor(
         WRITES,
         SESSION,
         probes=(
@@ -535,8 +571,8 @@ DOORS: dict[str, WriteDoor] = {
         ),
     ),
     "api/memories/": WriteDoor(WRITES, probes=(Probe("delete"),)),
-    "api/memories/<str:memory_id>/": WriteDoor(WRITES, MEMORY, probes=(Probe("delete"),)),
-    "api/memories/<str:memory_id>/correct/": WriteDoor(
+    "api/memories/<id:memory_id>/": WriteDoor(WRITES, MEMORY, probes=(Probe("delete"),)),
+    "api/memories/<id:memory_id>/correct/": WriteDoor(
         WRITES,
         HELD,
         probes=(
@@ -545,9 +581,15 @@ DOORS: dict[str, WriteDoor] = {
         ),
     ),
     "api/memory-settings/": WriteDoor(
-        WRITES, probes=(Probe("patch", {"create_enabled": False, "use_enabled": False}),)
+        WRITES,
+        probes=(
+            Probe(
+                "patch",
+                {"create_enabled": False, "use_enabled": False, "past_chats_enabled": False},
+            ),
+        ),
     ),
-    "api/memory-pending/<str:session_id>/": WriteDoor(READS, SESSION),
+    "api/memory-pending/<id:session_id>/": WriteDoor(READS, SESSION),
     "api/export/": WriteDoor(READS),
     "api/access/grants/": WriteDoor(
         WRITES,
@@ -568,12 +610,12 @@ DOORS: dict[str, WriteDoor] = {
     # The service-account API takes an app's API key only: a signed-in user's cookie (the
     # attacker's) is no key, so every write answers 401, with B's ids as with A's own.
     **{
-        f"api/v1/apps/<str:app_name>/{route}": WriteDoor(
+        f"api/v1/apps/<id:app_name>/{route}": WriteDoor(
             WRITES,
             {
                 name: key
                 for name, key in V1_IDS.items()
-                if f"<str:{name}>" in f"api/v1/apps/<str:app_name>/{route}"
+                if f"<id:{name}>" in f"api/v1/apps/<id:app_name>/{route}"
             },
             probes=(
                 Probe("post", {"author": "user", "text": "I like tea", "session_id": "x"}),
@@ -639,7 +681,7 @@ def test_every_write_door_is_classified():
     assert [route for route in routes if route not in DOORS] == [], "classify these in DOORS"
     assert sorted(set(DOORS) - set(routes)) == [], "these classified routes no longer exist"
     assert set(FRAMES) == set(ChatConsumer.FRAME_HANDLERS), "classify every frame in FRAMES"
-    assert _routes(websocket_urlpatterns) == ["ws/chat/<str:session_id>/"]
+    assert _routes(websocket_urlpatterns) == ["ws/chat/<id:session_id>/"]
 
 
 # --- Hostile variants -----------------------------------------------------------------------------
@@ -699,6 +741,12 @@ def _ids_complete(world: World) -> dict[str, str]:
     ids["expires_at"] = (timezone.now() + timedelta(days=2)).isoformat()
     ids["today"] = timezone.localdate().isoformat()
     ids["a_name"] = world.attacker.username
+    ids |= {
+        "a_filename": "notes.txt",
+        "b_filename": "notes.txt",
+        "a_version": "0",
+        "b_version": "0",
+    }
     return ids
 
 

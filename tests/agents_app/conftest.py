@@ -1,8 +1,11 @@
-"""Fixtures of the agents app's tests of chat turns (claims and the sweeper)."""
+"""Fixtures of the agents app's tests: chat turns (claims and the sweeper), and the memory
+provider's turns."""
 
 import pytest
 
+from core.background import background_wait_idle
 from sessions_app import services
+from tests.factories import UserFactory
 
 
 @pytest.fixture
@@ -16,3 +19,17 @@ def turn_leases(settings):
 def session(user):
     """A chat session of the test's user."""
     return services.session_create(app_name="chat", user_id=str(user.pk))
+
+
+@pytest.fixture
+def owner(transactional_db):
+    """A user, made on the main thread: an async fixture's database context would leak into
+    teardown."""
+    return UserFactory()
+
+
+@pytest.fixture
+def background_finished():
+    """After the test, the background work it started (memory jobs run in-process) is done."""
+    yield
+    background_wait_idle()

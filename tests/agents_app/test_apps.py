@@ -67,7 +67,13 @@ def test_the_chat_page_offers_a_picker_only_with_more_than_one_app(user):
     client.force_login(user)
     page = client.get("/")
     assert 'id="app-picker"' not in page.content.decode()
-    assert page.context["chat_config"]["apps"] == [{"name": "chat", "title": "chat"}]
+    [only] = page.context["chat_config"]["apps"]
+    assert only == {
+        "name": "chat",
+        "title": "chat",
+        "model": "offline (built in, no network)",
+        "offline": True,
+    }
 
     App.objects.create(name="support", title="Support desk")
     App.objects.create(name="staffonly", open_to_all=False)
@@ -95,7 +101,7 @@ def test_the_seeding_migration_turns_every_app_name_in_use_into_an_app(settings)
     settings.MEMORY_PII_REDACTION = {"legal": True}
     settings.MEMORY_TRIGGERS = {"legal": {"every_turn": True}}
     owner = UserFactory()
-    SessionRecord.objects.create(id="s1", app_name="legal", user=owner, last_update_time=0)
+    SessionRecord.objects.create(session_id="s1", app_name="legal", user=owner, last_update_time=0)
     App.objects.filter(name="chat").update(title="kept")
     migration = importlib.import_module("agents_app.migrations.0003_apps_from_names_in_use")
 

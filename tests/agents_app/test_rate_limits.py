@@ -1,4 +1,5 @@
-"""The per-user chat turn limit, counted in Django's cache."""
+"""The per-user chat turn limit, a sliding minute counted in Django's cache (Redis when
+``REDIS_URL`` is set, the local-memory cache of the embedded shape otherwise)."""
 
 import threading
 import uuid
@@ -43,6 +44,34 @@ def test_the_next_minute_starts_a_new_count(own_counters):
     own_counters["now"] += chat_rate_limits.TURN_WINDOW_SECONDS
 
     assert chat_turn_rate_limit_exceeded(user_pk=1, limit=2) is False
+
+
+def test_no_minute_across_a_window_boundary_gets_more_than_the_limit_through(own_counters):
+    """A fixed window let 20 turns through in its last seconds and 20 more in the next
+    window's first: 22 or more in one minute against a limit of 20."""
+    minute = chat_rate_limits.TURN_WINDOW_SECONDS
+    own_counters["now"] = 1_000_000 * minute - 2
+    before = [chat_turn_rate_limit_exceeded(user_pk=1, limit=20) for _ in range(20)]
+    own_counters["now"] += 4
+    after = [chat_turn_rate_limit_exceeded(user_pk=1, limit=20) for _ in range(2)]
+    own_counters["now"] += minute - 4
+    a_minute_later = chat_turn_rate_limit_exceeded(user_pk=1, limit=20)
+
+    assert before.count(False) == 20
+    assert after == [True, True]
+    assert a_minute_later is False
+
+
+def test_a_refused_turn_does_not_hold_the_next_one_back(own_counters):
+    chat_turn_rate_limit_exceeded(user_pk=1, limit=2)
+    own_counters["now"] += 30
+    chat_turn_rate_limit_exceeded(user_pk=1, limit=2)
+    refused = [chat_turn_rate_limit_exceeded(user_pk=1, limit=2) for _ in range(5)]
+    own_counters["now"] += 30
+
+    assert refused == [True] * 5
+    assert chat_turn_rate_limit_exceeded(user_pk=1, limit=2) is False
+    assert chat_turn_rate_limit_exceeded(user_pk=1, limit=2) is True
 
 
 def test_a_limit_of_zero_means_no_limit():

@@ -177,6 +177,21 @@ def test_an_event_comes_back_with_the_values_it_was_sent_with(api):
     assert appended["actions"]["state_delta"] == event["actions"]["state_delta"]
 
 
+def test_a_service_account_stores_its_agents_tool_results(api):
+    """The app's own runtime answers its tool calls through its service account: the
+    ``function_response`` an end user may not write (issue 27) is stored from here."""
+    api.post("users/alice/sessions/", {"session_id": "s1"})
+    part = {"function_response": {"id": "c1", "name": "lookup", "response": {"ok": True}}}
+
+    appended = api.post(
+        "users/alice/sessions/s1/events/",
+        {"author": "support_agent", "content": {"role": "user", "parts": [part]}},
+    )
+
+    assert appended.status_code == 201, appended.content
+    assert appended.json()["event"]["content"]["parts"] == [part]
+
+
 def test_partial_events_are_refused_and_nothing_is_written(api):
     api.post("users/alice/sessions/", {"session_id": "s1"})
     refused = api.post("users/alice/sessions/s1/events/", {"author": "user", "partial": True})
@@ -199,6 +214,9 @@ def test_rewind_answers_the_session_as_it_was(api):
     rewound = api.post("users/alice/sessions/s1/rewind/", {"invocation_id": "i2"})
     assert rewound.status_code == 200, rewound.content
     assert rewound.json()["state"] == {"n": 1}
+    events = rewound.json()["events"]
+    assert [e["invocation_id"] for e in events[:2]] == ["i1", "i2"]
+    assert events[2]["actions"]["rewind_before_invocation_id"] == "i2"
 
 
 def test_reads_of_an_unknown_end_user_are_empty_and_create_nobody(api):
@@ -220,7 +238,7 @@ def test_end_users_are_isolated_from_each_other_and_across_apps():
     assert billing.get("users/alice/sessions/a1/").status_code == 404
     assert billing.delete("users/alice/sessions/a1/").status_code == 404
     assert billing.post("users/alice/sessions/a1/events/", {"author": "x"}).status_code == 404
-    assert SessionRecord.objects.filter(pk="a1").exists()
+    assert SessionRecord.objects.filter(session_id="a1").exists()
 
     alice_support = EndUser.objects.get(app__name="support", external_id="alice")
     billing.post("users/alice/sessions/", {"session_id": "b1"})
@@ -270,9 +288,9 @@ def test_every_request_and_its_outcome_is_audited(api):
 
     rows = list(ServiceRequest.objects.order_by("id").values_list("route", "status_code"))
     assert rows == [
-        ("api/v1/apps/<str:app_name>/users/<str:user_id>/sessions/", 201),
-        ("api/v1/apps/<str:app_name>/users/<str:user_id>/sessions/<str:session_id>/", 404),
-        ("api/v1/apps/<str:app_name>/state/", 401),
+        ("api/v1/apps/<id:app_name>/users/<id:user_id>/sessions/", 201),
+        ("api/v1/apps/<id:app_name>/users/<id:user_id>/sessions/<id:session_id>/", 404),
+        ("api/v1/apps/<id:app_name>/state/", 401),
     ]
     first = ServiceRequest.objects.order_by("id").first()
     assert first.service_account.app.name == "support"
@@ -293,6 +311,24 @@ def test_memories_add_search_delete(api):
     assert api.delete(f"users/bob/memories/{memory_id}/").status_code == 404
     assert api.delete(f"users/alice/memories/{memory_id}/").status_code == 204
     assert not Memory.objects.filter(pk=memory_id).exists()
+
+
+def test_a_session_memory_is_added_for_that_session_and_goes_with_it(api):
+    assert api.post("users/alice/sessions/", {"session_id": "trip"}).status_code == 201
+    added = api.post(
+        "users/alice/memories/",
+        {"text": "Alice is vegetarian.", "scope": "session", "session_id": "trip"},
+    )
+    assert added.status_code == 201, added.content
+    assert (added.json()["scope"], added.json()["session_id"]) == ("session", "trip")
+    assert api.get("users/alice/memories/search/", query="vegetarian").json() == {"memories": []}
+
+    refused = api.post("users/alice/memories/", {"text": "Alice is vegan.", "scope": "session"})
+    assert refused.status_code == 400 and "session_id" in refused.json()
+    unknown = {"text": "Alice is vegan.", "scope": "session", "session_id": "nope"}
+    assert api.post("users/alice/memories/", unknown).status_code == 404
+    assert api.delete("users/alice/sessions/trip/").status_code == 204
+    assert not Memory.objects.exists()
 
 
 def test_generation_is_a_background_job_the_caller_can_poll(
@@ -396,9 +432,13 @@ def test_a_rewind_appended_as_adk_does_rewinds_on_the_server(api):
     assert answer.json()["event"]["actions"]["state_delta"] == {"n": 1}
     session = api.get("users/alice/sessions/s1/").json()
     assert session["state"] == {"n": 1}
-    assert [e["invocation_id"] for e in session["events"]] == ["i1", "i3"]
-    # i2 is out of the history now: no such invocation to rewind to.
-    assert api.post("users/alice/sessions/s1/events/", rewind).status_code == 404
+    # As ADK's get_session: every stored event, the rewound one too, then the rewind's.
+    assert [e["invocation_id"] for e in session["events"]] == ["i1", "i2", "i3"]
+    assert api.post("users/alice/sessions/s1/events/", rewind).status_code == 409
+    again = {**rewind, "id": "rw2", "actions": {"rewind_before_invocation_id": "i2"}}
+    assert api.post("users/alice/sessions/s1/events/", again).status_code == 201
+    unknown = {**rewind, "id": "rw3", "actions": {"rewind_before_invocation_id": "i9"}}
+    assert api.post("users/alice/sessions/s1/events/", unknown).status_code == 404
 
 
 def test_app_memories_are_bootstrapped_shared_and_found_by_every_end_user(api):
@@ -459,7 +499,7 @@ def test_an_agents_reply_appended_triggers_memory_generation_as_a_turn_does(
         assert api.post("users/alice/sessions/s1/events/", REPLIED).status_code == 201
 
     job = GenerationJob.objects.get()
-    assert (job.session_id, job.trigger, job.status) == ("s1", "every_turn", "queued")
+    assert (job.session.session_id, job.trigger, job.status) == ("s1", "every_turn", "queued")
     assert job.user == EndUser.objects.get(external_id="alice").user
 
 

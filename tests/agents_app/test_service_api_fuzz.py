@@ -30,7 +30,7 @@ from memory_app.models import GenerationJob
 from memory_app.services.app_memories import app_memory_create
 from sessions_app import services
 from sessions_app.events import Event, EventActions
-from tests.factories import MemoryFactory
+from tests.factories import MemoryFactory, session_key
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
@@ -150,7 +150,7 @@ def _plant(tenant: str) -> str:
         id=data["job_id"],
         user=account,
         app_name=app.name,
-        session_id=data["session_id"],
+        session_id=session_key(session),
         trigger=GenerationJob.Trigger.SESSION_END,
     )
     app_memory_create(app_name=app.name, text=f"The app's word is {data['app_memory_word']}.")

@@ -1,11 +1,12 @@
 """The service-account API's ACL and write-effect matrix: every route against every kind of key.
 
-App ``chat`` has an end user with a session, an event, ``user:`` state and a memory, each
-holding a marker word. Each route is requested, with that end user's ids, by: a key of
-``chat`` with every scope (allowed), a key of ``chat`` lacking the route's scope (403), a key of
-another app with ``chat`` in the path (404), a key of the other app naming ``chat``'s end user
-under its own app (another app's end user: nothing of ``chat``'s), a revoked and an expired
-key (401). No hostile request may answer with a marker or change ``chat``'s data.
+App ``chat`` has an end user with a session, an event, ``user:`` state, a memory and a file of
+the session, each holding a marker word. Each route is requested, with that end user's ids,
+by: a key of ``chat`` with every scope (allowed), a key of ``chat`` lacking the route's scope
+(403), a key of another app with ``chat`` in the path (404), a key of the other app naming
+``chat``'s end user under its own app (another app's end user: nothing of ``chat``'s), a
+revoked and an expired key (401). No hostile request may answer with a marker or change
+``chat``'s data.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
@@ -24,22 +26,22 @@ from agents_app.services import app_ensure, end_user_ensure, service_account_cre
 from memory_app.models import GenerationJob, Memory
 from sessions_app import services as session_services
 from sessions_app.events import Event
-from sessions_app.models import AppState, EventRecord, SessionRecord, UserState
-from tests.factories import MemoryFactory
+from sessions_app.models import AppState, ArtifactRecord, EventRecord, SessionRecord, UserState
+from tests.factories import MemoryFactory, session_key
 
 MARKER = "Zephyrquill"
 SCOPE_OF = {
     "users/": "users:admin",
-    "users/<str:user_id>/": "users:admin",
-    "users/<str:user_id>/export/": "users:admin",
-    "users/<str:user_id>/memory/generate/": "memory:write",
-    "users/<str:user_id>/memory/events/": "memory:write",
-    "users/<str:user_id>/memories/": "memory:write",
-    "users/<str:user_id>/memories/search/": "memory:read",
-    "users/<str:user_id>/memories/<str:memory_id>/": "memory:write",
-    "jobs/<str:job_id>/": "memory:read",
+    "users/<id:user_id>/": "users:admin",
+    "users/<id:user_id>/export/": "users:admin",
+    "users/<id:user_id>/memory/generate/": "memory:write",
+    "users/<id:user_id>/memory/events/": "memory:write",
+    "users/<id:user_id>/memories/": "memory:write",
+    "users/<id:user_id>/memories/search/": "memory:read",
+    "users/<id:user_id>/memories/<id:memory_id>/": "memory:write",
+    "jobs/<id:job_id>/": "memory:read",
     "memories/": "memory:write",
-    "memories/<str:memory_id>/": "memory:write",
+    "memories/<id:memory_id>/": "memory:write",
 }
 WRITE_BODY = {
     "author": "mallory",
@@ -61,14 +63,14 @@ def _routes(patterns, prefix: str = "") -> list[str]:
     return routes
 
 
-V1 = "api/v1/apps/<str:app_name>/"
+V1 = "api/v1/apps/<id:app_name>/"
 V1_ROUTES = sorted(
     route[len(V1) :] for route in _routes(get_resolver().url_patterns) if route.startswith(V1)
 )
 
 
 def _scope(route: str, method: str) -> str:
-    if route.startswith(("memories/", "users/<str:user_id>/memor")) and method == "get":
+    if route.startswith(("memories/", "users/<id:user_id>/memor")) and method == "get":
         return "memory:read"
     if route in SCOPE_OF:
         return SCOPE_OF[route]
@@ -78,13 +80,16 @@ def _scope(route: str, method: str) -> str:
 def _fingerprint() -> tuple:
     """Everything of app ``chat`` a hostile request could change."""
     return (
-        sorted(SessionRecord.objects.filter(app_name="chat").values_list("id", "last_sequence")),
+        sorted(
+            SessionRecord.objects.filter(app_name="chat").values_list("session_id", "last_sequence")
+        ),
         EventRecord.objects.filter(session__app_name="chat").count(),
         sorted(Memory.objects.filter(app_name="chat").values_list("id", "text", "status")),
         sorted(UserState.objects.filter(app_name="chat").values_list("user_id", "key", "value")),
         sorted(AppState.objects.filter(app_name="chat").values_list("key", "value")),
         sorted(EndUser.objects.filter(app__name="chat").values_list("external_id", flat=True)),
         GenerationJob.objects.filter(app_name="chat").count(),
+        sorted(ArtifactRecord.objects.filter(app_name="chat").values_list("filename", "version")),
     )
 
 
@@ -108,8 +113,22 @@ def world(db):
         ),
     )
     memory = MemoryFactory(user=end_user.user, app_name="chat", text=f"Likes {MARKER}")
+    session_services.artifact_save(
+        app_name="chat",
+        user_id=str(end_user.user_id),
+        session_id="s-matrix",
+        filename="notes.txt",
+        artifact={"text": f"Notes on {MARKER}"},
+    )
+    session_services.artifact_save(
+        app_name="chat",
+        user_id=str(end_user.user_id),
+        session_id="s-matrix",
+        filename="user:notes.txt",
+        artifact={"text": f"The end user's own notes on {MARKER}"},
+    )
     job = GenerationJob.objects.create(
-        user=end_user.user, app_name="chat", session_id="s-matrix", trigger="manual"
+        user=end_user.user, app_name="chat", session_id=session_key(session), trigger="manual"
     )
     keys = {"own": service_account_create(app=chat, name="own").key}
     keys["other app"] = service_account_create(app=other, name="theirs").key
@@ -122,11 +141,13 @@ def world(db):
     )
     keys["expired"] = expired.key
     ids = {"user_id": "enduser-1", "session_id": "s-matrix", "memory_id": str(memory.pk)}
-    ids["job_id"] = str(job.pk)
+    ids |= {"job_id": str(job.pk), "filename": "notes.txt", "version": "0"}
     return {"keys": keys, "ids": ids, "chat": chat}
 
 
 def _path(route: str, app: str, ids: dict) -> str:
+    if route.startswith("users/<id:user_id>/artifacts/"):
+        ids = {**ids, "filename": "user:notes.txt"}  # the end user's own files
     return f"/api/v1/apps/{app}/" + re.sub(
         r"<(?:\w+:)?(\w+)>", lambda match: ids[match.group(1)], route
     )
@@ -142,6 +163,9 @@ def _request(key: str, method: str, path: str):
     client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
     if method == "get":
         return client.get(path)
+    if method == "post" and path.endswith("/artifacts/"):  # a save is multipart, as uploads are
+        upload = SimpleUploadedFile("notes.txt", b"Overwritten by mallory", "text/plain")
+        return client.post(path, {"filename": "user:notes.txt", "file": upload, "text": "true"})
     return getattr(client, method)(path, json.dumps(WRITE_BODY), content_type="application/json")
 
 
@@ -183,4 +207,8 @@ def test_service_route_against_every_key(route, world):
     own = _request(keys["own"], "get", _path(route, "chat", ids))
     if own.status_code in (401, 403) or own.status_code >= 500:
         problems.append(f"own key get: {own.status_code}")
+    if route.endswith("artifacts/<id:filename>/versions/<id:version>/") and MARKER not in _body(
+        own
+    ):
+        problems.append(f"own key get: the file was not reached ({own.status_code})")
     assert problems == [], f"{route}: " + "; ".join(problems)

@@ -1,6 +1,7 @@
 """The chat page's view: who may open which chat, and what it tells the scripts."""
 
 import json
+import re
 
 import pytest
 from django.urls import reverse
@@ -63,10 +64,31 @@ def test_another_users_chat_and_an_unknown_one_answer_404(client, other_user, se
     assert client.get(reverse("chat-session", kwargs={"session_id": "nope"})).status_code == 404
 
 
+def _banners(client) -> dict[str, bool]:
+    """Which of the chat page's two model banners shows (the other one is hidden)."""
+    page = client.get(reverse("home")).content.decode()
+    return {
+        name: " hidden" not in re.search(rf'<p class="{name}" [^>]*>', page).group(0)
+        for name in ("offline-banner", "model-banner")
+    }
+
+
 def test_the_offline_banner_shows_only_without_gemini(client, user, settings):
     client.force_login(user)
     settings.GEMINI_API_KEY = ""
-    assert "Offline model." in client.get(reverse("home")).content.decode()
+    assert _banners(client) == {"offline-banner": True, "model-banner": False}
 
     settings.GEMINI_API_KEY = "test-key"
-    assert "Offline model." not in client.get(reverse("home")).content.decode()
+    assert _banners(client) == {"offline-banner": False, "model-banner": True}
+
+
+def test_the_chat_page_names_the_model_that_answers(client, user, settings):
+    client.force_login(user)
+    settings.LLM_PROVIDER = "openai"
+    settings.OPENAI_BASE_URL = "http://127.0.0.1:11434/v1"
+    settings.LLM_MODEL = "llama3.2"
+
+    page = client.get(reverse("home")).content.decode()
+
+    assert '<span id="model-label">llama3.2 (OpenAI-compatible server)</span>' in page
+    assert _banners(client) == {"offline-banner": False, "model-banner": True}

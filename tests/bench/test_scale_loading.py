@@ -67,7 +67,7 @@ def stored_blocks() -> dict[int, int]:
         cursor.execute(
             f"SELECT u.username, count(e.id) FROM {fill.Tables.of_models().users} u"
             f" JOIN {fill.Tables.of_models().sessions} s ON s.user_id = u.id"
-            f" JOIN {fill.Tables.of_models().events} e ON e.session_id = s.id"
+            f" JOIN {fill.Tables.of_models().events} e ON e.session_id = s.key"
             " WHERE u.username LIKE 'scale-u-%%' GROUP BY u.username"
         )
         return {int(name.removeprefix("scale-u-")): count for name, count in cursor.fetchall()}

@@ -20,6 +20,23 @@ def server(tmp_path_factory) -> Iterator[Server]:
         yield running
 
 
+@pytest.fixture(scope="session")
+def quick_server(tmp_path_factory) -> Iterator[Server]:
+    """A server whose memories are generated seconds after a chat is left: its quiet period
+    after leaving a chat is 2 seconds (the default is two minutes) and its sweep runs every
+    second. The modules that use it share an xdist group, so one worker starts it once."""
+    with running_server(
+        tmp_path_factory.mktemp("daphne-quick"),
+        chunk_delay=0.01,
+        extra_env={
+            "MEMORY_TRIGGER_SESSION_LEFT_SECONDS": "2",
+            "MEMORY_SESSION_LEFT_SCAN_SECONDS": "1",
+            "MEMORY_EMBEDDER": "none",
+        },
+    ) as running:
+        yield running
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """Chromium, for one test module at a time: Playwright's sync API holds a running event
@@ -27,7 +44,7 @@ def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.fail(
             f"Chromium is not installed at {CHROMIUM}: `make test` installs it "
-            "(or run `apt-get install -y chromium`)."
+            "(or run `apt-get install -y chromium-headless-shell`)."
         )
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     with sync_playwright() as playwright:

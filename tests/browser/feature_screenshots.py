@@ -1,10 +1,14 @@
-"""Save the README's screenshots of the chat's features: files attached to a message
-(docs/chat-attachments.png), a message being edited (docs/chat-edit.png), search from the
-sidebar (docs/chat-search.png) and the chat at a phone's 390 px (docs/chat-phone.png).
+"""Save every picture of the product in README.md and docs/ from the product as it is: the
+chat's features (files attached to a message, docs/chat-attachments.png; a message being
+edited, docs/chat-edit.png; search from the sidebar, docs/chat-search.png; the chat at a
+phone's 390 px, docs/chat-phone.png), and, through their own scripts, the chat
+(docs/chat.png), the Memory page (docs/memory.png) and the staff console's provenance page
+(docs/provenance.png). docs/bench-scale.png is the benchmarks' chart (bench/), not a picture.
 
 Run from the repository root: ``.venv/bin/python -m tests.browser.feature_screenshots``
 (optionally with the folder to save them in). It serves the app like the browser tests do
-(daphne, a throwaway database, the offline model) and needs Chromium at /usr/bin/chromium.
+(daphne, a throwaway database, the offline model) and needs Chromium's headless shell at
+/usr/bin/chromium-headless-shell.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw
 from playwright.sync_api import Page, expect
 
+from tests.browser import memory_screenshot, screenshot, staff_screenshot
 from tests.browser.server import ROOT, screenshot_page, sign_in
 from tests.sample_files import pdf_bytes
 
@@ -110,5 +115,13 @@ def take(output: Path = OUTPUT) -> None:
         phone.screenshot(path=str(output / "chat-phone.png"))
 
 
+def every_picture_take(output: Path = OUTPUT) -> None:
+    """Take the feature screenshots and those of the chat, the Memory page and the console."""
+    take(output)
+    screenshot.take(output / screenshot.OUTPUT.name)
+    memory_screenshot.take(output / memory_screenshot.OUTPUT.name)
+    staff_screenshot.take(output / staff_screenshot.OUTPUT.name)
+
+
 if __name__ == "__main__":
-    take(Path(sys.argv[1]) if len(sys.argv) > 1 else OUTPUT)
+    every_picture_take(Path(sys.argv[1]) if len(sys.argv) > 1 else OUTPUT)

@@ -2,7 +2,7 @@
 
 Run from the repository root: ``.venv/bin/python -m tests.browser.memory_screenshot``.
 It serves the app like the browser tests do (daphne, a throwaway database, the offline model,
-background work in that process) and needs Chromium at /usr/bin/chromium.
+background work in that process) and needs Chromium at /usr/bin/chromium-headless-shell.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Run from the repository root: ``.venv/bin/python -m tests.browser.screenshot``.
 It serves the app like the browser tests do (daphne, a throwaway database,
-the offline model) and needs Chromium at /usr/bin/chromium.
+the offline model) and needs Chromium at /usr/bin/chromium-headless-shell.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -29,9 +30,14 @@ from urllib.parse import urlsplit
 import environ
 from playwright.sync_api import Page, expect
 
+from tests.migrated_sqlite import sqlite_migrated
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's Chromium built as the headless shell (package chromium-headless-shell), what
+# Playwright itself runs for headless tests: the same engine as /usr/bin/chromium without the
+# full browser around it, at half its processor time a test.
+CHROMIUM = Path("/usr/bin/chromium-headless-shell")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -48,7 +54,11 @@ USER_POOL_SIZE = 200
 WEBSOCKET_MAX_MESSAGE_BYTES = 4_000_000
 STARTUP_TIMEOUT_SECONDS = 60
 
-CREATE_USERS = """
+SET_UP = """
+from django.core.management import call_command
+if {migrate!r}:
+    call_command("migrate", interactive=False, verbosity=0)
+call_command("collectstatic", interactive=False, verbosity=0)
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 password = make_password({password!r})
@@ -58,11 +68,106 @@ get_user_model().objects.bulk_create(
 """
 
 
+# Runs in `manage.py shell -c`: reads scripts (their length in bytes, a newline, the script in
+# UTF-8) from stdin and runs each in a copy of the shell's namespace; answers on the stdout it
+# was started with: "ok" or "error", the length in bytes of what the script printed, a
+# newline, and that output (or the traceback) in UTF-8. Bytes, so that no newline translation
+# on either side can make a length wrong.
+CONSOLE_LOOP = """
+import contextlib, io, os, sys, traceback
+from django.db import connections
+replies = open(os.dup(1), "wb")
+os.dup2(2, 1)  # anything else printed (a log handler on stdout) goes to the console's log
+namespace = dict(globals())
+while size := sys.stdin.buffer.readline():
+    script = sys.stdin.buffer.read(int(size)).decode()
+    printed = io.StringIO()
+    status = b"ok"
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(script, dict(namespace))
+    except BaseException:
+        status = b"error"
+        printed.write(traceback.format_exc())
+    finally:
+        connections.close_all()
+    output = printed.getvalue().encode(errors="backslashreplace")
+    replies.write(status + b" %d\\n" % len(output) + output)
+    replies.flush()
+"""
+CONSOLE_TIMEOUT_SECONDS = 120
+
+
+class Console:
+    """One ``manage.py shell`` process a server, kept running: each script then costs
+    milliseconds instead of a Django start (about a second of processor time), which matters
+    to the tests that poll the server's database while background jobs run. A context
+    manager: the process ends with the block."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self._log = log_path.open("ab")
+        self._process = subprocess.Popen(
+            [str(BIN / "python"), str(ROOT / "manage.py"), "shell", "-v", "0", "-c", CONSOLE_LOOP],
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            bufsize=0,
+        )
+        self._received = bytearray()
+
+    def __enter__(self) -> Console:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def run(self, script: str) -> str:
+        """``script``'s output; a script that raises fails the caller with its traceback, and
+        one that runs past ``CONSOLE_TIMEOUT_SECONDS`` ends the console."""
+        body = script.encode()
+        self._process.stdin.write(b"%d\n" % len(body) + body)
+        deadline = time.monotonic() + CONSOLE_TIMEOUT_SECONDS
+        while b"\n" not in self._received:
+            self._receive(deadline)
+        header, _, self._received = self._received.partition(b"\n")
+        status, size = header.split()
+        while len(self._received) < int(size):
+            self._receive(deadline)
+        output = bytes(self._received[: int(size)]).decode()
+        del self._received[: int(size)]
+        if status != b"ok":
+            raise RuntimeError(f"the script failed:\n{script}\n{output}")
+        return output
+
+    def _receive(self, deadline: float) -> None:
+        ready, _, _ = select.select([self._process.stdout], [], [], deadline - time.monotonic())
+        if not ready:
+            self._process.kill()
+            raise TimeoutError(f"the console gave no answer in {CONSOLE_TIMEOUT_SECONDS} s")
+        chunk = self._process.stdout.read(65536)
+        if not chunk:
+            raise RuntimeError(f"the console exited with {self._process.wait()}")
+        self._received += chunk
+
+    def close(self) -> None:
+        self._process.stdin.close()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process.stdout.close()
+        self._log.close()
+
+
 @dataclass
 class Server:
     base_url: str
     log_path: Path
     usernames: list[str]
+    console: Console = field(repr=False)
     password: str = PASSWORD
     env: dict[str, str] = field(default_factory=dict)
 
@@ -70,18 +175,29 @@ class Server:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def shell(self, script: str) -> str:
-        """Run ``script`` in ``manage.py shell`` on the server's database; returns its output."""
-        manage = [str(BIN / "python"), str(ROOT / "manage.py"), "shell", "-c", script]
-        done = subprocess.run(manage, env=self.env, check=True, capture_output=True, text=True)
-        return done.stdout
+        """Run ``script`` as ``manage.py shell -c`` would, on the server's database; returns
+        what it printed."""
+        return self.console.run(script)
+
+
+SESSION_OF = """
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import Client
+client = Client()
+client.force_login(get_user_model().objects.get(username={username!r}))
+print(settings.SESSION_COOKIE_NAME, client.cookies[settings.SESSION_COOKIE_NAME].value)
+"""
 
 
 def sign_in(page: Page, server: Server, username: str) -> None:
-    """Sign in through the login form; the chat page is where it lands, ready to type."""
-    page.goto(f"{server.base_url}/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(server.password)
-    page.get_by_role("button", name="Sign in").click()
+    """Sign in as ``username`` and open the chat, ready to type. The session is made by Django's
+    ``force_login``, without the password's hashing (a quarter of a second of processor time
+    each): the sign-in form itself is what tests/browser/test_sign_in.py and the account pages'
+    tests drive."""
+    name, value = server.shell(SESSION_OF.format(username=username)).split()
+    page.context.add_cookies([{"name": name, "value": value, "url": server.base_url}])
+    page.goto(f"{server.base_url}/")
     expect(page.get_by_role("textbox", name="Message")).to_be_focused()
 
 
@@ -136,7 +252,8 @@ def _wait_until_serving(process: subprocess.Popen, url: str, log_path: Path) -> 
 def running_server(
     log_dir: Path, *, chunk_delay: float = 0.05, extra_env: dict[str, str] | None = None
 ) -> Iterator[Server]:
-    """Migrate a fresh database, create a pool of users and serve the app with daphne, set up as
+    """Migrate a fresh database (on SQLite, a copy of tests/migrated_sqlite.py's template),
+    create a pool of users and serve the app with daphne, set up as
     ``make run`` sets it up (DEBUG off, static files collected and served by whitenoise), but
     for ``WEBSOCKET_MAX_MESSAGE_BYTES``.
 
@@ -158,6 +275,9 @@ def running_server(
             "GEMINI_API_KEY": "",
             "GOOGLE_API_KEY": "",
             "GOOGLE_GENAI_USE_VERTEXAI": "false",
+            "LLM_PROVIDER": "gemini",
+            "OPENAI_BASE_URL": "",
+            "OPENAI_API_KEY": "",
             "BACKGROUND_TASKS": "inprocess",
             "CACHE_KEY_PREFIX": name,
             "PRODUCTION": "false",
@@ -165,41 +285,42 @@ def running_server(
             "ARTIFACTS_DIR": artifacts_dir,
             **(extra_env or {}),
         }
-        manage = [str(BIN / "python"), str(ROOT / "manage.py")]
-        subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=env, check=True)
-        subprocess.run([*manage, "collectstatic", "--noinput", "-v", "0"], env=env, check=True)
-        script = CREATE_USERS.format(password=PASSWORD, count=USER_POOL_SIZE)
-        subprocess.run([*manage, "shell", "-c", script], env=env, check=True)
         port = _free_port()
         log_path = log_dir / f"daphne-{port}.log"
-        command = [
-            *[sys.executable, "-m", "chatapp.webserver", "-b", "127.0.0.1", "-p", str(port)],
-            *["--websocket-max-message-size", str(WEBSOCKET_MAX_MESSAGE_BYTES)],
-        ]
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [*command, "chatapp.asgi:application"],
-                env=env,
-                cwd=ROOT,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        base_url = f"http://127.0.0.1:{port}"
-        try:
-            _wait_until_serving(process, f"{base_url}/accounts/login/", log_path)
-            yield Server(
-                base_url=base_url,
-                log_path=log_path,
-                usernames=[f"reader-{n:02d}" for n in range(USER_POOL_SIZE)],
-                env=env,
-            )
-        finally:
-            process.terminate()
+        sqlite = database_url.startswith("sqlite:///")
+        if sqlite:
+            sqlite_migrated(Path(database_url.removeprefix("sqlite:///")), env=env)
+        with Console(env, log_dir / f"console-{port}.log") as console:
+            console.run(SET_UP.format(migrate=not sqlite, password=PASSWORD, count=USER_POOL_SIZE))
+            command = [
+                *[sys.executable, "-m", "chatapp.webserver", "-b", "127.0.0.1", "-p", str(port)],
+                *["--websocket-max-message-size", str(WEBSOCKET_MAX_MESSAGE_BYTES)],
+            ]
+            with log_path.open("wb") as log:
+                process = subprocess.Popen(
+                    [*command, "chatapp.asgi:application"],
+                    env=env,
+                    cwd=ROOT,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            base_url = f"http://127.0.0.1:{port}"
             try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                _wait_until_serving(process, f"{base_url}/accounts/login/", log_path)
+                yield Server(
+                    base_url=base_url,
+                    log_path=log_path,
+                    usernames=[f"reader-{n:02d}" for n in range(USER_POOL_SIZE)],
+                    console=console,
+                    env=env,
+                )
+            finally:
+                process.terminate()
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySourc
 from sessions_app import services
 from sessions_app.events import Event, new_invocation_id
 from sessions_app.models import EventRecord, SessionRecord
+from tests.factories import session_key
 
 users = get_user_model().objects
 reviewer, _ = users.get_or_create(username={reviewer!r}, defaults={{"is_staff": True}})
@@ -29,7 +30,7 @@ reviewer.save()
 reviewer.groups.add(Group.objects.get(name="Memory reviewers"))
 owner = users.get(username={owner!r})
 session = services.session_create(app_name="chat", user_id=str(owner.pk))
-SessionRecord.objects.filter(pk=session.id).update(title="Trip to Lisbon")
+SessionRecord.objects.filter(session_id=session.id).update(title="Trip to Lisbon")
 lines = [
     ("user", "I'm flying to Lisbon on May 3rd, window seat please."),
     ("model", "Noted: **Lisbon**, May 3rd, window seat."),
@@ -42,9 +43,9 @@ for role, text in lines:
         author="user" if role == "user" else "assistant",
         content=types.Content(role=role, parts=[types.Part(text=text)]),
     ))
-events = list(EventRecord.objects.filter(session_id=session.id).order_by("sequence"))
+events = list(EventRecord.objects.filter(session__session_id=session.id).order_by("sequence"))
 job = GenerationJob.objects.create(
-    user=owner, app_name="chat", session_id=session.id, trigger="session_end",
+    user=owner, app_name="chat", session_id=session_key(session), trigger="session_end",
     status="succeeded", attempts=1, first_sequence=1, last_sequence=4,
     started_at=timezone.now() - timedelta(seconds=3), finished_at=timezone.now(),
 )

@@ -37,8 +37,11 @@ AXE_RUN = """async () => {
 }"""
 
 
-def serious_violations(page: Page) -> list[dict]:
-    page.wait_for_load_state("networkidle")
+def serious_violations(page: Page, *, scripted: bool) -> list[dict]:
+    """The page's serious and critical violations. A ``scripted`` page (the chat) fills itself
+    after it loads, so axe waits until its requests have stopped; the others are whole when
+    they load."""
+    page.wait_for_load_state("networkidle" if scripted else "load")
     if not page.evaluate("typeof axe !== 'undefined'"):
         page.evaluate(AXE)
     return page.evaluate(AXE_RUN)
@@ -50,8 +53,8 @@ class Audit:
     def __init__(self) -> None:
         self.found: dict[str, list[dict]] = {}
 
-    def check(self, page: Page, name: str) -> None:
-        violations = serious_violations(page)
+    def check(self, page: Page, name: str, *, scripted: bool = False) -> None:
+        violations = serious_violations(page, scripted=scripted)
         if violations:
             self.found[name] = violations
 
@@ -81,22 +84,22 @@ def test_every_page_has_no_serious_violation(
     signed_out.close()
 
     page = new_page(PHONE, color_scheme=scheme)
-    audit.check(page, "chat, empty")
+    audit.check(page, "chat, empty", scripted=True)
     send(page, "remember that my favourite colour is teal")
     send(page, "Look:\n```python\ndef greet(name):\n    return f'Hello, {name}'\n```\nThanks")
     expect(page.locator("#messages .code-block")).to_have_count(1)
-    audit.check(page, "chat, a conversation")
+    audit.check(page, "chat, a conversation", scripted=True)
     page.get_by_role("button", name="Edit this message").first.click()
-    audit.check(page, "chat, editing a message")
+    audit.check(page, "chat, editing a message", scripted=True)
     page.keyboard.press("Escape")
     page.get_by_role("button", name="Chats").click()
     page.get_by_role("searchbox", name="Search your chats").fill("teal")
     expect(page.locator("#search-status")).to_contain_text("result")
-    audit.check(page, "chat, search results in the open drawer")
+    audit.check(page, "chat, search results in the open drawer", scripted=True)
     page.keyboard.press("Escape")  # clears the search
     page.keyboard.press("Escape")  # closes the drawer
     page.get_by_role("button", name="State & context").click()
-    audit.check(page, "chat, state and context drawer")
+    audit.check(page, "chat, state and context drawer", scripted=True)
     chat_url = page.url
     for path in (
         "/memory/",
@@ -109,9 +112,9 @@ def test_every_page_has_no_serious_violation(
         "/chat/no-such-chat/",
     ):
         page.goto(f"{server.base_url}{path}")
-        audit.check(page, path)
+        audit.check(page, path, scripted=path.startswith("/chat/"))
     page.goto(chat_url)
-    audit.check(page, "chat, reloaded")
+    audit.check(page, "chat, reloaded", scripted=True)
 
     ids = staff_scenario(server, owner=next(usernames))
     staff_context = browser.new_context(viewport=PHONE, color_scheme=scheme)

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.server import Server
-from tests.sample_files import image_bytes, pdf_bytes
+from tests.sample_files import image_bytes, pdf_bytes, pdf_text_bytes
 
 pytestmark = pytest.mark.browser
 
@@ -82,3 +82,34 @@ def test_a_png_named_pdf_is_refused_with_the_reason_and_nothing_is_stored(chat_p
     expect(page.get_by_role("list", name="Files to send").get_by_role("listitem")).to_have_count(1)
     assert len(stored_files(server)) == before
     expect(page.locator("#messages .entry-user")).to_have_count(1)
+
+
+@pytest.mark.parametrize(
+    "viewport",
+    [{"width": 1280, "height": 800}, {"width": 390, "height": 844}, {"width": 320, "height": 640}],
+    ids=["1280px", "390px", "320px"],
+)
+def test_the_offline_model_quotes_what_a_text_file_and_a_pdf_say(new_page, viewport):
+    page = new_page(viewport)
+    page.locator("#attach-input").set_input_files(
+        [
+            {
+                "name": "notes.txt",
+                "mimeType": "text/plain",
+                "buffer": b"Bring boots for the vineyard walk.\n",
+            },
+            {
+                "name": "harvest.pdf",
+                "mimeType": "application/pdf",
+                "buffer": pdf_text_bytes("The harvest starts on 12 September"),
+            },
+        ]
+    )
+    composer = page.get_by_role("textbox", name="Message")
+    composer.fill("What does the text file say?")
+    composer.press("Enter")
+
+    reply = page.locator("#messages .entry-agent .bubble-body").last
+    expect(reply).to_contain_text("notes.txt says: \u201cBring boots for the vineyard walk.\u201d")
+    expect(reply).to_contain_text("harvest.pdf says: \u201cThe harvest starts on 12 September")
+    expect(reply).not_to_contain_text("You said")

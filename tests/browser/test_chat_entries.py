@@ -86,6 +86,7 @@ def settings_saved_elsewhere(page: Page, *, create: bool, use: bool) -> None:
 def test_notices_arriving_together_stack_and_each_can_be_dismissed(new_page, viewport):
     page = new_page(viewport)
     turn(page, "hello")
+    page.clock.install()  # the notices' timers run on a clock the test moves on
 
     settings_saved_elsewhere(page, create=False, use=True)
     settings_saved_elsewhere(page, create=True, use=True)
@@ -97,10 +98,11 @@ def test_notices_arriving_together_stack_and_each_can_be_dismissed(new_page, vie
     expect(notices(page)).to_have_count(1)
     expect(notices(page).first).to_contain_text("and replies will use")
     # It stays while the pointer rests on the stack, and goes a while after it leaves.
-    page.wait_for_timeout(9_000)
+    page.clock.run_for(9_000)
     expect(notices(page)).to_have_count(1)
     page.mouse.move(5, 5)
-    expect(notices(page)).to_have_count(0, timeout=15_000)
+    page.clock.run_for(3_000)
+    expect(notices(page)).to_have_count(0)
 
 
 @pytest.mark.parametrize("viewport", SCREENS)

@@ -40,10 +40,10 @@ def test_search_finds_a_message_in_an_old_chat_and_opens_it_there(new_page):
     search = page.get_by_role("searchbox", name="Search your chats")
     search.fill("dour")
     results = page.get_by_role("list", name="Search results").get_by_role("link")
-    expect(results).to_have_count(2)  # the message and the reply that repeats it
+    expect(results).to_have_count(1)  # one row for the chat, however many messages match
     expect(results.first).to_contain_text("Douro")
     expect(page.get_by_role("list", name="Search results")).not_to_contain_text("vineyard")
-    expect(page.locator("#search-status")).to_have_text("2 results")
+    expect(page.locator("#search-status")).to_have_text("1 result")
     expect(page.get_by_role("list", name="Your chats")).to_be_hidden()
 
     search.press("ArrowDown")
@@ -61,6 +61,38 @@ def test_search_finds_a_message_in_an_old_chat_and_opens_it_there(new_page):
     search.press("Escape")
     expect(search).to_have_value("")
     expect(page.get_by_role("list", name="Your chats")).to_be_visible()
+
+
+@pytest.mark.parametrize(
+    "viewport",
+    [{"width": 1280, "height": 800}, {"width": 390, "height": 844}, {"width": 320, "height": 640}],
+    ids=["1280px", "390px", "320px"],
+)
+def test_search_gives_one_row_per_chat_with_the_words_highlighted_in_any_form(new_page, viewport):
+    page = new_page(viewport)
+    send(page, "Plan a trip to the Douro valley")
+    send(page, "Which wineries along the Douro open on Sundays?")
+    page.goto(page.url.split("/chat/")[0] + "/")
+    send(page, "Something else entirely")
+    toggle = page.get_by_role("button", name="Chats")
+    if toggle.is_visible() and toggle.get_attribute("aria-expanded") == "false":
+        toggle.click()
+    search = page.get_by_role("searchbox", name="Search your chats")
+    results = page.get_by_role("list", name="Search results").get_by_role("link")
+
+    search.fill("douro")
+
+    expect(results).to_have_count(1)
+    expect(page.locator("#search-status")).to_have_text("1 result")
+    expect(results.first.locator("mark").first).to_have_text(re.compile("^douro$", re.I))
+
+    search.fill("winery")
+
+    expect(results).to_have_count(1)
+    expect(results.first.locator(".search-snippet mark")).to_have_text(["wineries"])
+    assert page.evaluate(
+        "document.scrollingElement.scrollWidth <= document.scrollingElement.clientWidth"
+    )
 
 
 CODE = 'def greet(name):\n    return f"Hello, {name}"\n'

@@ -48,7 +48,7 @@ def test_remember_see_why_delete_turn_off_and_export(chat_page: Page):
     )
     memory.get_by_role("link", name="Open this turn in the chat").first.click()
 
-    expect(page).to_have_url(re.compile(r"/chat/[^/]+/#event-"))
+    expect(page).to_have_url(re.compile(r"/chat/[^/?]+/(\?app_name=[^#]+)?#event-"))
     anchored = page.locator("#messages .entry-anchored")
     expect(anchored).to_have_count(1)
     expect(anchored).to_contain_text("remember that my favourite colour is teal")
@@ -90,7 +90,11 @@ def test_remember_see_why_delete_turn_off_and_export(chat_page: Page):
         "remember that my dog is called Rex",
     ]
     assert data["memories"] == []
-    assert data["memory_settings"] == {"create_enabled": False, "use_enabled": True}
+    assert data["memory_settings"] == {
+        "create_enabled": False,
+        "use_enabled": True,
+        "past_chats_enabled": True,
+    }
 
 
 def test_a_temporary_chat_is_labelled_and_keeps_nothing(chat_page: Page):

@@ -55,9 +55,10 @@ def test_no_page_of_a_user_scrolls_sideways_and_the_chat_title_shows(new_page, s
         "/api/docs/",
         "/chat/deleted-long-ago/",
     ]
+    scripted = ("/", "/api/docs/", "/chat/deleted-long-ago/")  # they fill in after loading
     for path in pages:
         page.goto(f"{server.base_url}{path}")
-        page.wait_for_load_state("networkidle")
+        page.wait_for_load_state("networkidle" if path in scripted else "load")
         assert overflow(page) == 0, path
 
     page.goto(chat_url)

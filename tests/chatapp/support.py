@@ -15,17 +15,15 @@ from sessions_app import services
 WAIT = 20  # seconds a frame may take before the test gives up (not an assertion)
 
 
-async def turn(user, *, text: str = "Hello there") -> list[dict]:
-    """One turn over the real ASGI application; the frames up to turn_complete."""
-    session = await database_sync_to_async(services.session_create)(
-        app_name="chat", user_id=str(user.pk)
-    )
+async def chat_socket_open(user, session_id: str) -> WebsocketCommunicator:
+    """A chat socket of ``session_id``, connected as the signed-in ``user`` from the site's
+    own origin."""
     client = Client()
     await sync_to_async(client.force_login)(user)
     cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
     socket = WebsocketCommunicator(
         application,
-        f"/ws/chat/{session.id}/",
+        f"/ws/chat/{session_id}/",
         headers=[
             (b"origin", b"http://testserver"),
             (b"host", b"testserver"),
@@ -34,6 +32,15 @@ async def turn(user, *, text: str = "Hello there") -> list[dict]:
     )
     connected, _ = await socket.connect(timeout=WAIT)
     assert connected
+    return socket
+
+
+async def turn(user, *, text: str = "Hello there") -> list[dict]:
+    """One turn over the real ASGI application; the frames up to turn_complete."""
+    session = await database_sync_to_async(services.session_create)(
+        app_name="chat", user_id=str(user.pk)
+    )
+    socket = await chat_socket_open(user, session.id)
     await socket.send_json_to(
         {"type": "user_message", "text": text, "client_message_id": uuid.uuid4().hex}
     )

@@ -80,7 +80,7 @@ def test_login_with_a_wrong_password_says_so(csrf_client, user):
     )
 
     assert response.status_code == 200
-    assert "Please enter a correct username and password" in response.content.decode()
+    assert "Wrong username or password." in response.content.decode()
     assert csrf_client.get(reverse("home")).status_code == 302
 
 

@@ -12,6 +12,12 @@ formats its bytes must be in, and the API reads them to check.
 
 Examples are bounded and derandomised so the run takes a minute or two and
 gives the same verdict every time; raise ``FUZZ_EXAMPLES`` for a longer hunt.
+
+A second run draws hostile text (tests/hostile_text.py) on every operation, the service API's
+too: NUL characters in every string schemathesis makes, path ids that are a NUL character or a
+lone surrogate's bytes, JSON bodies with either put in any string. Such requests are refused
+(400, 404, or 401 for the service API without its key); the run checks that none answers
+5xx, ``FUZZ_HOSTILE_EXAMPLES`` examples per operation (5 by default).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from schemathesis.config import SchemathesisConfig
 from sessions_app import services
 from sessions_app.events import Event, EventActions
 from tests.factories import MemoryFactory, UserFactory
+from tests.hostile_text import HOSTILE_PATH_IDS, poisoned
 from tests.sample_files import image_bytes, pdf_bytes
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
@@ -40,6 +47,7 @@ MEMORY_ID = "5b3cf1a4-0c1e-4a57-9d1b-6f1f3f0c2a11"
 REAL_IDS = {"session_id": SESSION_ID, "memory_id": MEMORY_ID}
 INVOCATION_IDS = ("inv-1", "inv-2")
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "50"))
+HOSTILE_EXAMPLES = int(os.environ.get("FUZZ_HOSTILE_EXAMPLES", "5"))
 
 # Explicit (not discovered from a schemathesis.toml), and failures show the values sent:
 # everything here is test data. No NUL character is drawn, as for the service accounts' fuzz
@@ -135,3 +143,56 @@ class SignedInUser:
 )
 def test_every_operation_answers_without_a_server_error_and_as_documented(case, data_in_place):
     case.call_and_validate()
+
+
+hostile_schema = schemathesis.openapi.from_wsgi(
+    "/api/schema/",
+    get_wsgi_application(),
+    config=SchemathesisConfig.from_dict(
+        {
+            "output": {"sanitization": {"enabled": False}},
+            "generation": {"allow-x00": True},
+            # The schema's boundary values (schemathesis' coverage phase) are the test above's;
+            # here only drawn cases, which the hooks below make hostile.
+            "phases": {"coverage": {"enabled": False}},
+        }
+    ),
+)
+hostile_schema.auth()(SignedInUser)
+
+
+@hostile_schema.hook("flatmap_path_parameters")
+def hostile_path_parameters(context, path_parameters):
+    """Half the time one of the path's ids is a NUL character or a lone surrogate's bytes."""
+    generated = path_parameters or {}
+    if not generated:
+        return st.just(generated)
+    hostile = st.builds(
+        lambda name, bad: {**generated, name: bad},
+        st.sampled_from(sorted(generated)),
+        st.sampled_from(HOSTILE_PATH_IDS),
+    )
+    return st.one_of(st.just(generated), hostile)
+
+
+@hostile_schema.hook("before_generate_body")
+def hostile_body(context, strategy):
+    """Half the JSON bodies with NUL characters or lone surrogates put in their strings (an
+    upload's form cannot carry a lone surrogate at all)."""
+    if context.operation.path.endswith("/artifacts/"):
+        return strategy
+    return st.one_of(strategy, strategy.flatmap(poisoned))
+
+
+@hostile_schema.parametrize()
+@settings(
+    max_examples=HOSTILE_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+def test_no_nul_character_or_lone_surrogate_gives_a_server_error(case, data_in_place):
+    response = case.call()
+
+    assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.text}"

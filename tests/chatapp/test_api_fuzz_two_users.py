@@ -4,12 +4,20 @@ Builds on the single-user run (tests/chatapp/test_api_fuzz.py: every operation, 
 here schemathesis chains operations through the links it infers from the schema (a session
 created, then read, renamed, appended to, rewound, deleted; a memory listed, then corrected,
 deleted ...), signed in as one user while the other user's session and memory ids are offered
-as path parameters half of the time. Every answer must be free of 5xx, and must hold none of
-the other user's ids, user name or words. Run both ways (A probing B, B probing A), bounded
+as path parameters a quarter of the time. Every answer must be free of 5xx, and must hold none
+of the other user's ids, user name or words. Run both ways (A probing B, B probing A), bounded
 and derandomised: ``FUZZ_STATEFUL_EXAMPLES`` scenarios of at most ``FUZZ_STATEFUL_STEPS`` calls
-each (30 and 8 by default: about 300 calls each way, about two minutes for both on SQLite
-and on PostgreSQL), every scenario starting from the same two users and data. With the
-session API's owner check removed, this budget finds the leak (tried).
+each (6 and 8 by default; Hypothesis runs many more scenarios than it counts, about 300 calls
+in all), every scenario starting from the same two users and data. With the session API's owner
+check removed (``session_record_get`` filtering on the id alone), this budget finds the leak
+(tried).
+
+Ids and bodies are also drawn hostile (tests/hostile_text.py): a path parameter may be a NUL
+character, a lone surrogate's bytes, odd text (right-to-left and zero-width characters, JSON,
+a path, an id of thousands of characters) or the other user's id disguised; any string of a
+body, keys too, may get a NUL character, a lone surrogate or odd text put in (text a
+hundred thousand characters long among it), or be replaced by odd text or an id of the other
+user. Every such request must be refused or served, never answered 5xx.
 """
 
 from __future__ import annotations
@@ -19,19 +27,27 @@ import os
 
 import pytest
 import schemathesis
-from django.contrib.auth import get_user_model
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections, transaction
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from schemathesis.config import SchemathesisConfig
 
 from sessions_app import services
 from sessions_app.events import Event, EventActions
-from tests.chatapp.test_api_fuzz import CONFIG
 from tests.factories import MemoryFactory, UserFactory
+from tests.hostile_text import (
+    HOSTILE_PATH_IDS,
+    HOSTILE_STRINGS,
+    ODD_PATH_IDS,
+    ODD_STRINGS,
+    poisoned,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
-EXAMPLES = int(os.environ.get("FUZZ_STATEFUL_EXAMPLES", "30"))
+EXAMPLES = int(os.environ.get("FUZZ_STATEFUL_EXAMPLES", "6"))
 STEPS = int(os.environ.get("FUZZ_STATEFUL_STEPS", "8"))
 PASSWORD = "fuzz-password-not-secret"
 USERS = {
@@ -49,10 +65,17 @@ USERS = {
     },
 }
 
+# Failures show the values sent (test data); NUL characters drawn too.
+CONFIG = SchemathesisConfig.from_dict(
+    {"output": {"sanitization": {"enabled": False}}, "generation": {"allow-x00": True}}
+)
 schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application(), config=CONFIG)
 _acting = {"who": "a"}
 _calls: list[str] = []
 _problems: list[str] = []
+# The other user's ids the acting user wrote in a body this scenario (a memory's text, a
+# state value): its own data holds them from then on, and shows them.
+_written: set[str] = set()
 
 
 def _other_of(who: str) -> str:
@@ -63,26 +86,60 @@ def _other() -> str:
     return _other_of(_acting["who"])
 
 
+def _ids_of(key: str) -> tuple[str, str]:
+    return USERS[key]["session_id"], USERS[key]["memory_id"]
+
+
 @schema.hook
 def flatmap_path_parameters(context, path_parameters):
-    """A third of the ids are the acting user's own objects, a third the other user's, the
-    rest made up (the path's other parameters, such as ``app_name``, stay generated)."""
+    """The ids are the acting user's own objects, the other user's, made up, or hostile: a
+    NUL character or a lone surrogate's bytes, odd text (``ODD_PATH_IDS``), the other user's
+    id with a zero-width character or in capitals (the path's other parameters, such as
+    ``app_name``, stay generated unless made hostile)."""
+    generated = path_parameters or {}
     names = [
         name for name in ("session_id", "memory_id") if f"{{{name}}}" in context.operation.path
     ]
+    theirs_odd = [
+        variant for mine in _ids_of(_other()) for variant in (mine + "\u200b", mine.upper())
+    ]
+    hostile = st.builds(
+        lambda name, bad: {**generated, name: bad},
+        st.sampled_from(sorted(generated)) if generated else st.nothing(),
+        st.sampled_from([*HOSTILE_PATH_IDS, *ODD_PATH_IDS, *theirs_odd]),
+    )
     if not names:
-        return st.just(path_parameters)
-    generated = path_parameters or {}
+        return st.one_of(st.just(generated), hostile)
     own = {name: USERS[_acting["who"]][name] for name in names}
     theirs = {name: USERS[_other()][name] for name in names}
-    return st.sampled_from([generated, {**generated, **own}, {**generated, **theirs}])
+    return st.one_of(
+        st.just({**generated, **theirs}), st.just({**generated, **own}), st.just(generated), hostile
+    )
+
+
+@schema.hook
+def before_generate_body(context, strategy):
+    """Half the JSON bodies with hostile text in their strings, keys too: a NUL character, a
+    lone surrogate or odd text put in, or a string replaced by odd text or one of the other
+    user's ids (an upload's form cannot carry a lone surrogate at all)."""
+    if context.operation.path.endswith("/artifacts/"):
+        return strategy
+    return st.one_of(
+        strategy,
+        strategy.flatmap(
+            lambda value: poisoned(
+                value,
+                bad=HOSTILE_STRINGS + ODD_STRINGS,
+                substitutes=ODD_STRINGS + _ids_of(_other()),
+            )
+        ),
+    )
 
 
 def _plant(key: str) -> None:
     """A user with a session (events, state of every scope) and a memory, each holding their
-    word; whatever an earlier scenario left of the user is deleted first."""
+    word."""
     data = USERS[key]
-    get_user_model().objects.filter(username=data["username"]).delete()
     user = UserFactory(username=data["username"], password=PASSWORD)
     session = services.session_create(
         app_name="chat",
@@ -112,13 +169,19 @@ class TwoUsers(schema.as_state_machine()):
     """Every call signed in as the acting user; every answer checked for the other's data."""
 
     def setup(self) -> None:
-        """Every scenario starts from the same two users and data. Hypothesis may run a
-        scenario's choices again (to replay or shrink it) and requires the same draws each
-        time; which links are open depends on the answers, so the answers must not depend
-        on what earlier scenarios wrote (on PostgreSQL a run stopped with
-        FlakyStrategyDefinition when they did)."""
-        _plant("a")
-        _plant("b")
+        """Every scenario starts from the same two users and data (``two_users``): it runs in a
+        transaction rolled back at its end. Hypothesis may run a scenario's choices again (to
+        replay or shrink it) and requires the same draws each time; which links are open
+        depends on the answers, so the answers must not depend on what earlier scenarios wrote
+        (on PostgreSQL a run stopped with FlakyStrategyDefinition when they did). A rollback
+        costs nothing, where planting the users again cost most of the run."""
+        self.scenario = transaction.atomic()
+        self.scenario.__enter__()
+        _written.clear()
+
+    def teardown(self) -> None:
+        transaction.set_rollback(True)
+        self.scenario.__exit__(None, None, None)
 
     def get_call_kwargs(self, case) -> dict:
         token = base64.b64encode(f"{USERS[_acting['who']]['username']}:{PASSWORD}".encode())
@@ -131,17 +194,32 @@ class TwoUsers(schema.as_state_machine()):
         _calls.append(call)
         if response.status_code >= 500:
             _problems.append(f"{call} answered {response.status_code}")
+        body = repr(case.body)
+        _written.update(secret for secret in _ids_of(_other()) if secret in body)
         # In the bytes: an attached file's download is binary, and not text in any encoding.
-        leaked = [secret for secret in _secrets_of(_other()) if secret.encode() in response.content]
+        leaked = [
+            secret
+            for secret in _secrets_of(_other())
+            if secret.encode() in response.content and secret not in _written
+        ]
         if leaked:
             _problems.append(f"{call} ({response.status_code}) shows the other user's {leaked}")
 
 
 @pytest.fixture
 def two_users(settings):
-    """Fast password checks, and no lockout for the wrong credentials the run may send."""
+    """The two users and their data, planted once; fast password checks, and no lockout for the
+    wrong credentials the run may send. Requests keep the test's connection, as Django's test
+    client has them do: closing it would end a scenario's transaction."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.AXES_FAILURE_LIMIT = 1_000_000
+    _plant("a")
+    _plant("b")
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 @pytest.mark.parametrize("acting", ["a", "b"])

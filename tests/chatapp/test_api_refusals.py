@@ -151,7 +151,7 @@ REFUSALS = {
         {"invocation_id": "never-ran"},
         status=404,
         says="No invocation 'never-ran'",
-        documented="the session's history does not hold the `invocation_id`",
+        documented="session holds no event of the `invocation_id`",
     ),
     "an empty correction": Refusal(
         "post",

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from chatapp.checks import check_middleware_protections, check_settings_consistency
+from chatapp.checks import check_settings_consistency
 
 # The check only reads DATABASES; no connection is made with the overridden value.
 pytestmark = pytest.mark.filterwarnings("ignore:Overriding setting DATABASES:UserWarning")
@@ -70,6 +70,12 @@ def test_distributed_without_production_flag_passes():
     [
         pytest.param({**EMBEDDED, "BACKGROUND_TASKS": "threads"}, ["chatapp.E001"], id="E001"),
         pytest.param({**EMBEDDED, "LOG_FORMAT": "xml"}, ["chatapp.E004"], id="E004-log-format"),
+        pytest.param({**EMBEDDED, "LLM_PROVIDER": "olama"}, ["chatapp.E006"], id="E006-provider"),
+        pytest.param(
+            {**EMBEDDED, "MEMORY_EMBEDDER": "openai", "MEMORY_OPENAI_EMBEDDING_MODEL": ""},
+            ["chatapp.E007"],
+            id="E007-openai-embedder-without-model",
+        ),
         pytest.param(
             {**EMBEDDED, "SECURE_PROXY_SSL_HEADER": ("X-Forwarded-Proto",)},
             ["chatapp.E005"],
@@ -147,99 +153,3 @@ def test_manage_py_check_refuses_debug_in_production():
     assert result.returncode != 0
     assert "chatapp.E010" in result.stderr
     assert "DEBUG is on with production settings" in result.stderr
-
-
-# --- Django's deploy checks of the middlewares that chatapp.loop_middleware subclasses ------
-
-DJANGO_PROTECTIONS = {
-    "chatapp.loop_middleware.SecurityMiddleware": "django.middleware.security.SecurityMiddleware",
-    "chatapp.loop_middleware.SessionMiddleware": (
-        "django.contrib.sessions.middleware.SessionMiddleware"
-    ),
-    "chatapp.loop_middleware.CsrfViewMiddleware": "django.middleware.csrf.CsrfViewMiddleware",
-    "chatapp.loop_middleware.XFrameOptionsMiddleware": (
-        "django.middleware.clickjacking.XFrameOptionsMiddleware"
-    ),
-}
-SECURE = {
-    "SECURE_SSL_REDIRECT": True,
-    "SECURE_HSTS_SECONDS": 3600,
-    "SECURE_HSTS_INCLUDE_SUBDOMAINS": True,
-    "SECURE_HSTS_PRELOAD": True,
-    "SESSION_COOKIE_SECURE": True,
-    "CSRF_COOKIE_SECURE": True,
-    "X_FRAME_OPTIONS": "DENY",
-}
-WEAKER = {
-    "SECURE_SSL_REDIRECT": False,
-    "SECURE_HSTS_SECONDS": 0,
-    "SESSION_COOKIE_SECURE": False,
-    "SESSION_COOKIE_HTTPONLY": False,
-    "CSRF_COOKIE_SECURE": False,
-    "X_FRAME_OPTIONS": "SAMEORIGIN",
-    "SECURE_CONTENT_TYPE_NOSNIFF": False,
-    "SECURE_REFERRER_POLICY": None,
-}
-
-
-def deploy_ids(**overrides) -> set[str]:
-    """The ids ``check --deploy`` gives, silenced ones left out, with ``overrides``."""
-    from django.core.checks import run_checks
-
-    with override_settings(**overrides):
-        return {
-            message.id
-            for message in run_checks(include_deployment_checks=True)
-            if message.id not in settings.SILENCED_SYSTEM_CHECKS
-        }
-
-
-def test_the_loop_middlewares_are_django_classes_to_the_deploy_checks():
-    assert all(path in settings.MIDDLEWARE for path in DJANGO_PROTECTIONS)
-
-    with override_settings(**SECURE):
-        assert check_middleware_protections(None) == []
-
-
-def test_a_weaker_setup_is_reported_as_for_djangos_own_middlewares():
-    """Every warning Django gives for its own classes is given for their subclasses too."""
-    django_names = [DJANGO_PROTECTIONS.get(path, path) for path in settings.MIDDLEWARE]
-
-    with_subclasses = deploy_ids(**WEAKER)
-    with_django_classes = deploy_ids(**WEAKER, MIDDLEWARE=django_names)
-
-    assert with_django_classes <= with_subclasses
-    assert {
-        "security.W004",
-        "security.W006",
-        "security.W008",
-        "security.W012",
-        "security.W015",
-        "security.W016",
-        "security.W019",
-        "security.W022",
-    } <= with_subclasses
-
-
-def test_djangos_own_classes_give_nothing_twice():
-    django_names = [DJANGO_PROTECTIONS.get(path, path) for path in settings.MIDDLEWARE]
-
-    with override_settings(**WEAKER, MIDDLEWARE=django_names):
-        assert check_middleware_protections(None) == []
-
-
-@pytest.mark.parametrize(
-    ("left_out", "expected"),
-    [
-        ("chatapp.loop_middleware.SecurityMiddleware", "chatapp.W101"),
-        ("chatapp.loop_middleware.XFrameOptionsMiddleware", "chatapp.W102"),
-        ("chatapp.loop_middleware.CsrfViewMiddleware", "chatapp.W103"),
-    ],
-)
-def test_a_protection_left_out_is_reported(left_out, expected):
-    middleware = [path for path in settings.MIDDLEWARE if path != left_out]
-
-    with override_settings(**SECURE, MIDDLEWARE=middleware):
-        ids = [message.id for message in check_middleware_protections(None)]
-
-    assert ids == [expected]

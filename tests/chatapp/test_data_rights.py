@@ -27,7 +27,7 @@ from django.urls import reverse
 from django.utils import timezone
 from google.genai import types
 
-from access_app.services import access_grant_create, audit_record
+from access_app.services import access_grant_create, access_token_create, audit_record
 from agents_app.models import EndUser
 from agents_app.services import app_ensure, service_account_create
 from chatapp import services as chat_services
@@ -47,7 +47,7 @@ from sessions_app import services as session_services
 from sessions_app.events import Event, EventActions, new_invocation_id
 from sessions_app.models import AppState, SessionRecord
 from sessions_app.uploads import uploads_check
-from tests.factories import UserFactory
+from tests.factories import UserFactory, session_key
 from tests.memory_app.support import (  # noqa: F401 (fixture)
     APP,
     lexical_only,
@@ -90,12 +90,12 @@ def plant(user, marker: str) -> dict:
     session = session_services.session_create(
         app_name=APP, user_id=str(user.pk), state={"note": marker, "user:motto": marker}
     )
-    SessionRecord.objects.filter(pk=session.id).update(title=f"chat about {marker}")
+    SessionRecord.objects.filter(session_id=session.id).update(title=f"chat about {marker}")
     _say(session, f"remember that my code word is {marker}", delta={"last": marker})
     _say(session, f"and the user-level word is {marker}", delta={"user:word": marker})
     event = user_events(session.id)[0]
     job = GenerationJob.objects.create(
-        user=user, app_name=APP, session_id=session.id, trigger="explicit", error=marker
+        user=user, app_name=APP, session_id=session_key(session), trigger="explicit", error=marker
     )
     memory = memory_make(user=user, text=f"Code word is {marker}", sources=[event])
     MemorySource.objects.filter(memory=memory).update(excerpt=marker)
@@ -103,7 +103,10 @@ def plant(user, marker: str) -> dict:
         memory=memory, action="created", after={"text": marker}, reason=marker, actor_job=job
     )
     session_memory = memory_make(
-        user=user, text=f"session fact {marker}", scope=MemoryScope.SESSION, session_id=session.id
+        user=user,
+        text=f"session fact {marker}",
+        scope=MemoryScope.SESSION,
+        session_id=session_key(session),
     )
     shared = memory_make(text=f"app fact from {marker}", scope=MemoryScope.APP, sources=[event])
     MemorySettings.objects.update_or_create(user=user, defaults={"create_enabled": False})
@@ -118,6 +121,7 @@ def plant(user, marker: str) -> dict:
     access_grant_create(
         owner=user, grantee=staff, scope="memories", expires_at=timezone.now() + timedelta(days=3)
     )
+    planted_token = access_token_create(user=user, name=marker, scopes=["read"]).token
     # The doors an end user might plant the marker in shared app state through are shut
     # (issue 11): the walk below would find it in sessions_app.AppState otherwise.
     client = Client()
@@ -162,6 +166,7 @@ def plant(user, marker: str) -> dict:
         "memory_ids": [str(memory.id), str(session_memory.id)],
         "shared_id": shared.id,
         "artifact_ids": [str(attached.pk), str(kept.pk)],
+        "token": planted_token,
     }
 
 
@@ -283,7 +288,7 @@ def test_a_shared_memory_with_other_sources_is_kept_without_the_users(user, othe
     chat_services.user_data_delete(user=user, delete_account=False)
 
     shared.refresh_from_db()
-    assert [s.event.session_id for s in shared.sources.all()] == [theirs["session_id"]]
+    assert [s.event.session.session_id for s in shared.sources.all()] == [theirs["session_id"]]
     assert shared.revisions.get().action == MemoryRevision.Action.SOURCES_CHANGED
 
 
@@ -300,14 +305,18 @@ def test_settings_page_turns_memory_off_and_on(signed_in, user):
     page = signed_in.get(reverse("settings")).content.decode()
     assert "Create memories from my chats" in page
     assert "Use memories in replies" in page
+    assert "Reference past chats" in page
 
     signed_in.post(reverse("settings"), {"use_enabled": "on"})
 
     row = MemorySettings.objects.get(user=user)
-    assert (row.create_enabled, row.use_enabled) == (False, True)
-    signed_in.post(reverse("settings"), {"create_enabled": "on", "use_enabled": "on"})
+    assert (row.create_enabled, row.use_enabled, row.past_chats_enabled) == (False, True, False)
+    signed_in.post(
+        reverse("settings"),
+        {"create_enabled": "on", "use_enabled": "on", "past_chats_enabled": "on"},
+    )
     row.refresh_from_db()
-    assert (row.create_enabled, row.use_enabled) == (True, True)
+    assert (row.create_enabled, row.use_enabled, row.past_chats_enabled) == (True, True, True)
 
 
 def test_delete_page_needs_the_password(signed_in, user):
@@ -353,7 +362,11 @@ def test_export_has_every_session_event_state_memory_and_setting(signed_in, user
     assert response["Content-Disposition"].startswith('attachment; filename="my-data-')
     assert response["Content-Type"].startswith("application/json")
     assert data["user"]["username"] == user.username
-    assert data["memory_settings"] == {"create_enabled": False, "use_enabled": True}
+    assert data["memory_settings"] == {
+        "create_enabled": False,
+        "use_enabled": True,
+        "past_chats_enabled": True,
+    }
     assert data["user_state"] == {APP: {"user:motto": marker, "user:word": marker}}
     (session,) = data["sessions"]
     assert session["id"] == planted["session_id"]
@@ -371,6 +384,9 @@ def test_export_has_every_session_event_state_memory_and_setting(signed_in, user
     assert main["revisions"][0]["after"] == {"text": marker}
     assert data["memory_jobs"][0]["error"] == marker
     assert [g["scope"] for g in data["access_grants"]] == ["memories"]
+    (token,) = data["access_tokens"]
+    assert token["name"] == marker and token["scopes"] == ["read"]
+    assert planted["token"].partition(".")[2] not in json.dumps(data)
     (entry,) = data["staff_access_log"]
     assert entry["object_id"] == planted["memory_ids"][0]
     assert entry["reason"] == f"support ticket about {marker}"
@@ -428,7 +444,7 @@ def test_a_memory_job_running_during_deletion_leaves_nothing(requires_postgres, 
     session = session_services.session_create(app_name=APP, user_id=str(user.pk))
     _say(session, "I live in Porto and I keep bees.")
     job = memory_services.memory_job_request(
-        app_name=APP, user_pk=user.pk, session_id=session.id, trigger="session_end"
+        app_name=APP, user_pk=user.pk, session_id=session_key(session), trigger="session_end"
     )
     reached, release = threading.Event(), threading.Event()
     if stage == "after extraction":

@@ -1,14 +1,20 @@
-"""A database outage answers 503 with a clear message (DatabaseUnavailableMiddleware).
+"""A database outage answers 503 with a clear message (DatabaseUnavailableMiddleware), and text
+no store can hold is refused at the edge (UnstorableTextMiddleware).
 
 The outage itself is played by the selector the view calls raising what psycopg raises when
-the server is down; tests/multiprocess/test_faults.py stops a real PostgreSQL.
+the server is down; tests/multiprocess/test_faults.py stops a real PostgreSQL. A NUL character
+(``%00``) in a path answers 404 as an unknown id does, in a query string or a form 400, on every
+door, before any view or the database reads it (PostgreSQL answered a DataError, a 500).
 """
 
 import pytest
 from django.db import IntegrityError, OperationalError
 from django.test import Client
 
-from sessions_app import selectors
+from agents_app.services import app_ensure, end_user_ensure, service_account_create
+from memory_app.selectors import user_profile
+from sessions_app import selectors, services
+from tests.factories import UserFactory
 
 REFUSED = OperationalError('connection to server at "127.0.0.1", port 5432 failed: refused')
 
@@ -58,3 +64,94 @@ def test_other_database_errors_are_not_reported_as_an_outage(signed_in, monkeypa
     response = signed_in.get("/api/sessions/")
 
     assert response.status_code == 500
+
+
+APP = "edge-app"
+END_USER = "ada"
+
+
+@pytest.fixture
+def key_client(db) -> Client:
+    app, _ = app_ensure(name=APP)
+    end_user_ensure(app=app, external_id=END_USER)
+    issued = service_account_create(app=app, name="edge-bot")
+    return Client(HTTP_AUTHORIZATION=f"Bearer {issued.key}")
+
+
+@pytest.fixture
+def superuser_client(db) -> Client:
+    client = Client()
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    return client
+
+
+SESSIONS = f"/api/v1/apps/{APP}/users/{END_USER}/sessions"
+
+
+@pytest.mark.parametrize("path", ["/api/v1/apps/%00/state/", "/api/v1/apps/a%00b/state/"])
+def test_a_nul_in_an_app_name_without_credentials_is_an_unknown_path(db, client, path):
+    response = client.get(path)
+
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("get", f"{SESSIONS}/%00/"),
+        ("delete", f"{SESSIONS}/%00/"),
+        ("post", f"{SESSIONS}/%00/events/"),
+        ("post", f"{SESSIONS}/%00/rewind/"),
+        ("get", f"/api/v1/apps/{APP}/users/a%00/sessions/"),
+    ],
+)
+def test_a_nul_in_a_service_path_id_is_an_unknown_id(key_client, method, path):
+    response = getattr(key_client, method)(
+        path, data={"author": "user", "invocation_id": "i"}, content_type="application/json"
+    )
+
+    assert response.status_code == 404
+    assert response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/memory-pending/%00/", "/chat/%00/", "/api/sessions/%00/", "/memory/%00/delete/"]
+)
+def test_a_nul_in_a_signed_in_path_is_an_unknown_id(signed_in, path):
+    response = signed_in.get(path)
+
+    assert response.status_code == 404
+
+
+def test_a_nul_in_a_profile_key_changes_nothing(signed_in, user):
+    services.session_create(app_name="chat", user_id=str(user.pk), state={"user:name": "Ada"})
+
+    response = signed_in.post(
+        "/memory/profile/",
+        "key=a%00b&action=correct&value=x",
+        content_type="application/x-www-form-urlencoded",
+    )
+
+    assert response.status_code == 400
+    assert user_profile(app_name="chat", user_pk=user.pk) == [("name", "Ada")]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/sessions_app/sessionrecord/%00/change/",
+        "/admin/memory_app/memory/?status=%00",
+        "/admin/memory_app/memory/?q=%00",
+    ],
+)
+def test_a_nul_in_the_staff_console_is_refused(superuser_client, path):
+    response = superuser_client.get(path)
+
+    assert response.status_code in (400, 404)
+
+
+def test_a_nul_in_a_query_string_is_refused_with_a_reason(signed_in):
+    response = signed_in.get("/api/sessions/?page_token=%00", HTTP_ACCEPT="application/json")
+
+    assert response.status_code == 400
+    assert "NUL" in response.json()["detail"]

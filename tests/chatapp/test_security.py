@@ -81,7 +81,16 @@ def test_embedded_default_cookies_are_httponly_and_same_site_over_plain_http():
 
 # --- Secrets only from the environment ----------------------------------------------------
 
-SCANNED = ("chatapp", "sessions_app", "memory_app", "access_app", "templates", "static", "bench")
+SCANNED = (
+    "chatapp",
+    "sessions_app",
+    "memory_app",
+    "access_app",
+    "templates",
+    "static",
+    "bench",
+    "docs",
+)
 SCANNED_FILES = (
     "Dockerfile",
     "docker-compose.yml",
@@ -89,6 +98,7 @@ SCANNED_FILES = (
     "Makefile",
     "pyproject.toml",
     "README.md",
+    "mkdocs.yml",
 )
 SUFFIXES = {".py", ".html", ".js", ".css", ".json", ".yml", ".yaml", ".toml", ".md", ".txt", ""}
 SECRET_SHAPES = {

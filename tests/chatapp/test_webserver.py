@@ -18,11 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from agents_app.chat_protocol import max_frame_chars
+from agents_app.chat.protocol import max_frame_chars
 from chatapp.webserver import WEBSOCKET_DISCARD_MAX_BYTES
-from tests.multiprocess.stack import Browser, Daphne, embedded_environment, manage
+from tests.migrated_sqlite import sqlite_migrated
+from tests.multiprocess.stack import Browser, Daphne, embedded_environment
 
-pytestmark = pytest.mark.timeout(300)
+# One worker runs the module, so its server starts once.
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("webserver")]
 
 MB = 1000 * 1000
 
@@ -32,7 +34,7 @@ def web() -> Iterator[Daphne]:
     """The embedded default (``make run``) on a database of its own."""
     folder = Path(tempfile.mkdtemp(prefix="chat-webserver-"))
     env = embedded_environment(database_url=f"sqlite:///{folder / 'db.sqlite3'}")
-    manage(env, "migrate", "--noinput", "-v", "0")
+    sqlite_migrated(folder / "db.sqlite3", env=env)
     server = Daphne("web-frames", env, folder).start().wait_ready()
     try:
         yield server
@@ -171,3 +173,38 @@ def _close_frame(raw: socket.socket) -> tuple[int, str]:
         if first & 0x0F == 0x8:
             (code,) = struct.unpack("!H", payload[:2])
             return code, payload[2:].decode()
+
+
+def _raw_answer(web: Daphne, request: bytes) -> bytes:
+    """What the server answers to ``request`` sent as it is, up to the end of its connection."""
+    answer = b""
+    with socket.create_connection(("127.0.0.1", web.port), timeout=30) as raw:
+        raw.sendall(request)
+        while chunk := raw.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("request_lines", "status"),
+    [
+        ([f"GET /api/sessions/?q={'a' * 20_000} HTTP/1.1"], b"414"),
+        (["GET /accounts/login/ HTTP/1.1", f"X-Padding: {'a' * 20_000}"], b"431"),
+    ],
+    ids=["request-line", "header"],
+)
+def test_a_line_longer_than_the_server_reads_is_answered_not_dropped(web, request_lines, status):
+    host = f"Host: 127.0.0.1:{web.port}"
+    request = "\r\n".join([request_lines[0], host, *request_lines[1:], "", ""]).encode()
+
+    answer = _raw_answer(web, request)
+
+    assert answer.startswith(b"HTTP/1.1 " + status), answer[:200]
+    assert b"too long" in answer
+
+
+def test_a_long_query_string_under_the_limit_is_served(web):
+    request = f"GET /accounts/login/?next={'a' * 8000} HTTP/1.1\r\nHost: 127.0.0.1:{web.port}\r\n"
+    answer = _raw_answer(web, (request + "Connection: close\r\n\r\n").encode())
+
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]

@@ -25,7 +25,7 @@ from django.urls import reverse
 from chatapp.asgi import application
 from sessions_app import services
 from sessions_app.events import Event
-from tests.factories import MemoryFactory, UserFactory
+from tests.factories import MemoryFactory, UserFactory, session_key
 
 MARKER = "pwned"
 HOSTILE = [
@@ -235,7 +235,9 @@ def test_the_access_page_names_what_staff_saw_inert(client, staff_client, user, 
     """The user's access page quotes the memory text and conversation title staff opened."""
     memory = MemoryFactory(user=user, text=HOSTILE_TEXT)
     staff_client.get(reverse("admin:memory_app_memory_change", args=[memory.pk]))
-    staff_client.get(reverse("admin:sessions_app_sessionrecord_change", args=[hostile_session.id]))
+    staff_client.get(
+        reverse("admin:sessions_app_sessionrecord_change", args=[session_key(hostile_session)])
+    )
     client.force_login(user)
 
     document = client.get(reverse("access:overview")).content.decode()
@@ -248,7 +250,7 @@ def test_the_access_page_names_what_staff_saw_inert(client, staff_client, user, 
 def test_the_admin_conversation_page_shows_hostile_messages_inert(staff_client, hostile_session):
     pages = [
         reverse("admin:sessions_app_sessionrecord_changelist"),
-        reverse("admin:sessions_app_sessionrecord_change", args=[hostile_session.id]),
+        reverse("admin:sessions_app_sessionrecord_change", args=[session_key(hostile_session)]),
     ]
     for url in pages:
         response = staff_client.get(url)

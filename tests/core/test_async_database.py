@@ -104,6 +104,39 @@ async def test_another_users_session_reads_as_absent_from_async_code():
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_joined_reads_go_in_one_round_trip_and_answer_each_its_own(monkeypatch):
+    user_id, session_id = await sync_to_async(_session_with_events)(2)
+    key = await sync_to_async(
+        SessionRecord.objects.filter(session_id=session_id).values_list("key", flat=True).get
+    )()
+    round_trips = []
+    fetch_each = async_database.fetch_each
+
+    async def counted(statements, **kwargs):
+        round_trips.append(len(statements))
+        return await fetch_each(statements, **kwargs)
+
+    monkeypatch.setattr(async_database, "fetch_each", counted)
+
+    session, owned, compaction = await selectors.store_read_async(
+        async_database.store_reads_joined(
+            selectors.session_get_read(app_name=APP, user_id=user_id, session_id=session_id),
+            selectors.session_key_and_app_read(
+                user_pk=int(user_id), session_id=session_id, app_name=APP
+            ),
+            selectors.session_latest_compaction_read(
+                app_name=APP, user_pk=int(user_id), session_id=session_id
+            ),
+        )
+    )
+
+    assert [event.text() for event in session.events] == ["message 0", "message 1"]
+    assert owned == (key, APP)
+    assert compaction is None
+    assert round_trips == ([4] if async_database.available() else [])
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_a_burst_of_reads_opens_no_more_connections_than_the_cap(
     requires_postgres, monkeypatch
 ):
@@ -142,7 +175,9 @@ def _stored_texts(session_id: str) -> list[str]:
     return [
         stored.event.text()
         for stored in selectors.stored_events_page(
-            session_id=session_id, after_sequence=0, page_size=100
+            session_key=SessionRecord.objects.get(session_id=session_id).pk,
+            after_sequence=0,
+            page_size=100,
         ).events
     ]
 
@@ -279,7 +314,7 @@ async def test_a_statement_whose_prepared_plan_went_stale_works_again(requires_p
 def _events_bulk_add(*, session_id: str, count: int) -> None:
     """Add ``count`` plain events to a session in one statement, then refresh the
     planner's statistics, as a long-lived store would have them."""
-    record = SessionRecord.objects.get(pk=session_id)
+    record = SessionRecord.objects.get(session_id=session_id)
     EventRecord.objects.bulk_create(
         EventRecord(
             session=record,
@@ -292,7 +327,9 @@ def _events_bulk_add(*, session_id: str, count: int) -> None:
         )
         for number in range(1, count + 1)
     )
-    SessionRecord.objects.filter(pk=session_id).update(last_sequence=record.last_sequence + count)
+    SessionRecord.objects.filter(session_id=session_id).update(
+        last_sequence=record.last_sequence + count
+    )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
 

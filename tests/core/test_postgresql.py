@@ -1,6 +1,7 @@
 """The connection pool of core.postgresql (the suite itself runs without it, tests/conftest.py):
 connections reused, and working again at once after PostgreSQL ended every connection it held
-(as a restart does)."""
+(as a restart does); and a connection a thread keeps, with or without the pool, replaced before
+its next query once the server has ended it."""
 
 from __future__ import annotations
 
@@ -75,3 +76,23 @@ def test_after_the_server_ended_every_idle_connection_the_next_query_works(poole
         answered_by = thread.submit(pooled).result()
 
     assert answered_by not in idle
+
+
+def test_a_kept_connection_the_server_ended_is_replaced_before_the_next_query(requires_postgres):
+    """As the database thread of a process keeps its connection between hops: after a restart
+    its next query runs on a new connection instead of failing."""
+    kept = DatabaseWrapper({**connection.settings_dict}, alias=ALIAS)
+    try:
+        with kept.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            first = cursor.fetchone()[0]
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s, 5000)", [first])
+
+        with kept.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            answered_by = cursor.fetchone()[0]
+    finally:
+        kept.close()
+
+    assert answered_by != first

@@ -11,11 +11,13 @@ from google.genai import types
 from memory_app import services
 from memory_app.embedding import embedder_get
 from memory_app.models import GenerationJob, Memory, MemoryScope, MemorySource, SourceType
+from memory_app.selectors import past_conversations as past_selectors
 from memory_app.selectors import search as search_selectors
 from sessions_app import services as session_services
 from sessions_app.events import Event, new_invocation_id
 from sessions_app.models import EventRecord, SessionRecord
 from sessions_app.types import Session
+from tests.factories import session_key
 
 APP = "chat"
 
@@ -26,15 +28,17 @@ def lexical_only(settings):
     settings.MEMORY_EMBEDDER = "none"
     embedder_get.cache_clear()
     search_selectors._indexes.clear()
+    past_selectors._indexes.clear()
     yield
     embedder_get.cache_clear()
     search_selectors._indexes.clear()
+    past_selectors._indexes.clear()
 
 
 def session_make(user, *, app_name: str = APP, temporary: bool = False) -> Session:
     session = session_services.session_create(app_name=app_name, user_id=str(user.pk))
     if temporary:
-        SessionRecord.objects.filter(pk=session.id).update(temporary=True)
+        SessionRecord.objects.filter(session_id=session.id).update(temporary=True)
     return session
 
 
@@ -102,17 +106,38 @@ def memory_make(
 
 def user_events(session_id: str) -> list[EventRecord]:
     return list(
-        EventRecord.objects.filter(session_id=session_id, author="user").order_by("sequence")
+        EventRecord.objects.filter(session__session_id=session_id, author="user").order_by(
+            "sequence"
+        )
     )
 
 
 def completed(user, session, invocation_id):
     return services.memory_turn_completed(
-        app_name=APP, user_pk=user.pk, session_id=session.id, invocation_id=invocation_id
+        app_name=APP, user_pk=user.pk, session_id=session_key(session), invocation_id=invocation_id
     )
 
 
 def job_for(user, session, trigger=GenerationJob.Trigger.SESSION_END):
     return services.memory_job_request(
-        app_name=APP, user_pk=user.pk, session_id=session.id, trigger=trigger
+        app_name=APP, user_pk=user.pk, session_id=session_key(session), trigger=trigger
     )
+
+
+@pytest.fixture
+def offline(settings):
+    """No Gemini: extraction and consolidation run their offline rules."""
+    settings.GEMINI_API_KEY = ""
+    settings.GOOGLE_GENAI_USE_VERTEXAI = False
+
+
+def generate(user, session):
+    """Run a generation job over the session's new turns, here and now; returns the job."""
+    job = services.memory_job_request(
+        app_name=APP,
+        user_pk=user.pk,
+        session_id=session_key(session),
+        trigger="explicit",
+        enqueue=False,
+    )
+    return services.memory_job_run(job_id=str(job.id))

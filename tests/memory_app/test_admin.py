@@ -33,7 +33,7 @@ from memory_app.services import jobs, review
 from memory_app.tasks import memory_job_run
 from sessions_app import services as session_services
 from sessions_app.events import Event
-from tests.factories import AccessGrantFactory, UserFactory
+from tests.factories import AccessGrantFactory, UserFactory, session_key
 from tests.memory_app.support import (
     APP,
     lexical_only,  # noqa: F401 (fixture)
@@ -168,7 +168,7 @@ def test_provenance_page_shows_excerpts_links_history_job_and_trust(
     memory_admin, user, conversation
 ):
     job = services.memory_job_request(
-        app_name=APP, user_pk=user.pk, session_id=conversation.id, trigger="session_end"
+        app_name=APP, user_pk=user.pk, session_id=session_key(conversation), trigger="session_end"
     )
     memory_job_run.apply(kwargs={"job_id": str(job.id)}).get()
     memory = Memory.objects.filter(user=user, text__icontains="Lisbon").get()
@@ -181,7 +181,9 @@ def test_provenance_page_shows_excerpts_links_history_job_and_trust(
 
     assert response.status_code == 200
     assert source.excerpt and source.excerpt in page
-    session_url = reverse("admin:sessions_app_sessionrecord_change", args=[conversation.id])
+    session_url = reverse(
+        "admin:sessions_app_sessionrecord_change", args=[session_key(conversation)]
+    )
     assert f'href="{session_url}#event-{source.event.event_id}"' in page
     assert "Created" in page and "extracted from the conversation" in page
     assert reverse("admin:memory_app_generationjob_change", args=[job.pk]) in page
@@ -252,10 +254,14 @@ def test_a_memory_the_agent_saved_quotes_the_user_under_the_users_turn(reviewer,
         ),
     )
     services.memory_create_explicit(
-        app_name=APP, user_pk=user.pk, session_id=session.id, invocation_id=invocation, text=saved
+        app_name=APP,
+        user_pk=user.pk,
+        session_id=session_key(session),
+        invocation_id=invocation,
+        text=saved,
     )
     job = services.memory_job_request(
-        app_name=APP, user_pk=user.pk, session_id=session.id, trigger="session_end"
+        app_name=APP, user_pk=user.pk, session_id=session_key(session), trigger="session_end"
     )
     memory_job_run.apply(kwargs={"job_id": str(job.id)}).get()
     held = Memory.objects.get(user=user)
@@ -413,7 +419,7 @@ def test_regenerating_a_session_twice_stacks_no_duplicates(
     memory_admin, user, conversation, enqueued
 ):
     first = services.memory_job_request(
-        app_name=APP, user_pk=user.pk, session_id=conversation.id, trigger="session_end"
+        app_name=APP, user_pk=user.pk, session_id=session_key(conversation), trigger="session_end"
     )
     services.memory_job_run(job_id=str(first.id))
     before = sorted(Memory.objects.filter(user=user).values_list("text", flat=True))
@@ -425,7 +431,7 @@ def test_regenerating_a_session_twice_stacks_no_duplicates(
     for _ in range(2):
         act(client, "regenerate_sessions", memory, reason="")
         job = GenerationJob.objects.get(trigger="manual", status="queued")
-        assert MemoryWatermark.objects.get(session_id=conversation.id).last_sequence == 0
+        assert MemoryWatermark.objects.get(session__session_id=conversation.id).last_sequence == 0
         assert services.memory_job_run(job_id=str(job.id)).status == "succeeded"
 
     assert sorted(Memory.objects.filter(user=user).values_list("text", flat=True)) == before
@@ -433,7 +439,7 @@ def test_regenerating_a_session_twice_stacks_no_duplicates(
     assert GenerationJob.objects.filter(trigger="manual", status="succeeded").count() == 2
     assert len(enqueued) == 3
     assert [entry[:3] for entry in audit_trail(memory_admin)] == [
-        (user.pk, "rerun", conversation.id)
+        (user.pk, "rerun", session_key(conversation))
     ] * 2
 
 
@@ -452,8 +458,10 @@ def job_make(user, status, *, age_hours: float = 0, **fields) -> GenerationJob:
 
 
 def test_retry_queues_a_dead_job_again(memory_admin, user, conversation, enqueued):
-    dead = job_make(user, "dead", session_id=conversation.id, attempts=6, error="ModelError: 503")
-    done = job_make(user, "succeeded", session_id=conversation.id, attempts=1)
+    dead = job_make(
+        user, "dead", session_id=session_key(conversation), attempts=6, error="ModelError: 503"
+    )
+    done = job_make(user, "succeeded", session_id=session_key(conversation), attempts=1)
 
     client_for(memory_admin).post(
         JOBS, {"action": "retry", "_selected_action": [str(dead.pk), str(done.pk)]}

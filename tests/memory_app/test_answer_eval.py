@@ -30,7 +30,7 @@ CONVERSATION = [
                 {
                     "speaker": "Caroline",
                     "dia_id": "D1:1",
-                    "text": "I went to a pottery class yesterday and made a blue bowl.",
+                    "text": "I joined a pottery class yesterday and made a blue bowl.",
                 },
                 {"speaker": "Melanie", "dia_id": "D1:2", "text": "Lovely! I run every morning."},
             ],
@@ -119,9 +119,7 @@ def test_each_answer_is_judged_and_j_is_reported_with_tokens(locomo_file, fake_g
     assert answer_request.model == "answerer-1" and judge_request.model == "judge-1"
     assert "Caroline and Melanie" in answer_request.system_text()
     prompt = json.dumps(answer_request.body["contents"])
-    assert (
-        "[8 May 2023] Caroline: I went to a pottery class yesterday and made a blue bowl." in prompt
-    )
+    assert "(Caroline) The user joined a pottery class yesterday and made a blue bowl." in prompt
     assert "Question: What did Caroline make at the pottery class?" in prompt
     judged = json.dumps(judge_request.body["contents"])
     assert "Gold answer: a blue bowl" in judged and "Answer: A blue bowl." in judged

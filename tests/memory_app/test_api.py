@@ -12,6 +12,7 @@ from openapi_schema_validator import OAS31Validator
 
 from memory_app import selectors
 from memory_app.models import Memory, MemorySettings, SourceType
+from tests.factories import session_key
 from tests.memory_app.support import (  # noqa: F401 (fixture)
     APP,
     lexical_only,
@@ -58,7 +59,7 @@ def test_list_has_own_memories_with_sources_and_history(api_client, user, other_
     assert body["next_page"] is None
     source = body["results"][0]["sources"][0]
     assert source["excerpt"] == "My sister is called Mia"
-    assert source["url"].endswith(f"/chat/{session.id}/#event-{event.event_id}")
+    assert source["url"].endswith(f"/chat/{session.id}/?app_name={APP}#event-{event.event_id}")
     assert body["results"][0]["id"] == str(mine.id)
 
 
@@ -171,12 +172,19 @@ def test_a_correction_longer_than_the_schema_allows_is_refused_as_sent(api_clien
 
 
 def test_settings_read_and_update(api_client, user):
-    assert api_client.get(SETTINGS).json() == {"create_enabled": True, "use_enabled": True}
+    assert api_client.get(SETTINGS).json() == {
+        "create_enabled": True,
+        "use_enabled": True,
+        "past_chats_enabled": True,
+    }
 
     updated = api_client.patch(SETTINGS, {"use_enabled": False}, format="json").json()
 
-    assert updated == {"create_enabled": True, "use_enabled": False}
+    assert updated == {"create_enabled": True, "use_enabled": False, "past_chats_enabled": True}
     assert MemorySettings.objects.get(user=user).use_enabled is False
+    updated = api_client.patch(SETTINGS, {"past_chats_enabled": False}, format="json").json()
+    assert updated["past_chats_enabled"] is False
+    assert MemorySettings.objects.get(user=user).past_chats_enabled is False
     assert api_client.patch(SETTINGS, {"use_enabled": "maybe"}, format="json").status_code == 400
 
 
@@ -265,7 +273,7 @@ def test_what_a_chat_has_waiting_to_be_remembered(api_client, user, other_user):
     session = session_make(user)
     turn_add(session, "I live in Lisbon.")
     turn_add(session, "I have a cat named Miso.")
-    MemoryWatermark.objects.create(session_id=session.id, last_sequence=2)
+    MemoryWatermark.objects.create(session_id=session_key(session), last_sequence=2)
     url = f"/api/memory-pending/{session.id}/"
 
     body = api_client.get(url).json()

@@ -17,6 +17,7 @@ from memory_app.topics import MANAGED_TOPICS
 from sessions_app import services
 from sessions_app.events import Event
 from sessions_app.models import EventRecord
+from tests.factories import session_key
 
 pytestmark = pytest.mark.django_db
 
@@ -68,7 +69,10 @@ def session(user):
 @pytest.fixture
 def job(user, session):
     return GenerationJob.objects.create(
-        user=user, app_name=APP, session_id=session.id, trigger=GenerationJob.Trigger.EVERY_TURN
+        user=user,
+        app_name=APP,
+        session_id=session_key(session),
+        trigger=GenerationJob.Trigger.EVERY_TURN,
     )
 
 
@@ -98,7 +102,7 @@ def consolidate(user, session, facts, *, job=None, **kwargs):
     return memories_consolidate(
         user_pk=user.pk,
         app_name=APP,
-        session_id=session.id,
+        session_id=session_key(session),
         facts=facts,
         job_id=job.id if job else None,
         **kwargs,
@@ -142,7 +146,7 @@ def test_a_new_fact_is_created_with_its_source_event_and_a_revision_by_the_job(u
     assert (memory.scope, memory.source_type, memory.topic) == ("user", "implicit", "personal_info")
     assert memory.job_id == job.id
     [source] = memory.sources.all()
-    assert source.event == EventRecord.objects.get(session_id=session.id, sequence=1)
+    assert source.event == EventRecord.objects.get(session__session_id=session.id, sequence=1)
     assert source.excerpt == "I live in Lisbon."
     [revision] = memory.revisions.all()
     assert (revision.action, revision.before, revision.actor_job_id) == ("created", None, job.id)
@@ -171,7 +175,7 @@ def test_memories_of_other_users_and_apps_are_left_alone(user, other_user, sessi
     memories_consolidate(
         user_pk=user.pk,
         app_name="other",
-        session_id=elsewhere.id,
+        session_id=session_key(elsewhere),
         facts=[fact("The user lives in Lisbon.", event)],
     )
 
@@ -191,7 +195,7 @@ def test_a_correction_updates_the_memory_with_before_and_after(user, session):
     revision = memory.revisions.get(action="updated")
     assert revision.before["text"] == "The user lives in Lisbon."
     assert revision.after["text"] == "The user lives in Porto."
-    assert revision.reason == "corrected by the user"
+    assert re.fullmatch(r"You said on \d{1,2} \w{3} that you live in Porto\.", revision.reason)
     assert len(source_event_ids(memory)) == 2
 
 
@@ -207,7 +211,8 @@ def test_newer_information_on_a_single_valued_subject_updates(user, session):
     remember(user, session, "My favourite colour is green")
 
     assert active(user) == ["The user's favourite colour is green."]
-    assert memory.revisions.get(action="updated").reason == "newer information"
+    reason = memory.revisions.get(action="updated").reason
+    assert re.fullmatch(r"You said on \d{1,2} \w{3} that your favourite colour is green\.", reason)
 
 
 def test_older_information_does_not_overwrite_newer(user, session):
@@ -237,7 +242,7 @@ def test_a_contradiction_invalidates_the_memory_and_keeps_the_new_fact(user, ses
     assert active(user) == ["The user does not like coffee."]
     revision = coffee.revisions.get(action="invalidated")
     assert revision.before["status"] == "active" and revision.after["status"] == "invalidated"
-    assert revision.reason == "contradicted by: The user does not like coffee."
+    assert re.fullmatch(r"You said on \d{1,2} \w{3} that you do not like coffee\.", revision.reason)
 
 
 def test_no_longer_invalidates(user, session):
@@ -250,17 +255,44 @@ def test_no_longer_invalidates(user, session):
     assert active(user) == ["The user no longer lives in Lisbon."]
 
 
-def test_an_implicit_fact_does_not_overwrite_an_explicit_memory(user, session):
+def test_a_newer_statement_corrects_what_the_person_asked_to_remember(user, session):
     [explicit] = remember(user, session, "Remember that I live in Lisbon").created
     assert explicit.source_type == "explicit"
 
-    report = remember(user, session, "I live in Porto", "I don't live in Lisbon")
+    report = remember(user, session, "I moved to Porto last week.")
 
-    assert report.updated == [] and report.invalidated == []
-    assert report.unchanged == [explicit, explicit]
-    assert "The user lives in Lisbon." in active(user)
-    assert actions(explicit) == ["created"]
-    assert source_event_ids(explicit) == [explicit.sources.get().event.event_id]
+    assert report.updated == [explicit] and report.created == []
+    assert active(user) == ["The user lives in Porto, having moved there last week."]
+    revision = explicit.revisions.get(action="updated")
+    assert revision.before["text"] == "The user lives in Lisbon."
+    assert revision.reason.startswith("You said on ")
+    assert revision.reason.endswith(" that you live in Porto, having moved there last week.")
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["I no longer live in Lisbon.", "I don't live in Lisbon anymore.", "I don't live in Lisbon."],
+)
+def test_a_newer_negation_invalidates_what_the_person_asked_to_remember(user, session, said):
+    [explicit] = remember(user, session, "Remember that I live in Lisbon").created
+
+    report = remember(user, session, said)
+
+    assert report.invalidated == [explicit]
+    assert "The user lives in Lisbon." not in active(user)
+
+
+def test_a_tool_fact_does_not_override_what_the_person_said(user, session):
+    [said] = remember(user, session, "I live in Lisbon").created
+    [event] = say(session, "(the agent saved a memory)")
+
+    report = consolidate(
+        user, session, [fact("The user lives in Porto.", event, source_type="tool")]
+    )
+
+    assert report.updated == [] and report.unchanged == [said]
+    assert active(user) == ["The user lives in Lisbon."]
+    assert actions(said) == ["created"]
 
 
 def test_a_tool_fact_does_not_overwrite_an_implicit_memory_but_an_explicit_one_does(user, session):
@@ -444,7 +476,7 @@ def test_facts_prepared_for_other_facts_are_refused(user, session):
         memories_consolidate(
             user_pk=user.pk,
             app_name="other",
-            session_id=session.id,
+            session_id=session_key(session),
             facts=[item.fact for item in prepared.items],
             prepared=prepared,
         )
@@ -594,7 +626,9 @@ def test_a_move_to_a_named_place_updates_where_the_user_lives(user, session):
     assert "The user lives in Lisbon." not in active(user)
     revision = lisbon.revisions.get(action="updated")
     assert revision.before["text"] == "The user lives in Lisbon."
-    assert revision.reason == "newer information"
+    assert revision.reason.endswith(
+        "that you live in Porto, having moved there last month for a new job."
+    )
 
 
 def test_a_move_stated_by_a_model_fills_the_same_slot_and_a_later_address_updates_it(user, session):
@@ -661,3 +695,12 @@ def test_a_switch_with_nothing_to_replace_is_created(user, session):
     assert [m.text for m in report.created] == ["The user switched to oat milk."]
     jazz.refresh_from_db()
     assert jazz.status == "active" and actions(jazz) == ["created"]
+
+
+def test_an_age_said_again_corrects_the_one_asked_to_remember(user, session):
+    [age] = remember(user, session, "Remember that I am 34.").created
+
+    report = remember(user, session, "Sorry, I am 35.")
+
+    assert report.updated == [age]
+    assert active(user) == ["The user is 35."]

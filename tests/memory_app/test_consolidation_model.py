@@ -2,6 +2,7 @@
 Gemini server, with scripted answers; the trust order, provenance and refusals stay in code."""
 
 import json
+import re
 
 import pytest
 
@@ -9,6 +10,7 @@ from memory_app import services
 from memory_app.extraction import ExtractedFact, FactKind
 from memory_app.models import Memory, MemoryRevision, MemorySource, MemoryStatus, SourceType
 from memory_app.topics import PERSONAL_INFO
+from tests.factories import session_key
 from tests.fake_gemini import HttpError, Reply, final_chunk, text_chunk
 from tests.memory_app.support import (
     APP,
@@ -44,7 +46,7 @@ def said(user, text, *, fact_text, source_type=SourceType.EXPLICIT, kind=FactKin
         kind=kind,
     )
     report = services.memory_facts_store(
-        app_name=APP, user_pk=user.pk, session_id=session.id, facts=[fact]
+        app_name=APP, user_pk=user.pk, session_id=session_key(session), facts=[fact]
     )
     return report, event
 
@@ -148,7 +150,9 @@ def test_an_id_that_was_not_shown_is_refused_and_the_rules_decide(user, fake_gem
 
     lisbon.refresh_from_db()
     assert lisbon.text == "The user lives in Porto."  # the rules: same subject, newer
-    assert lisbon.revisions.get().reason == "newer information"
+    assert re.fullmatch(
+        r"You said on \d{1,2} \w{3} that you live in Porto\.", lisbon.revisions.get().reason
+    )
 
 
 def test_an_operation_on_another_user_s_memory_is_refused(user, other_user, fake_gemini):
@@ -173,9 +177,9 @@ def test_an_operation_on_another_user_s_memory_is_refused(user, other_user, fake
     assert str(theirs.id) not in json.dumps(fake_gemini.requests[0].body)
 
 
-def test_a_lower_trust_fact_never_changes_a_higher_trust_memory(user, fake_gemini):
+def test_a_lower_trust_fact_never_changes_what_the_person_said(user, fake_gemini):
     stated = memory_make(
-        user=user, text="The user's birthday is May 3rd.", source_type=SourceType.EXPLICIT
+        user=user, text="The user's birthday is May 3rd.", source_type=SourceType.IMPLICIT
     )
     answers(
         fake_gemini,
@@ -192,7 +196,7 @@ def test_a_lower_trust_fact_never_changes_a_higher_trust_memory(user, fake_gemin
         user,
         "my cousin's birthday party is in June",
         fact_text="The user's birthday is in June.",
-        source_type=SourceType.IMPLICIT,
+        source_type=SourceType.TOOL,
     )
 
     stated.refresh_from_db()
@@ -217,7 +221,9 @@ def test_a_failing_model_leaves_every_fact_to_the_rules(user, fake_gemini, failu
 
     lisbon.refresh_from_db()
     assert lisbon.text == "The user lives in Porto."
-    assert lisbon.revisions.get().reason == "newer information"
+    assert re.fullmatch(
+        r"You said on \d{1,2} \w{3} that you live in Porto\.", lisbon.revisions.get().reason
+    )
 
 
 def test_an_unsafe_update_text_is_refused(user, fake_gemini):

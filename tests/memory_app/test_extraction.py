@@ -1,7 +1,6 @@
 """Extraction as callers see it: the offline rules one by one, and Gemini structured output."""
 
 import json
-from datetime import UTC, datetime
 
 import pytest
 
@@ -20,6 +19,7 @@ from memory_app.models import Memory
 from memory_app.services import memory_job_request, memory_job_run
 from memory_app.topics import KEY_CONVERSATION_DETAILS, MANAGED_TOPICS, TopicSpec
 from sessions_app.events import Event
+from tests.factories import session_key
 from tests.fake_gemini import HttpError, Reply, final_chunk, text_chunk
 from tests.memory_app.support import lexical_only, session_make, turn_add  # noqa: F401
 
@@ -106,6 +106,10 @@ class TestOfflineRules:
     def test_a_move_to_a_named_place_says_where_the_user_lives(self, said, memory):
         assert (memory, FactKind.STATEMENT, "implicit", "personal_info") in extracted(said)
         assert fact_subject(text=memory) == "the user lives in"
+
+    @pytest.mark.parametrize("memory", ["The user is 34.", "The user is now 35 years old."])
+    def test_an_age_is_one_value_at_a_time(self, memory):
+        assert fact_subject(text=memory) == "the user's age is"
 
     @pytest.mark.parametrize(
         ("said", "memory"),
@@ -466,6 +470,38 @@ class TestGemini:
         assert raised.value.code == "model_invalid_output"
         assert not raised.value.transient
 
+    def test_a_model_fact_that_only_records_a_request_is_dropped(self, fake_gemini):
+        asked = user_says("Write a haiku about autumn leaves. My sister Ana lives in Braga.")
+
+        def fact(text):
+            return {
+                "text": text,
+                "topic": "key_conversation_details",
+                "source_type": "implicit",
+                "kind": "statement",
+                "confidence": 0.8,
+                "importance": 0.5,
+                "event_ids": [asked.id],
+                "excerpt": "",
+            }
+
+        gemini_answers(
+            fake_gemini,
+            {
+                "facts": [
+                    fact("The user asked for a haiku about autumn leaves."),
+                    fact("The user wants to know how photosynthesis works."),
+                    fact("What is a haiku?"),
+                    fact("The user's sister Ana lives in Braga."),
+                ]
+            },
+        )
+
+        assert [f.text for f in extract(asked)] == ["The user's sister Ana lives in Braga."]
+        system = fake_gemini.requests[0].system_text()
+        assert "'Write a haiku about autumn leaves'" in system
+        assert "never as a transcript" in system
+
     def test_transient_errors_propagate_for_the_job_layer_to_retry(self, fake_gemini):
         fake_gemini.push(HttpError(503, "overloaded"))
 
@@ -475,37 +511,27 @@ class TestGemini:
         assert raised.value.transient
 
 
-MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC).timestamp()
-
-
 @pytest.mark.usefixtures("offline")
-class TestKeyConversationDetails:
-    """Rule 4: a turn with substantive content beyond its first-person facts is kept whole,
-    dated, with its speaker."""
+class TestFactsNotTranscripts:
+    """Rule 4: what no rule reads as a fact about the person (a request, a question, small
+    talk, the assistant's words) yields nothing; the person's facts are kept as facts."""
 
-    def test_a_substantive_turn_is_kept_with_its_date_speaker_and_event(self):
-        event = user_says("We booked the Porto trip for June, three days.", event_id="e1")
-        event.timestamp = MAY_8
-
-        [fact] = extract(event)
-
-        assert fact.text == "[8 May 2023] User: We booked the Porto trip for June, three days."
-        assert (fact.topic, fact.source_type, fact.kind) == (
-            KEY_CONVERSATION_DETAILS,
-            "implicit",
-            FactKind.STATEMENT,
-        )
-        assert fact.event_ids == ["e1"]
-        assert fact.excerpt == "We booked the Porto trip for June, three days."
-
-    def test_the_speaker_comes_from_the_event_metadata(self):
-        event = user_says("Went to the LGBTQ support group yesterday, so powerful.")
-        event.timestamp = MAY_8
-        event.custom_metadata = {"speaker": "Caroline"}
-
-        [fact] = extract(event)
-
-        assert fact.text.startswith("[8 May 2023] Caroline: Went to the LGBTQ support group")
+    @pytest.mark.parametrize(
+        "said",
+        [
+            "Explain how photosynthesis works, step by step.",
+            "Write a haiku about autumn leaves.",
+            "Can you help me write a cover letter for a marketing job?",
+            "What's the capital of Australia?",
+            "Translate 'good morning' into Japanese, please.",
+            "Summarise this article in three bullet points.",
+            "Paris is great, we loved the museums.",
+            "I'm going to ask you something about Python.",
+            "My question is about taxes.",
+        ],
+    )
+    def test_requests_questions_and_tasks_yield_no_memory(self, said):
+        assert extract(user_says(said)) == []
 
     @pytest.mark.parametrize(
         "said",
@@ -514,14 +540,6 @@ class TestKeyConversationDetails:
             "Thanks, that's great!",
             "Wow, cool!",
             "What did you do at the weekend? Anything fun with the kids?",
-        ],
-    )
-    def test_greetings_acknowledgements_and_questions_are_not_kept(self, said):
-        assert extract(user_says(said)) == []
-
-    @pytest.mark.parametrize(
-        "said",
-        [
             "Hi there!",
             "Hello, how are you?",
             "Good morning",
@@ -538,25 +556,9 @@ class TestKeyConversationDetails:
     def test_small_talk_yields_no_memory(self, said):
         assert extract(user_says(said)) == []
 
-    def test_a_greeting_before_news_keeps_the_turn_as_said(self):
-        event = user_says("Good morning! I'm training for a marathon in June.")
-        event.timestamp = MAY_8
-
-        assert [fact.text for fact in extract(event)] == [
-            "[8 May 2023] User: Good morning! I'm training for a marathon in June."
-        ]
-
     def test_a_greeting_before_a_fact_yields_the_fact_alone(self):
         assert [fact.text for fact in extract(user_says("Hi there! I live in Leeds."))] == [
             "The user lives in Leeds."
-        ]
-
-    def test_a_name_alone_with_words_of_small_talk_is_not_small_talk(self):
-        event = user_says("Paris is great, we loved the museums.")
-        event.timestamp = MAY_8
-
-        assert [fact.text for fact in extract(event)] == [
-            "[8 May 2023] User: Paris is great, we loved the museums."
         ]
 
     def test_a_turn_with_a_first_person_fact_yields_only_that_fact(self):
@@ -569,63 +571,281 @@ class TestKeyConversationDetails:
             )
         ]
 
-    def test_a_turn_with_a_fact_and_more_keeps_both_the_fact_and_the_whole_turn(self):
-        event = user_says("I live in Lisbon. We adopted a puppy from the shelter last week.")
-        event.timestamp = MAY_8
+    def test_a_fact_beside_a_request_is_kept_without_the_request(self):
+        event = user_says("I live in Lisbon. Write a haiku about the river there.")
 
         assert [(fact.text, fact.topic) for fact in extract(event)] == [
-            ("The user lives in Lisbon.", "personal_info"),
-            (
-                "[8 May 2023] User: I live in Lisbon. We adopted a puppy from the shelter "
-                "last week.",
-                KEY_CONVERSATION_DETAILS,
-            ),
+            ("The user lives in Lisbon.", "personal_info")
         ]
 
-    def test_a_long_turn_is_cut_to_500_characters(self):
-        [fact] = extract(user_says("Painting sunsets by the lake. " * 40))
+    @pytest.mark.parametrize(
+        ("said", "fact"),
+        [
+            ("My sister Ana lives in Braga.", "The user's sister Ana lives in Braga."),
+            (
+                "My brother works at a bakery in Faro.",
+                "The user's brother works at a bakery in Faro.",
+            ),
+            (
+                "My sister Ines just started as a nurse in Coimbra.",
+                "The user's sister Ines just started as a nurse in Coimbra.",
+            ),
+            ("My dog Rex loves the beach.", "The user's dog Rex loves the beach."),
+            ("My son doesn't eat meat.", "The user's son does not eat meat."),
+        ],
+    )
+    def test_people_in_the_users_life_are_facts_about_them(self, said, fact):
+        [extracted_fact] = extract(user_says(said))
 
-        assert len(fact.text.split("] User: ", 1)[1]) == 500
-        assert fact.text.endswith("…")
+        assert (extracted_fact.text, extracted_fact.topic) == (fact, "personal_info")
+
+    @pytest.mark.parametrize(
+        ("said", "fact"),
+        [
+            (
+                "I'm planning to run the Porto marathon in November.",
+                "The user is planning to run the Porto marathon in November.",
+            ),
+            ("I plan to learn Spanish this year.", "The user plans to learn Spanish this year."),
+            ("I'm going to visit Japan in May.", "The user is going to visit Japan in May."),
+            (
+                "I'm training for a marathon in June.",
+                "The user is training for a marathon in June.",
+            ),
+        ],
+    )
+    def test_plans_of_the_users_life_are_key_conversation_details(self, said, fact):
+        [extracted_fact] = extract(user_says(said))
+
+        assert (extracted_fact.text, extracted_fact.topic) == (fact, KEY_CONVERSATION_DETAILS)
+
+    @pytest.mark.parametrize(
+        ("said", "facts"),
+        [
+            (
+                "Yeah, she's thrilled. I'm still a teacher here in Braga.",
+                ["The user is still a teacher here in Braga."],
+            ),
+            (
+                "I've been vegetarian for about three years now.",
+                ["The user has been vegetarian for about three years now."],
+            ),
+            ("These days I can't stand coffee.", ["The user does not like coffee."]),
+            ("I'm 34, by the way.", ["The user is 34."]),
+            ("Wait, no, I turned 35 last month.", ["The user is 35."]),
+            (
+                "We don't have any pets, my son is allergic to cats.",
+                ["The user does not have any pets.", "The user's son is allergic to cats."],
+            ),
+            (
+                "I used to work at a bank, but now I'm a freelance designer.",
+                ["The user used to work at a bank.", "The user is a freelance designer."],
+            ),
+            ("My partner, Rui, is a chef.", ["The user's partner Rui is a chef."]),
+            ("I quit smoking in January.", ["The user quit smoking in January."]),
+            (
+                "But I accepted an offer from Globex, starting in June.",
+                ["The user accepted an offer from Globex, starting in June."],
+            ),
+            ("Please keep your answers short.", ["The user prefers short answers."]),
+            (
+                "We're going to Japan in April for two weeks.",
+                ["The user is going to Japan in April for two weeks."],
+            ),
+            (
+                "I'm doing a master's in economics at Nova.",
+                ["The user is doing a master's in economics at Nova."],
+            ),
+            ("I always book aisle seats.", ["The user always books aisle seats."]),
+            ("I'm writing an email to my boss, can you help?", []),
+            ("I'm looking for a good restaurant.", []),
+            ("I read them on my phone.", []),
+        ],
+    )
+    def test_more_ways_people_state_facts_about_themselves(self, said, facts):
+        assert [fact.text for fact in extract(user_says(said))] == facts
+
+    def test_a_second_clause_of_the_user_shares_the_subject(self):
+        said = "I live in Lisbon and I'm vegetarian"
+
+        assert fact_text_normalise(text=said) == "The user lives in Lisbon and is vegetarian."
+        assert [fact.text for fact in extract(user_says(f"Remember that {said}."))] == [
+            "The user lives in Lisbon.",
+            "The user is vegetarian.",
+        ]
+
+    @pytest.mark.parametrize(
+        ("said", "facts"),
+        [
+            (
+                ["I need a gift for my dad, he's into woodworking.", "His birthday is in May."],
+                ["The user's dad is into woodworking.", "The user's dad's birthday is in May."],
+            ),
+            (
+                [
+                    "We don't have any pets, my son is allergic to cats.",
+                    "It's fine, he loves fish.",
+                ],
+                [
+                    "The user does not have any pets.",
+                    "The user's son is allergic to cats.",
+                    "The user's son loves fish.",
+                ],
+            ),
+            (
+                ["My partner, Rui, is a chef.", "Every Sunday, he makes bacalhau."],
+                ["The user's partner Rui is a chef.", "The user's partner Rui makes bacalhau."],
+            ),
+            (
+                ["I have a dog named Rex.", "Rex turned ten last week."],
+                ["The user has a dog named Rex.", "The user's dog Rex turned ten last week."],
+            ),
+            (
+                ["My sister Ana lives in Braga. She is a nurse."],
+                ["The user's sister Ana lives in Braga.", "The user's sister Ana is a nurse."],
+            ),
+            (
+                ["My brother lives in Berlin.", "She is a nurse."],
+                ["The user's brother lives in Berlin."],
+            ),
+            (["He is a nurse.", "Paulo is a chef."], []),
+        ],
+    )
+    def test_he_she_or_a_name_stand_for_the_one_of_the_users_life_named_before(self, said, facts):
+        events = [event for text in said for event in (user_says(text), agent_says("I see."))]
+
+        found = extract(*events)
+
+        assert [fact.text for fact in found] == facts
+        assert all(fact.excerpt in " ".join(said) for fact in found)
+
+    @pytest.mark.parametrize(
+        ("said", "fact", "topic"),
+        [
+            (
+                "We settled on the 3-day Porto itinerary, booking it tonight.",
+                "The user settled on the 3-day Porto itinerary, booking it tonight.",
+                KEY_CONVERSATION_DETAILS,
+            ),
+            (
+                "We booked the Porto trip for June, three days.",
+                "The user booked the Porto trip for June, three days.",
+                "personal_info",
+            ),
+            (
+                "I decided to learn the cello.",
+                "The user decided to learn the cello.",
+                KEY_CONVERSATION_DETAILS,
+            ),
+            (
+                "My knee has been hurting, so the physio told me to cut my long runs.",
+                "The user's knee has been hurting, so the physio told them to cut their long runs.",
+                "personal_info",
+            ),
+            (
+                "Around eight months, I can read hiragana now.",
+                "The user can read hiragana now.",
+                "personal_info",
+            ),
+            (
+                "Second, I'm writing my thesis on housing.",
+                "The user is writing their thesis on housing.",
+                "personal_info",
+            ),
+        ],
+    )
+    def test_decisions_skills_and_facts_after_an_opening_word_are_kept(self, said, fact, topic):
+        [found] = extract(user_says(said))
+
+        assert (found.text, found.topic) == (fact, topic)
+
+    @pytest.mark.parametrize(
+        "said", ["I can't log in.", "I can help you with that.", "I can see it."]
+    )
+    def test_what_the_user_can_do_is_a_skill_only(self, said):
+        assert extract(user_says(said)) == []
+
+    @pytest.mark.parametrize(
+        ("asked", "answer", "fact"),
+        [
+            (
+                "Really? What do you drink instead?",
+                "Mostly rooibos in the afternoon.",
+                "The user mostly drinks rooibos in the afternoon.",
+            ),
+            (
+                "How do you get around now?",
+                "By bike, and the metro when it rains.",
+                "The user gets around by bike, and the metro when it rains.",
+            ),
+            (
+                "What are you reading?",
+                "Dune, for the first time.",
+                "The user is reading Dune, for the first time.",
+            ),
+            (
+                "Where will you go?",
+                "Tokyo, Kyoto and Osaka.",
+                "The user will go to Tokyo, Kyoto and Osaka.",
+            ),
+        ],
+    )
+    def test_an_answer_with_no_subject_is_read_through_the_question(self, asked, answer, fact):
+        [found] = extract(agent_says(asked), user_says(answer))
+
+        assert (found.text, found.excerpt) == (fact, answer)
+
+    @pytest.mark.parametrize(
+        ("asked", "answer"),
+        [
+            ("What do you want to know?", "How photosynthesis works."),
+            ("What do you drink?", "Write a haiku about autumn leaves."),
+            ("How are you doing?", "Fine, thanks."),
+            ("What do you drink?", "Yes."),
+            ("What do you think of Porto?", "Lovely bridges."),
+            ("Which one?", "The Porto marathon."),
+            ("What do you drink?", "Can you list some teas?"),
+        ],
+    )
+    def test_no_fact_from_a_request_an_opinion_or_a_question_not_about_the_user(
+        self, asked, answer
+    ):
+        assert extract(agent_says(asked), user_says(answer)) == []
 
     def test_assistant_turns_are_not_kept(self):
         assert extract(agent_says("Porto has lovely bridges and port cellars.")) == []
 
-    def test_no_record_when_the_app_turned_the_topic_off(self):
+    def test_no_plan_when_the_app_turned_the_topic_off(self):
         topics = [t for t in MANAGED_TOPICS if t.key != KEY_CONVERSATION_DETAILS]
 
-        assert extract(user_says("We booked the Porto trip for June."), topics=topics) == []
+        assert extract(user_says("I'm planning to visit Japan in May."), topics=topics) == []
 
 
 @pytest.mark.django_db
 @pytest.mark.usefixtures("offline", "lexical_only")
-def test_distinct_short_turns_of_one_session_stay_distinct_memories(user):
+def test_a_session_of_requests_leaves_no_memory(user):
     session = session_make(user)
-    turns = [
-        "Went to the pottery class today.",
-        "Went to the painting class today.",
-        "Went to the pottery class today!",
-    ]
-    for text in turns:
-        turn_add(session, text, reply=None)
+    for text in (
+        "Explain how photosynthesis works, step by step.",
+        "Write a haiku about autumn leaves.",
+    ):
+        turn_add(session, text, reply="Here you are.")
     job = memory_job_request(
-        app_name=APP, user_pk=user.pk, session_id=session.id, trigger="manual", enqueue=False
+        app_name=APP,
+        user_pk=user.pk,
+        session_id=session_key(session),
+        trigger="manual",
+        enqueue=False,
     )
     memory_job_run(job_id=str(job.id))
 
-    memories = Memory.objects.filter(user=user).order_by("created_at")
-    assert [m.text.split("] ", 1)[1] for m in memories] == [
-        "User: Went to the pottery class today.",
-        "User: Went to the painting class today.",
-    ]
-    assert [m.sources.count() for m in memories] == [2, 1]
+    assert not Memory.objects.filter(user=user).exists()
 
 
-@pytest.mark.usefixtures("offline")
 def test_turn_records_are_recognised_by_topic_and_form():
-    [record] = extract(user_says("We finally went to the coffee place near the office."))
-    assert fact_is_turn_record(text=record.text, topic=record.topic)
-    assert not fact_is_turn_record(text=record.text, topic="preferences")
+    record = "[8 May 2023] User: We finally went to the coffee place near the office."
+    assert fact_is_turn_record(text=record, topic=KEY_CONVERSATION_DETAILS)
+    assert not fact_is_turn_record(text=record, topic="preferences")
     assert not fact_is_turn_record(
         text="The user went to the coffee place.", topic=KEY_CONVERSATION_DETAILS
     )

@@ -31,11 +31,15 @@ from memory_app.models import (
 )
 from memory_app.services import jobs as job_services
 from memory_app.tasks import memories_forget, memory_job_run, memory_jobs_redispatch
+from sessions_app import selectors as session_selectors
+from sessions_app import services as session_services
+from sessions_app.events import Event
 from sessions_app.models import SessionRecord
-from tests.factories import UserFactory
+from tests.factories import UserFactory, session_key
 from tests.fake_gemini import HttpError
 from tests.memory_app.support import (
     APP,
+    completed,
     job_for,
     lexical_only,  # noqa: F401 (fixture)
     memory_make,
@@ -67,7 +71,7 @@ def test_a_job_turns_new_events_into_memories_with_sources(user, enqueued):
     job.refresh_from_db()
     assert (job.first_sequence, job.last_sequence, job.attempts) == (1, 4, 1)
     assert job.started_at and job.finished_at and job.error == ""
-    assert MemoryWatermark.objects.get(session_id=session.id).last_sequence == 4
+    assert MemoryWatermark.objects.get(session__session_id=session.id).last_sequence == 4
     memories = Memory.objects.filter(user=user)
     assert memories.count() >= 2
     assert all(memory.sources.exists() for memory in memories)
@@ -146,7 +150,7 @@ def test_a_temporary_session_job_is_skipped(user, enqueued):
     session = session_make(user)
     turn_add(session, "I live in Porto.")
     job = job_for(user, session)
-    SessionRecord.objects.filter(pk=session.id).update(temporary=True)
+    SessionRecord.objects.filter(session_id=session.id).update(temporary=True)
 
     assert run(job) == Status.SKIPPED
     assert not Memory.objects.exists()
@@ -318,7 +322,7 @@ def test_a_stuck_job_out_of_attempts_is_dead_and_a_stuck_tool_job_failed(user, e
     exhausted = job_for(user, session)
     running_since(exhausted, settings.MEMORY_JOB_STUCK_AFTER_SECONDS + 60, attempts=3)
     direct = GenerationJob.objects.create(
-        user=user, app_name=APP, session_id=session.id, trigger=Trigger.TOOL
+        user=user, app_name=APP, session_id=session_key(session), trigger=Trigger.TOOL
     )
     running_since(direct, settings.MEMORY_JOB_STUCK_AFTER_SECONDS + 60)
     enqueued.clear()
@@ -376,7 +380,7 @@ def test_jobs_of_one_user_write_one_at_a_time(requires_postgres, user, enqueued,
         turn_add(session, "I live in Porto.")
     same_session_twice = [
         GenerationJob.objects.create(
-            user=user, app_name=APP, session_id=sessions[0].id, trigger=Trigger.MANUAL
+            user=user, app_name=APP, session_id=session_key(sessions[0]), trigger=Trigger.MANUAL
         )
         for _ in range(2)
     ]
@@ -425,9 +429,9 @@ def test_jobs_of_one_user_write_one_at_a_time(requires_postgres, user, enqueued,
     assert {"job_id": str(waited.id)} in enqueued
     assert services.memory_job_run(job_id=str(waited.id)).status == Status.SKIPPED
     for session in sessions:
-        assert MemoryWatermark.objects.get(session_id=session.id).last_sequence == 2
+        assert MemoryWatermark.objects.get(session__session_id=session.id).last_sequence == 2
     # The two jobs of the first session processed its events once.
-    first_session_jobs = GenerationJob.objects.filter(session_id=sessions[0].id)
+    first_session_jobs = GenerationJob.objects.filter(session__session_id=sessions[0].id)
     assert sorted(first_session_jobs.values_list("status", flat=True)) == [
         Status.SKIPPED,
         Status.SUCCEEDED,
@@ -474,3 +478,67 @@ async def test_the_user_s_open_chat_gets_a_notice_from_the_job(monkeypatch):
     }
     await socket.disconnect()
     await database_sync_to_async(connections.close_all)()
+
+
+# --- Consent decided when a turn is said (issue 26) ---------------------------------------------
+
+
+def _miso_said_while_creation_was_off(user):
+    services.memory_settings_update(user_pk=user.pk, create_enabled=False)
+    session = session_make(user)
+    invocation = turn_add(session, "Remember that my cat is called Miso.", reply="Not saved.")
+    services.memory_settings_update(user_pk=user.pk, create_enabled=True)
+    return session, invocation
+
+
+@pytest.mark.parametrize("trigger", [Trigger.SESSION_END, Trigger.SESSION_LEFT, Trigger.MANUAL])
+def test_a_turn_said_while_creation_was_off_is_never_remembered(user, enqueued, trigger):
+    session, _invocation = _miso_said_while_creation_was_off(user)
+    turn_add(session, "I live in Porto.")
+
+    assert run(job_for(user, session, trigger=trigger)) == Status.SUCCEEDED
+
+    assert list(Memory.objects.values_list("text", flat=True)) == ["The user lives in Porto."]
+    assert MemoryWatermark.objects.get(session__session_id=session.id).last_sequence == 4
+    assert run(job_for(user, session, trigger=trigger)) == Status.SKIPPED
+    assert not Memory.objects.filter(text__icontains="Miso").exists()
+
+
+def test_no_turn_trigger_fires_on_a_turn_said_while_creation_was_off(user, enqueued, triggers):
+    triggers(explicit=True, every_n_turns=1)
+    session, invocation = _miso_said_while_creation_was_off(user)
+
+    assert completed(user, session, invocation) is None
+    assert GenerationJob.objects.count() == 0
+
+
+def test_create_memory_saves_nothing_for_a_turn_said_while_creation_was_off(user, enqueued):
+    session, invocation = _miso_said_while_creation_was_off(user)
+
+    report = services.memory_create_explicit(
+        app_name=APP,
+        user_pk=user.pk,
+        session_id=session_key(session),
+        invocation_id=invocation,
+        text="my cat is called Miso",
+    )
+
+    assert report is None and not Memory.objects.exists()
+
+
+def test_the_assistants_part_of_a_turn_said_while_off_is_skipped_too(user, enqueued):
+    session, invocation = _miso_said_while_creation_was_off(user)
+    # The agent's answer came after creation was back on: still part of the excluded turn.
+    session_services.event_append(
+        session=session,
+        event=Event(
+            invocation_id=invocation,
+            author="assistant",
+            content={"role": "model", "parts": [{"text": "My cat is called Miso."}]},
+        ),
+    )
+    page = session_selectors.stored_events_page(
+        session_key=session_key(session), after_sequence=0, page_size=10, for_memory=True
+    )
+
+    assert page.events == []

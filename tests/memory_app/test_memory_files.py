@@ -18,7 +18,7 @@ from sessions_app.artifact_files import artifact_storage
 from sessions_app.events import Event, new_invocation_id
 from sessions_app.models import ArtifactRecord
 from sessions_app.uploads import uploads_check
-from tests.factories import AccessGrantFactory, StaffFactory
+from tests.factories import AccessGrantFactory, StaffFactory, session_key
 from tests.fake_gemini import Reply, final_chunk, text_chunk
 from tests.memory_app.support import APP, lexical_only, session_make  # noqa: F401
 from tests.sample_files import image_bytes, pdf_bytes
@@ -44,7 +44,8 @@ def say_with_files(session, text, files, *, user=None):
         invocation_id=new_invocation_id(),
         author="user",
         content=types.Content(
-            role="user", parts=[types.Part(text=text), *attachment_parts(records)]
+            role="user",
+            parts=[types.Part(text=text), *attachment_parts(records, session_id=session.id)],
         ),
         custom_metadata={"attachments": attachments_metadata(records)},
     )
@@ -54,7 +55,11 @@ def say_with_files(session, text, files, *, user=None):
 
 def generate(user, session):
     job = services.memory_job_request(
-        app_name=APP, user_pk=user.pk, session_id=session.id, trigger="explicit", enqueue=False
+        app_name=APP,
+        user_pk=user.pk,
+        session_id=session_key(session),
+        trigger="explicit",
+        enqueue=False,
     )
     return services.memory_job_run(job_id=str(job.id))
 
@@ -151,7 +156,10 @@ class TestOffline:
                 author="user",
                 content=types.Content(
                     role="user",
-                    parts=[types.Part(text="remember this"), *attachment_parts([their_file])],
+                    parts=[
+                        types.Part(text="remember this"),
+                        *attachment_parts([their_file], session_id=session.id),
+                    ],
                 ),
             ),
         )
@@ -171,8 +179,8 @@ class TestOffline:
 
         memories = list(Memory.objects.filter(user=user).order_by("created_at"))
         assert [m.image.sha256 for m in memories] == [
-            ArtifactRecord.objects.filter(user=user, session=first.id).get().sha256,
-            ArtifactRecord.objects.get(user=user, session=second.id, version=1).sha256,
+            ArtifactRecord.objects.filter(user=user, session__session_id=first.id).get().sha256,
+            ArtifactRecord.objects.get(user=user, session__session_id=second.id, version=1).sha256,
         ]
         assert memories[0].sources.count() == 2
 

@@ -16,6 +16,7 @@ from memory_app.selectors import search as search_selectors
 from memory_app.topics import KEY_CONVERSATION_DETAILS
 from sessions_app import services as session_services
 from sessions_app.events import Event, new_invocation_id
+from tests.factories import session_key
 from tests.memory_app.support import (
     APP,
     lexical_only,  # noqa: F401 (fixture)
@@ -90,11 +91,16 @@ def test_session_memories_are_seen_only_in_their_session(user):
     here = session_make(user)
     there = session_make(user)
     memory_make(
-        user=user, scope=MemoryScope.SESSION, session_id=here.id, text="Draft title: Rivers"
+        user=user,
+        scope=MemoryScope.SESSION,
+        session_id=session_key(here),
+        text="Draft title: Rivers",
     )
 
-    assert texts(search(user, "draft title", session_id=here.id)) == ["Draft title: Rivers"]
-    assert search(user, "draft title", session_id=there.id) == []
+    assert texts(search(user, "draft title", session_id=session_key(here))) == [
+        "Draft title: Rivers"
+    ]
+    assert search(user, "draft title", session_id=session_key(there)) == []
     assert search(user, "draft title") == []
 
 
@@ -115,11 +121,16 @@ def test_session_memories_of_other_sessions_do_not_crowd_out_the_results(user):
     there = session_make(user)
     for n in range(5):
         memory_make(
-            user=user, scope=MemoryScope.SESSION, session_id=there.id, text=f"Kiwi {n} kiwi"
+            user=user,
+            scope=MemoryScope.SESSION,
+            session_id=session_key(there),
+            text=f"Kiwi {n} kiwi",
         )
     memory_make(user=user, text="The user grows kiwi")
 
-    assert texts(search(user, "kiwi", session_id=here.id, limit=1)) == ["The user grows kiwi"]
+    assert texts(search(user, "kiwi", session_id=session_key(here), limit=1)) == [
+        "The user grows kiwi"
+    ]
 
 
 def test_results_carry_their_sources(user):
@@ -277,27 +288,28 @@ def test_a_turn_reads_the_index_versions_once_with_its_permissions(user, django_
     session = session_make(user)
     memory_make(user=user, text="The user keeps bees")
     services.memory_index_invalidate(app_name=APP, user_pk=user.pk)  # as a job does
-    access = selectors.session_memory_access(user_pk=user.pk, session_id=session.id)
-    search(user, "bees", session_id=session.id)  # the process's index, built once
+    key = session_key(session)
+    access = selectors.session_memory_access(user_pk=user.pk, session_id=key)
+    search(user, "bees", session_id=key)  # the process's index, built once
 
     with django_assert_num_queries(1):  # the winners read again, no version read
         found = selectors.memory_search(
             app_name=APP,
             user_pk=user.pk,
             query="bees",
-            session_id=session.id,
+            session_id=key,
             sources=False,
             index_versions=access.index_versions,
         )
     assert texts(found) == ["The user keeps bees"]
 
     memory_make(user=user, text="The user sells honey from the bees")
-    access = selectors.session_memory_access(user_pk=user.pk, session_id=session.id)
+    access = selectors.session_memory_access(user_pk=user.pk, session_id=session_key(session))
     found = selectors.memory_search(
         app_name=APP,
         user_pk=user.pk,
         query="honey",
-        session_id=session.id,
+        session_id=session_key(session),
         index_versions=access.index_versions,
     )
     assert texts(found) == ["The user sells honey from the bees"]
@@ -320,6 +332,23 @@ def test_a_question_about_food_brings_up_the_allergy(user, query):
     memory_make(user=user, text="The user's sister lives in Lisbon.")
 
     assert texts(search(user, query)) == ["The user is allergic to peanuts."]
+
+
+@pytest.mark.parametrize(
+    ("query", "memory"),
+    [
+        ("Where have I camped?", "The user hikes the coastal trail every spring."),
+        ("What outdoor things do I do?", "The user went camping by the lake."),
+        ("What volunteering have I done?", "The user donated their old car to a shelter."),
+        ("Which charity do I support?", "The user volunteers at the food bank."),
+    ],
+)
+def test_outdoor_and_volunteering_questions_find_what_the_user_did(user, query, memory):
+    memory_make(user=user, text=memory)
+    memory_make(user=user, text="The user plays the violin.")
+    memory_make(user=user, text="The user's sister lives in Lisbon.")
+
+    assert texts(search(user, query)) == [memory]
 
 
 def test_an_exact_match_still_outranks_a_related_word(user):

@@ -25,7 +25,7 @@ from memory_app.models import GenerationJob, Memory
 from memory_app.services import jobs
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
-from tests.factories import UserFactory
+from tests.factories import UserFactory, session_key
 from tests.memory_app.support import (  # noqa: F401 (fixture)
     APP,
     lexical_only,
@@ -175,7 +175,7 @@ def test_a_job_queued_before_opting_out_on_the_settings_page_skips(owner, monkey
     session = session_make(owner)
     turn_add(session, "I live in Porto.")
     job = services.memory_job_request(
-        app_name=APP, user_pk=owner.pk, session_id=session.id, trigger="session_end"
+        app_name=APP, user_pk=owner.pk, session_id=session_key(session), trigger="session_end"
     )
     _login(owner).post(reverse("settings"), {"use_enabled": "on"})
 

@@ -7,6 +7,7 @@ import pytest
 from memory_app.models import Memory, MemoryRevision, MemoryScope, MemorySource
 from sessions_app import services as session_services
 from sessions_app.models import SessionRecord
+from tests.factories import session_key
 from tests.memory_app.support import (
     APP,
     lexical_only,  # noqa: F401 (fixture)
@@ -70,7 +71,10 @@ def test_a_memory_with_other_sources_is_revised_and_kept(user, two_sessions):
 def test_session_memories_go_and_unsourced_memories_stay(user, two_sessions):
     first, _ = two_sessions
     scoped = memory_make(
-        user=user, scope=MemoryScope.SESSION, session_id=first.id, text="Draft title: Rivers"
+        user=user,
+        scope=MemoryScope.SESSION,
+        session_id=session_key(first),
+        text="Draft title: Rivers",
     )
     unsourced = memory_make(user=user, text="The user was added by hand")
 
@@ -89,7 +93,7 @@ def test_the_idle_session_cleanup_follows_provenance_too(user, two_sessions, set
         sources=user_events(first.id) + user_events(second.id),
     )
     settings.SESSION_IDLE_TTL_SECONDS = 60
-    SessionRecord.objects.filter(pk=first.id).update(last_update_time=time.time() - 3600)
+    SessionRecord.objects.filter(session_id=first.id).update(last_update_time=time.time() - 3600)
 
     assert session_services.sessions_expire_idle() == 1
 
@@ -130,7 +134,7 @@ def test_sessions_released_together_delete_what_only_they_supported_and_revise_t
         sources=events[first.id] + events[second.id] + events[kept.id],
     )
 
-    report = session_memories_release(session_ids=[first.id, second.id])
+    report = session_memories_release(session_ids=[session_key(first), session_key(second)])
 
     assert report.deleted == [str(only_theirs.pk)]
     assert sorted(report.revised) == sorted([str(one_gone.pk), str(both_gone.pk)])
@@ -172,7 +176,7 @@ def _expire_sessions_with_a_memory(user, count, settings):
             memory_make(user=user, text="The user has a cat", sources=user_events(session.id))
         )
     settings.SESSION_IDLE_TTL_SECONDS = 60
-    SessionRecord.objects.filter(pk__in=[s.id for s in sessions]).update(
+    SessionRecord.objects.filter(session_id__in=[s.id for s in sessions]).update(
         last_update_time=time.time() - 3600
     )
     return memories

@@ -17,6 +17,7 @@ from memory_app.models import (
 )
 from memory_app.services import jobs as job_services
 from sessions_app.models import SessionRecord
+from tests.factories import session_key
 from tests.memory_app.support import (
     APP,
     completed,
@@ -77,7 +78,10 @@ def test_no_job_for_a_user_who_opted_out_or_a_temporary_chat(user, other_user, e
 
     assert completed(user, session, turn_add(session, "I like tea")) is None
     assert completed(other_user, temporary, turn_add(temporary, "I like tea")) is None
-    assert services.memory_session_end(app_name=APP, user_pk=user.pk, session_id=session.id) is None
+    assert (
+        services.memory_session_end(app_name=APP, user_pk=user.pk, session_id=session_key(session))
+        is None
+    )
     assert not GenerationJob.objects.exists() and enqueued == []
 
 
@@ -89,15 +93,15 @@ def test_idle_sessions_with_unprocessed_events_get_a_job(user, other_user, enque
     turn_add(fresh, "I live in Porto")
     processed = session_make(user)
     turn_add(processed, "I live in Porto")
-    MemoryWatermark.objects.create(session_id=processed.id, last_sequence=2)
+    MemoryWatermark.objects.create(session_id=session_key(processed), last_sequence=2)
     temporary = session_make(other_user, temporary=True)
     turn_add(temporary, "I live in Porto")
     long_ago = time.time() - 3600
-    SessionRecord.objects.exclude(pk=fresh.id).update(last_update_time=long_ago)
+    SessionRecord.objects.exclude(session_id=fresh.id).update(last_update_time=long_ago)
 
     assert services.memory_sessions_idle_enqueue() == 1
     [job] = GenerationJob.objects.all()
-    assert (job.session_id, job.trigger) == (idle.id, Trigger.SESSION_IDLE)
+    assert (job.session.session_id, job.trigger) == (idle.id, Trigger.SESSION_IDLE)
     assert services.memory_sessions_idle_enqueue() == 0, "a queued job is not queued again"
 
 
@@ -113,12 +117,16 @@ def test_a_session_the_user_left_is_generated_after_the_quiet_period(user, enque
     session = session_make(user)
     turn_add(session, "My name is Dana and I live in Lisbon.")
 
-    assert services.memory_session_left(user_pk=user.pk, session_id=session.id)
+    assert services.memory_session_left(user_pk=user.pk, session_id=session_key(session))
     assert services.memory_sessions_left_enqueue() == 0, "still within the quiet period"
     assert services.memory_sessions_left_enqueue(now=later(121)) == 1
 
     [job] = GenerationJob.objects.all()
-    assert (job.session_id, job.trigger, job.status) == (session.id, Trigger.SESSION_LEFT, "queued")
+    assert (job.session.session_id, job.trigger, job.status) == (
+        session.id,
+        Trigger.SESSION_LEFT,
+        "queued",
+    )
     assert enqueued == [{"job_id": str(job.id)}]
     assert services.memory_sessions_left_enqueue(now=later(500)) == 0, "a departure is used once"
 
@@ -128,8 +136,10 @@ def test_coming_back_within_the_quiet_period_generates_nothing(user, enqueued, t
     session = session_make(user)
     turn_add(session, "I live in Lisbon.")
 
-    services.memory_session_left(user_pk=user.pk, session_id=session.id)
-    services.memory_session_opened(user_pk=user.pk, session_id=session.id)  # a page reload
+    services.memory_session_left(user_pk=user.pk, session_id=session_key(session))
+    services.memory_session_opened(
+        user_pk=user.pk, session_id=session_key(session)
+    )  # a page reload
 
     assert services.memory_sessions_left_enqueue(now=later(600)) == 0
     assert not GenerationJob.objects.exists()
@@ -143,17 +153,17 @@ def test_opening_another_chat_leaves_the_chats_with_unprocessed_turns(
     turn_add(unprocessed, "I live in Lisbon.")
     processed = session_make(user)
     turn_add(processed, "I like tea.")
-    MemoryWatermark.objects.create(session_id=processed.id, last_sequence=2)
+    MemoryWatermark.objects.create(session_id=session_key(processed), last_sequence=2)
     temporary = session_make(user, temporary=True)
     turn_add(temporary, "I live in Lisbon.")
     someone_elses = session_make(other_user)
     turn_add(someone_elses, "I live in Lisbon.")
     new_chat = session_make(user)
 
-    assert services.memory_session_opened(user_pk=user.pk, session_id=new_chat.id) == 1
+    assert services.memory_session_opened(user_pk=user.pk, session_id=session_key(new_chat)) == 1
     assert services.memory_sessions_left_enqueue(now=later(121)) == 1
     [job] = GenerationJob.objects.all()
-    assert job.session_id == unprocessed.id
+    assert job.session.session_id == unprocessed.id
 
 
 def test_a_session_written_in_after_leaving_it_waits_for_its_next_departure(
@@ -162,7 +172,7 @@ def test_a_session_written_in_after_leaving_it_waits_for_its_next_departure(
     triggers(session_left_seconds=120)
     session = session_make(user)
     turn_add(session, "I live in Lisbon.")
-    services.memory_session_left(user_pk=user.pk, session_id=session.id, now=later(-300))
+    services.memory_session_left(user_pk=user.pk, session_id=session_key(session), now=later(-300))
     turn_add(session, "I moved to Porto.")  # through the API, with no socket
 
     assert services.memory_sessions_left_enqueue() == 0
@@ -172,11 +182,11 @@ def test_a_session_written_in_after_leaving_it_waits_for_its_next_departure(
 def test_leaving_a_temporary_chat_or_with_creation_off_records_nothing(user, enqueued, triggers):
     temporary = session_make(user, temporary=True)
     turn_add(temporary, "I live in Lisbon.")
-    assert not services.memory_session_left(user_pk=user.pk, session_id=temporary.id)
+    assert not services.memory_session_left(user_pk=user.pk, session_id=session_key(temporary))
     services.memory_settings_update(user_pk=user.pk, create_enabled=False)
     session = session_make(user)
     turn_add(session, "I live in Lisbon.")
-    assert not services.memory_session_left(user_pk=user.pk, session_id=session.id)
+    assert not services.memory_session_left(user_pk=user.pk, session_id=session_key(session))
 
     assert services.memory_sessions_left_enqueue(now=later(600)) == 0
 
@@ -185,7 +195,7 @@ def test_the_quiet_period_is_per_app_and_zero_turns_it_off(user, enqueued, trigg
     triggers(session_left_seconds=0)
     session = session_make(user)
     turn_add(session, "I live in Lisbon.")
-    services.memory_session_left(user_pk=user.pk, session_id=session.id)
+    services.memory_session_left(user_pk=user.pk, session_id=session_key(session))
 
     assert services.memory_sessions_left_enqueue(now=later(3600)) == 0
     assert not GenerationJob.objects.exists()
@@ -201,7 +211,7 @@ def test_the_left_trigger_never_processes_a_turn_twice_with_two_workers(
     session = session_make(user)
     for text in ("My name is Dana.", "I live in Lisbon.", "I have a cat named Miso."):
         turn_add(session, text)
-    services.memory_session_left(user_pk=user.pk, session_id=session.id, now=later(-120))
+    services.memory_session_left(user_pk=user.pk, session_id=session_key(session), now=later(-120))
     extracted, lock = [], threading.Lock()
     real = job_services.facts_extract
 
@@ -230,10 +240,12 @@ def test_the_left_trigger_never_processes_a_turn_twice_with_two_workers(
 
     def sweep():
         services.memory_sessions_left_enqueue()
-        return GenerationJob.objects.filter(session_id=session.id).first()
+        return GenerationJob.objects.filter(session__session_id=session.id).first()
 
     def end():
-        return services.memory_session_end(app_name=APP, user_pk=user.pk, session_id=session.id)
+        return services.memory_session_end(
+            app_name=APP, user_pk=user.pk, session_id=session_key(session)
+        )
 
     threads = [threading.Thread(target=worker, args=(trigger,)) for trigger in (sweep, end)]
     for thread in threads:
@@ -246,4 +258,4 @@ def test_the_left_trigger_never_processes_a_turn_twice_with_two_workers(
     assert len(extracted) == len(set(extracted)) == 6, "an event was extracted twice"
     texts = list(Memory.objects.filter(user=user).values_list("text", flat=True))
     assert len(texts) == len(set(texts)) == 3
-    assert MemoryWatermark.objects.get(session_id=session.id).last_sequence == 6
+    assert MemoryWatermark.objects.get(session__session_id=session.id).last_sequence == 6

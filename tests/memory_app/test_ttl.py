@@ -11,6 +11,7 @@ from access_app.models import AuditAction, AuditLogEntry
 from memory_app import selectors, services
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemoryTopic
 from memory_app.services.jobs import memory_job_request, memory_job_run
+from tests.factories import session_key
 from tests.memory_app import test_admin
 from tests.memory_app.support import (
     APP,
@@ -32,7 +33,7 @@ def generate(user, *texts):
     job = memory_job_request(
         app_name=APP,
         user_pk=user.pk,
-        session_id=session.id,
+        session_id=session_key(session),
         trigger=GenerationJob.Trigger.SESSION_END,
         enqueue=False,
     )

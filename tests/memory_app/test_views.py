@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from memory_app import selectors
 from memory_app.models import Memory, MemoryRevision, MemoryStatus, SourceType
@@ -64,9 +65,10 @@ def test_memories_are_grouped_by_topic_with_why_and_history(signed_in, user, oth
     assert "My cat Tom is asleep" in page
     source = cat.sources.get()
     link = (
-        reverse("chat-session", args=[source.event.session_id]) + f"#event-{source.event.event_id}"
+        reverse("chat-session", args=[source.event.session.session_id])
+        + f"?app_name={source.event.session.app_name}#event-{source.event.event_id}"
     )
-    assert link in page
+    assert escape(link) in page
     assert "<strong>Created</strong> by automatic maintenance: heard" in page
     assert "secret garden" not in page
 

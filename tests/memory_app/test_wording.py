@@ -1,8 +1,10 @@
 """Memories said to the person they are about (memory_app.wording)."""
 
+from datetime import UTC, datetime
+
 import pytest
 
-from memory_app.wording import memories_said_to_user, memory_said_to_user, sentence
+from memory_app.wording import memories_said_to_user, memory_said_to_user, said_on, sentence
 
 
 @pytest.mark.parametrize(
@@ -29,6 +31,30 @@ from memory_app.wording import memories_said_to_user, memory_said_to_user, sente
         ),
         ("Prefers short answers", "Prefers short answers"),
         ("The user's flight is on Friday..", "your flight is on Friday"),
+        ("I live in Porto", "you live in Porto"),
+        ("I live in Porto.", "you live in Porto"),
+        ("My cat is called Miso.", "your cat is called Miso"),
+        ("I'm vegetarian and I was born in Braga.", "you're vegetarian and you were born in Braga"),
+        (
+            "The user lives in Lisbon and they are vegetarian.",
+            "you live in Lisbon and you are vegetarian",
+        ),
+        ("The user lives in Lisbon and is vegetarian.", "you live in Lisbon and are vegetarian"),
+        ("The user works at Google but hates it.", "you work at Google but hate it"),
+        (
+            "The user loves their dog and plays with it daily.",
+            "you love your dog and play with it daily",
+        ),
+        ("The user's sister Ana lives in Braga.", "your sister Ana lives in Braga"),
+        (
+            "The user's sister lives with their husband.",
+            "your sister lives with their husband",
+        ),
+        ("The user has two dogs and cats.", "you have two dogs and cats"),
+        (
+            "The user is planning to run the Porto marathon in November.",
+            "you are planning to run the Porto marathon in November",
+        ),
         (
             "[23 November 2026] User: I'm training for the Berlin marathon.",
             "on 23 November 2026 you said \u201cI'm training for the Berlin marathon.\u201d",
@@ -59,3 +85,37 @@ def test_several_memories_make_one_clause():
 )
 def test_a_sentence_has_a_capital_and_one_final_stop(clause, made):
     assert sentence(clause) == made
+
+
+@pytest.mark.parametrize(
+    ("clause", "said"),
+    [
+        (
+            "I remember that you said \u201cI am vegetarian.\u201d",
+            "I remember that you said \u201cI am vegetarian.\u201d",
+        ),
+        ("you said \u201cI am vegetarian.\u201d.", "You said \u201cI am vegetarian.\u201d."),
+        ('you said "I am vegetarian."', 'You said "I am vegetarian."'),
+        ("you live in Porto", "You live in Porto."),
+        ("is that so?", "Is that so?"),
+    ],
+)
+def test_a_sentence_ends_with_one_stop(clause, said):
+    assert sentence(clause) == said
+
+
+@pytest.mark.parametrize(
+    ("fact", "reason"),
+    [
+        (
+            "The user lives in Porto, having moved there last week.",
+            "You said on 26 Nov that you live in Porto, having moved there last week.",
+        ),
+        ("The user no longer eats meat.", "You said on 26 Nov that you no longer eat meat."),
+        ("I live in Porto.", "You said on 26 Nov that you live in Porto."),
+    ],
+)
+def test_the_reason_of_a_correction_says_what_the_person_said_and_when(fact, reason):
+    when = datetime(2026, 11, 26, 17, 0, tzinfo=UTC).timestamp()
+
+    assert said_on(said=fact, when=when) == reason

@@ -12,6 +12,11 @@ JSON line ``{"result": ...}`` (or ``{"error": ...}``):
   a script makes one (``manage.py app_key_create``);
 - ``{"op": "rows_holding", "text": TEXT}``: ``{table: rows}`` for every table with
   rows whose text holds TEXT (what "nothing is left" is checked against);
+- ``{"op": "person_create", "app": NAME?, "user_id": ID?}``: a person who signed up
+  through the form (``username``, ``password``, the browser's ``cookies``) with a
+  read-write personal access token (``token``, made by ``manage.py token_create``); with
+  ``app`` and ``user_id``, also that app's end user ``user_id``, linked as staff link a
+  site's own users (the person's account is the end user's);
 - ``{"op": "logs"}``: the last lines of every process's log.
 
 End of input stops everything.
@@ -26,7 +31,7 @@ from typing import Any
 
 from psycopg import sql
 
-from tests.multiprocess.stack import BIN, ROOT, Stack, running_stack
+from tests.multiprocess.stack import BIN, PASSWORD, ROOT, Browser, Stack, running_stack
 
 
 def app_key_create(stack: Stack, *, app: str, scopes: list[str] | None = None) -> str:
@@ -41,6 +46,41 @@ def app_key_create(stack: Stack, *, app: str, scopes: list[str] | None = None) -
     if completed.returncode != 0:
         raise RuntimeError(f"app_key_create failed:\n{completed.stdout}\n{completed.stderr}")
     return completed.stdout.strip().splitlines()[-1].strip()
+
+
+def _manage(stack: Stack, *arguments: str) -> str:
+    completed = subprocess.run(
+        [str(BIN / "python"), str(ROOT / "manage.py"), *arguments],
+        env=stack.env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"{arguments[0]} failed:\n{completed.stdout}\n{completed.stderr}")
+    return completed.stdout
+
+
+def person_create(stack: Stack, *, app: str | None = None, user_id: str | None = None) -> dict:
+    browser = Browser(stack.web_a.base_url).sign_up()
+    if app is not None:
+        linked = stack.postgres.rows(
+            "INSERT INTO agents_app_enduser (app_id, external_id, user_id, created_at) "
+            "SELECT app.id, %s, account.id, now() FROM agents_app_app AS app, auth_user AS "
+            "account WHERE app.name = %s AND account.username = %s RETURNING id",
+            user_id,
+            app,
+            browser.username,
+        )
+        if len(linked) != 1:
+            raise RuntimeError(f"no app named {app!r} to link {user_id!r} in")
+    output = _manage(stack, "token_create", "--user", browser.username, "--scopes", "read", "write")
+    return {
+        "username": browser.username,
+        "password": PASSWORD,
+        "cookies": {cookie.name: cookie.value for cookie in browser.cookies},
+        "token": output.strip().splitlines()[-1].strip(),
+    }
 
 
 def rows_holding(stack: Stack, *, text: str) -> dict[str, int]:
@@ -69,6 +109,8 @@ def _answer(stack: Stack, command: dict[str, Any]) -> Any:
         return app_key_create(stack, **command)
     if operation == "rows_holding":
         return rows_holding(stack, **command)
+    if operation == "person_create":
+        return person_create(stack, **command)
     if operation == "logs":
         return stack.logs()
     raise ValueError(f"unknown op {operation!r}")

@@ -436,6 +436,11 @@ def database_connections_by_process(stack: Stack) -> dict[str, int]:
     return counts
 
 
+# The rows of one chat in raw SQL: tables point at a session by its row's key, and a test
+# knows the session's id (unique per app and user).
+OF_SESSION = "IN (SELECT key FROM sessions_app_sessionrecord WHERE session_id = %s)"
+
+
 def manage(env: dict[str, str], *args: str) -> None:
     subprocess.run(
         [str(BIN / "python"), str(ROOT / "manage.py"), *args], env=env, cwd=ROOT, check=True

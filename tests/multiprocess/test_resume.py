@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.multiprocess.stack import (
+    OF_SESSION,
     TURN_TIMINGS,
     async_wait_until,
     frames_of,
@@ -30,7 +31,7 @@ def turn_events(postgres, session_id: str) -> list[tuple]:
     """(event id, turn_complete, interrupted, error code) of the session's events, in order."""
     return postgres.rows(
         "SELECT event_id, turn_complete, interrupted, error_code FROM sessions_app_eventrecord "
-        "WHERE session_id = %s ORDER BY sequence",
+        f"WHERE session_id {OF_SESSION} ORDER BY sequence",
         session_id,
     )
 
@@ -85,7 +86,7 @@ async def test_a_turn_whose_process_is_killed_is_answered_once_after_a_resend_el
 
     def jobs():
         return stack.postgres.rows(
-            "SELECT trigger, status FROM memory_app_generationjob WHERE session_id = %s",
+            f"SELECT trigger, status FROM memory_app_generationjob WHERE session_id {OF_SESSION}",
             session_id,
         )
 

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.migrated_sqlite import sqlite_migrated
 from tests.multiprocess.stack import (
+    OF_SESSION,
     TURN_TIMINGS,
     Browser,
     Daphne,
     async_wait_until,
     embedded_environment,
     frames_of,
-    manage,
     reply_text,
 )
 from tests.multiprocess.test_resume import LONG_TEXT, SHORT_TEXT, SLOW
@@ -36,7 +37,7 @@ class EmbeddedApp:
         self.database = folder / "db.sqlite3"
         self.env = embedded_environment(database_url=f"sqlite:///{self.database}")
         self.web: Daphne | None = None
-        manage(self.env, "migrate", "--noinput", "-v", "0")
+        sqlite_migrated(self.database, env=self.env)
 
     def start(self, **env: str) -> Daphne:
         self.web = Daphne("web-embedded", {**self.env, **env}, self.folder).start().wait_ready()
@@ -67,7 +68,7 @@ def _events(app: EmbeddedApp, session_id: str) -> list[tuple]:
         (event_id, bool(complete) if complete is not None else None, interrupted, error)
         for event_id, complete, interrupted, error in app.rows(
             "SELECT event_id, turn_complete, CASE WHEN interrupted THEN 1 END, error_code "
-            "FROM sessions_app_eventrecord WHERE session_id = %s ORDER BY sequence",
+            f"FROM sessions_app_eventrecord WHERE session_id {OF_SESSION} ORDER BY sequence",
             session_id,
         )
     ]

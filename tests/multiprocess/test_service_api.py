@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.multiprocess.stack import BIN, ROOT, Daphne
+from tests.multiprocess.stack import BIN, OF_SESSION, ROOT, Daphne
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.postgres]
 
@@ -103,7 +103,7 @@ def test_sixteen_writers_through_two_processes_lose_nothing(healthy_stack):
             session["state"][f"w{number}_{index}"] == index for index in range(EVENTS_PER_WRITER)
         )
     sequences = stack.postgres.rows(
-        "SELECT e.sequence FROM sessions_app_eventrecord e WHERE e.session_id = %s "
+        f"SELECT e.sequence FROM sessions_app_eventrecord e WHERE e.session_id {OF_SESSION} "
         "ORDER BY e.sequence",
         "shared",
     )

@@ -73,7 +73,7 @@ def session(user):
             ),
         ),
     )
-    return SessionRecord.objects.get(pk=session.id)
+    return SessionRecord.objects.get(session_id=session.id)
 
 
 def page_of(client: Client, session: SessionRecord):
@@ -144,7 +144,9 @@ def test_tool_steps_read_as_the_chat_shows_them_with_their_json_on_demand(user):
             ),
         )
 
-    page = page_of(staff_client("view_sessionrecord"), SessionRecord.objects.get(pk=session.id))
+    page = page_of(
+        staff_client("view_sessionrecord"), SessionRecord.objects.get(session_id=session.id)
+    )
     html = page.content.decode()
 
     assert speakers(html) == ["Assistant (support_bot)", "Tool result"]
@@ -230,9 +232,10 @@ def test_a_session_id_the_admin_must_quote_opens_and_its_history_is_audited(user
         app_name="chat", user_id=str(user.pk), session_id="trip_plans:2026"
     )
     turn_add(session, "Pack the **sunscreen**.")
+    key = SessionRecord.objects.get(session_id=session.id).pk
     client = staff_client("view_sessionrecord")
-    change = reverse("admin:sessions_app_sessionrecord_change", args=[quote(session.id)])
-    history = reverse("admin:sessions_app_sessionrecord_history", args=[quote(session.id)])
+    change = reverse("admin:sessions_app_sessionrecord_change", args=[quote(key)])
+    history = reverse("admin:sessions_app_sessionrecord_history", args=[quote(key)])
 
     page = client.get(change)
     assert client.get(history).status_code == 200
@@ -240,7 +243,7 @@ def test_a_session_id_the_admin_must_quote_opens_and_its_history_is_audited(user
     assert page.status_code == 200 and "<strong>sunscreen</strong>" in page.content.decode()
     assert list(
         AuditLogEntry.objects.filter(subject_user=user).values_list("object_id", "path")
-    ) == [(session.id, history), (session.id, change)]
+    ) == [(key, history), (key, change)]
 
 
 def test_memory_admins_rerun_generation_from_the_session_list(session, monkeypatch):
@@ -276,7 +279,7 @@ def test_events_at_the_ends_of_the_accepted_time_range_are_shown(user, timestamp
     )
     client = staff_client("view_sessionrecord")
 
-    page = page_of(client, SessionRecord.objects.get(pk=session.id))
+    page = page_of(client, SessionRecord.objects.get(session_id=session.id))
     listing = client.get(reverse("admin:sessions_app_sessionrecord_changelist"))
 
     assert page.status_code == 200

@@ -67,8 +67,8 @@ def secret_session(other_user):
 def test_list_shows_only_my_sessions_of_the_app_newest_first(api_client, user, other_user):
     older = _session(user, state={"topic": "older"})
     newer = _session(user, state={"topic": "newer", "user:name": "Ada"})
-    SessionRecord.objects.filter(pk=older.id).update(last_update_time=1000.0)
-    SessionRecord.objects.filter(pk=newer.id).update(last_update_time=2000.0)
+    SessionRecord.objects.filter(session_id=older.id).update(last_update_time=1000.0)
+    SessionRecord.objects.filter(session_id=newer.id).update(last_update_time=2000.0)
     _session(user, app_name="other-app")
     _session(other_user)
 
@@ -104,9 +104,13 @@ def test_list_walks_45_sessions_page_by_page_without_gaps_or_repeats(api_client,
     ids = [_session(user).id for _ in range(45)]
     for index, session_id in enumerate(ids):
         # Groups of three share a time, so the order must also break ties.
-        SessionRecord.objects.filter(pk=session_id).update(last_update_time=1000.0 + index // 3)
+        SessionRecord.objects.filter(session_id=session_id).update(
+            last_update_time=1000.0 + index // 3
+        )
     expected = sorted(
-        SessionRecord.objects.filter(pk__in=ids).values_list("last_update_time", "id"),
+        SessionRecord.objects.filter(session_id__in=ids).values_list(
+            "last_update_time", "session_id"
+        ),
         reverse=True,
     )
 
@@ -202,7 +206,7 @@ def test_create_session_with_defaults(api_client, user, settings):
 
     assert response.status_code == 201
     body = response.json()
-    record = SessionRecord.objects.get(pk=body["id"])
+    record = SessionRecord.objects.get(session_id=body["id"])
     assert (record.app_name, record.user_id, body["state"]) == ("default-app", user.pk, {})
 
 
@@ -213,25 +217,44 @@ def test_create_session_is_owned_by_the_caller_whatever_the_body_says(api_client
 
     assert response.status_code == 201
     assert response.json()["user_id"] == str(user.pk)
-    assert SessionRecord.objects.get(pk="mine").user_id == user.pk
+    assert SessionRecord.objects.get(session_id="mine").user_id == user.pk
 
 
-def test_an_id_another_user_has_answers_as_an_unknown_one_would_with_a_new_id(
+def test_an_id_another_user_has_is_free_for_me_and_each_sees_their_own(
     api_client, user, other_user
 ):
-    _session(other_user, state={"theirs": True}, session_id="taken-elsewhere")
+    _session(other_user, state={"theirs": True}, session_id="first-chat")
 
     response = api_client.post(
-        "/api/sessions/", {"session_id": "taken-elsewhere", "state": {"mine": 1}}, format="json"
+        "/api/sessions/", {"session_id": "first-chat", "state": {"mine": 1}}, format="json"
     )
 
     assert response.status_code == 201
     created = response.json()
-    assert created["id"] != "taken-elsewhere" and created["state"] == {"mine": 1}
+    assert created["id"] == "first-chat" and created["state"] == {"mine": 1}
     assert "exists" not in response.content.decode()
-    assert api_client.get(f"/api/sessions/{created['id']}/").status_code == 200
-    assert api_client.get("/api/sessions/taken-elsewhere/").status_code == 404
-    assert SessionRecord.objects.get(pk="taken-elsewhere").user_id == other_user.pk
+    assert api_client.get("/api/sessions/first-chat/state/").json()["session"] == {"mine": 1}
+    owners = SessionRecord.objects.filter(session_id="first-chat").values_list("user_id")
+    assert sorted(owners) == sorted([(user.pk,), (other_user.pk,)])
+
+
+def test_the_same_id_in_two_apps_is_two_sessions_named_by_app_name(api_client, user):
+    App.objects.create(name="travel")
+    for app_name in ("chat", "travel"):
+        created = api_client.post(
+            "/api/sessions/",
+            {"app_name": app_name, "session_id": "first-chat", "state": {"app": app_name}},
+            format="json",
+        )
+        assert created.status_code == 201 and created.json()["id"] == "first-chat"
+
+    for app_name in ("chat", "travel"):
+        state = api_client.get("/api/sessions/first-chat/state/", {"app_name": app_name})
+        assert state.json()["session"] == {"app": app_name}
+    ambiguous = api_client.get("/api/sessions/first-chat/")
+    assert ambiguous.status_code == 404 and "app_name" in ambiguous.json()["detail"]
+    assert api_client.delete("/api/sessions/first-chat/?app_name=travel").status_code == 204
+    assert api_client.get("/api/sessions/first-chat/state/").json()["session"] == {"app": "chat"}
 
 
 def test_create_session_with_an_id_in_use_is_a_conflict(api_client, user):
@@ -422,8 +445,8 @@ def test_delete_session(api_client, user):
     assert response.status_code == 204
     assert response.content == b""
     assert api_client.get(f"/api/sessions/{session.id}/").status_code == 404
-    assert not EventRecord.objects.filter(session_id=session.id).exists()
-    assert not SessionState.objects.filter(session_id=session.id).exists()
+    assert not EventRecord.objects.filter(session__session_id=session.id).exists()
+    assert not SessionState.objects.filter(session__session_id=session.id).exists()
     assert api_client.get(f"/api/sessions/{kept.id}/state/").json()["user"] == {"user:name": "Ada"}
     assert api_client.delete(f"/api/sessions/{session.id}/").status_code == 404
 
@@ -464,7 +487,7 @@ def test_append_event_changes_state_and_is_stored(api_client, user):
     assert listed == [event]
 
 
-def test_append_event_with_function_response_and_given_id(api_client, user):
+def test_append_event_with_given_id_and_timestamp(api_client, user):
     session = _session(user)
     answer = {
         "id": "answer-1",
@@ -473,7 +496,7 @@ def test_append_event_with_function_response_and_given_id(api_client, user):
         "timestamp": 1700000000.5,
         "content": {
             "role": "user",
-            "parts": [{"function_response": {"name": "confirm", "response": {"ok": True}}}],
+            "parts": [{"text": "Yes, book it."}],
         },
     }
 
@@ -487,9 +510,7 @@ def test_append_event_with_function_response_and_given_id(api_client, user):
     assert first.status_code == 201
     assert first.json()["id"] == "answer-1"
     assert first.json()["timestamp"] == 1700000000.5
-    assert first.json()["content"]["parts"] == [
-        {"function_response": {"name": "confirm", "response": {"ok": True}}}
-    ]
+    assert first.json()["content"]["parts"] == [{"text": "Yes, book it."}]
     assert second.status_code == 201
     assert (second.json()["sequence"], second.json()["turn_complete"]) == (2, True)
 
@@ -511,6 +532,25 @@ def test_append_event_with_function_response_and_given_id(api_client, user):
         ({"author": "user", "error_code": "c" * 200}, "error_code"),
         ([{"author": "user"}], "non_field_errors"),
         ({"author": "user", "usage_metadata": {"traffic_type": {}}}, "non_field_errors"),
+        ({"author": "user", "timestamp": True}, "timestamp"),
+        ({"author": "user", "timestamp": "1700000000"}, "timestamp"),
+        (
+            {"author": "user", "usage_metadata": {"prompt_token_count": True}},
+            "usage_metadata.prompt_token_count",
+        ),
+        (
+            {
+                "author": "user",
+                "actions": {
+                    "compaction": {
+                        "start_timestamp": False,
+                        "end_timestamp": 1.5,
+                        "compacted_content": {"role": "model", "parts": [{"text": "s"}]},
+                    }
+                },
+            },
+            "actions.compaction.start_timestamp",
+        ),
     ],
 )
 def test_append_event_refuses_invalid_events_field_by_field(api_client, user, body, field):
@@ -762,7 +802,9 @@ def test_another_users_session_is_404_on_every_endpoint(
     assert SECRET not in response.content.decode()
     assert _row_counts() == before
     assert not EventRecord.objects.filter(rewound=True).exists()
-    assert SessionState.objects.get(session_id=secret_session.id, key="note").value == SECRET
+    assert (
+        SessionState.objects.get(session__session_id=secret_session.id, key="note").value == SECRET
+    )
 
 
 def test_another_users_sessions_are_not_listed(api_client, secret_session):
@@ -810,15 +852,19 @@ def test_session_signed_in_browser_needs_the_csrf_token_to_write(user):
     assert not SessionRecord.objects.exists()
 
 
-def test_ids_in_use_by_another_user_cannot_be_taken_over(api_client, other_user, secret_session):
+def test_ids_in_use_by_another_user_cannot_be_taken_over(
+    api_client, user, other_user, secret_session
+):
     response = api_client.post(
         "/api/sessions/", {"session_id": secret_session.id, "state": {"x": 1}}, format="json"
     )
 
     assert response.status_code == 201
-    assert response.json()["id"] != secret_session.id
+    assert response.json()["id"] == secret_session.id
     assert SECRET not in response.content.decode()
-    assert SessionRecord.objects.get(pk=secret_session.id).user_id == other_user.pk
+    theirs = SessionRecord.objects.get(session_id=secret_session.id, user=other_user)
+    assert SessionState.objects.get(session=theirs, key="note").value == SECRET
+    assert api_client.get(f"/api/sessions/{secret_session.id}/events/").json()["results"] == []
 
 
 def test_a_temporary_chat_is_created_and_listed_as_such(api_client, user):
@@ -827,7 +873,7 @@ def test_a_temporary_chat_is_created_and_listed_as_such(api_client, user):
 
     assert created["temporary"] is True
     assert plain["temporary"] is False
-    assert SessionRecord.objects.get(pk=created["id"]).temporary is True
+    assert SessionRecord.objects.get(session_id=created["id"]).temporary is True
     listed = {
         item["id"]: item["temporary"] for item in api_client.get("/api/sessions/").json()["results"]
     }

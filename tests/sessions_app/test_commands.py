@@ -19,7 +19,9 @@ def session_idle_for(*, user, seconds: float) -> str:
         session=session,
         event=Event(author="user", actions=EventActions(state_delta={"step": 1})),
     )
-    SessionRecord.objects.filter(pk=session.id).update(last_update_time=time.time() - seconds)
+    SessionRecord.objects.filter(session_id=session.id).update(
+        last_update_time=time.time() - seconds
+    )
     return session.id
 
 
@@ -41,8 +43,8 @@ def test_deletes_idle_sessions_and_keeps_fresh_ones(user):
     output = run("--batch-size", "2")
 
     assert "Deleted 3 idle session(s)" in output
-    assert list(SessionRecord.objects.values_list("pk", flat=True)) == [fresh]
-    assert not EventRecord.objects.filter(session_id__in=idle).exists()
+    assert list(SessionRecord.objects.values_list("session_id", flat=True)) == [fresh]
+    assert not EventRecord.objects.filter(session__session_id__in=idle).exists()
 
 
 def test_dry_run_counts_without_deleting(user):

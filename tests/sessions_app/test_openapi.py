@@ -97,7 +97,6 @@ def test_responses_match_the_schema(spec, api_client):
                 "role": "user",
                 "parts": [
                     {"text": "Here is the answer."},
-                    {"function_response": {"name": "confirm", "response": {"ok": True}}},
                 ],
             },
             "actions": {"state_delta": {"city": "Paris"}},
@@ -166,14 +165,17 @@ def test_docs_page_renders_from_local_assets_only(client, user):
 
 def test_the_event_a_person_appends_is_refused_by_the_schema_as_by_the_api(spec):
     """What ``sessions_app.end_user`` refuses of a person's event, the request schema refuses:
-    another role, a tool call, an ``app:`` key, an agent's action, a rewind, a timestamp past
-    year 9999; an ordinary message passes."""
+    another role, a tool call or result, a turn's id, an ``app:`` key, an agent's action, a
+    rewind, a timestamp past year 9999; an ordinary message passes."""
     schema = _request_schema_of(spec, "/api/sessions/{session_id}/events/", "post")
     message = {"author": "user", "content": {"role": "user", "parts": [{"text": "Hi"}]}}
     _assert_matches(schema, message)
     refused = [
         {**message, "content": {"role": "model", "parts": [{"text": "Hi"}]}},
         {**message, "content": {"parts": [{"function_call": {"name": "lookup"}}]}},
+        {**message, "content": {"parts": [{"function_response": {"name": "load_memory"}}]}},
+        {**message, "id": "msg-p1.1"},
+        {**message, "id": "edit-p2"},
         {**message, "actions": {"state_delta": {"app:greeting": "hello"}}},
         {**message, "actions": {"transfer_to_agent": "billing"}},
         {**message, "actions": {"escalate": True}},

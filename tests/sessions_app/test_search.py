@@ -69,6 +69,23 @@ def test_replies_are_searched_and_titles_match_first(api_client, user):
     assert reply["snippet"] == "The Tagus is the longest river."
 
 
+def test_one_hit_per_chat_with_the_matching_words_marked_in_any_form(api_client, user):
+    chat = _session(user, "Douro trip")
+    _turn(chat, "Which wineries along the Douro?", reply="Three wineries on the Douro.")
+    other = _session(user)
+    _turn(other, "A winery near Porto", reply="Noted.")
+
+    [by_title] = _search(api_client, "douro")
+    found = _search(api_client, "winery")
+
+    assert by_title["session_id"] == chat.id
+    assert by_title["title_marks"] == [[0, 5]]
+    assert sorted(hit["session_id"] for hit in found) == sorted([chat.id, other.id])
+    for hit in found:
+        marked = [hit["snippet"][start:end] for start, end in hit["snippet_marks"]]
+        assert marked in (["wineries"], ["winery"]), hit
+
+
 def test_another_users_chats_never_appear(api_client, user, other_user):
     theirs = _session(other_user, "Secret marmalade recipe")
     _turn(theirs, "The secret is marmalade with cardamom")

@@ -20,7 +20,7 @@ from sessions_app.events import Event, EventActions
 from sessions_app.models import AppState, EventRecord, SessionRecord, SessionState, UserState
 from sessions_app.selectors import InvalidPageTokenError
 from sessions_app.services import GetSessionConfig, SessionService
-from tests.factories import UserFactory
+from tests.factories import UserFactory, session_key
 
 APP = "demo"
 
@@ -114,7 +114,7 @@ def test_temp_keys_are_visible_in_the_invocation_and_never_stored(user):
     services.event_append(session=session, event=text_event("a", **{"temp:scratch": [1, 2]}))
     assert session.state["temp:scratch"] == [1, 2]
 
-    record = EventRecord.objects.get(session_id=session.id)
+    record = EventRecord.objects.get(session__session_id=session.id)
     assert record.actions.get("state_delta", {}) == {}
     assert not SessionState.objects.filter(key__contains="scratch").exists()
     assert not UserState.objects.exists() and not AppState.objects.exists()
@@ -141,7 +141,7 @@ def test_events_get_contiguous_sequence_numbers_and_keep_their_content(user):
     for index in range(5):
         services.event_append(session=session, event=text_event(f"message {index}"))
     assert list(
-        EventRecord.objects.filter(session_id=session.id)
+        EventRecord.objects.filter(session__session_id=session.id)
         .order_by("sequence")
         .values_list("sequence", flat=True)
     ) == [1, 2, 3, 4, 5]
@@ -274,16 +274,22 @@ def test_create_refuses_bad_state_and_writes_nothing(user, state, message):
     assert not SessionRecord.objects.exists()
 
 
-def test_an_id_another_user_has_gives_a_session_with_a_generated_id(user, other_user):
+def test_ids_are_unique_within_an_app_and_a_user_only(user, other_user):
     theirs = create(user, session_id="chosen-id", state={"owner": "first"})
-
     mine = create(other_user, session_id="chosen-id", state={"owner": "second"})
+    elsewhere = create(user, app_name="travel", session_id="chosen-id", state={"owner": "third"})
 
-    assert mine.id != "chosen-id" and mine.user_id == str(other_user.pk)
-    assert mine.state == {"owner": "second"}
-    assert SessionRecord.objects.get(pk="chosen-id").user_id == user.pk
-    assert SessionState.objects.get(session_id="chosen-id", key="owner").value == "first"
-    assert theirs.id == "chosen-id"
+    assert theirs.id == mine.id == elsewhere.id == "chosen-id"
+    for session, owner in ((theirs, "first"), (mine, "second"), (elsewhere, "third")):
+        read = selectors.session_get(
+            app_name=session.app_name, user_id=session.user_id, session_id="chosen-id"
+        )
+        assert read.state == {"owner": owner}
+    assert SessionRecord.objects.filter(session_id="chosen-id").count() == 3
+    with pytest.raises(SessionAlreadyExistsError, match="travel"):
+        create(user, app_name="travel", session_id="chosen-id")
+    assert services.session_delete(app_name=APP, user_id=str(user.pk), session_id="chosen-id")
+    assert selectors.session_get(app_name=APP, user_id=mine.user_id, session_id="chosen-id")
 
 
 def test_create_refuses_oversized_state_values(user, settings):
@@ -315,7 +321,7 @@ def test_append_with_bad_delta_writes_nothing(user, delta):
     with pytest.raises(InvalidStateError):
         services.event_append(session=session, event=event)
     assert not EventRecord.objects.exists()
-    assert SessionRecord.objects.get(pk=session.id).last_sequence == 0
+    assert SessionRecord.objects.get(session_id=session.id).last_sequence == 0
     assert session.state == {} and session.events == []
     assert event.actions.state_delta == delta
 
@@ -336,7 +342,7 @@ def test_append_refuses_a_repeated_event_id_and_keeps_the_sequence(user):
     again.id = event.id
     with pytest.raises(InvalidEventError, match="already stored"):
         services.event_append(session=session, event=again)
-    assert SessionRecord.objects.get(pk=session.id).last_sequence == 1
+    assert SessionRecord.objects.get(session_id=session.id).last_sequence == 1
     assert get(user, session.id).state == {"counter": 1}
 
 
@@ -384,7 +390,7 @@ def test_rewind_restores_session_state_hides_later_events_and_records_itself(use
     assert rewind_event.actions.state_delta == {"step": 1, "mood": "calm", "added": None}
     everything = get(user, session.id, include_rewound=True)
     assert [e.text() for e in everything.events if e.content] == ["one", "two", "three"]
-    assert EventRecord.objects.filter(session_id=session.id, rewound=True).count() == 2
+    assert EventRecord.objects.filter(session__session_id=session.id, rewound=True).count() == 2
 
     services.event_append(session=after, event=text_event("four", invocation_id="i4", step=4))
     assert get(user, session.id).state["step"] == 4
@@ -404,17 +410,75 @@ def test_rewind_again_to_an_earlier_invocation_replays_earlier_rewinds(user):
     assert [e.text() for e in get(user, session.id).events if e.content] == []
 
 
-def test_rewind_to_an_unknown_or_hidden_invocation_changes_nothing(user):
+def test_rewind_to_an_unknown_invocation_changes_nothing(user):
     session = create(user)
     services.event_append(session=session, event=text_event("one", invocation_id="i1", a=1))
     services.event_append(session=session, event=text_event("two", invocation_id="i2", a=2))
     rewind(user, session, "i2")
-    before = SessionRecord.objects.get(pk=session.id).last_sequence
-    for invocation_id in ("nope", "i2"):
-        with pytest.raises(InvocationNotFoundError):
-            rewind(user, session, invocation_id)
-    assert SessionRecord.objects.get(pk=session.id).last_sequence == before
+    before = SessionRecord.objects.get(session_id=session.id).last_sequence
+    with pytest.raises(InvocationNotFoundError):
+        rewind(user, session, "nope")
+    assert SessionRecord.objects.get(session_id=session.id).last_sequence == before
     assert get(user, session.id).state == {"a": 1}
+
+
+def three_turns(user):
+    session = create(user)
+    for number in (1, 2, 3):
+        services.event_append(
+            session=session,
+            event=text_event(f"say {number}", invocation_id=f"i{number}", **{f"k{number}": number}),
+        )
+        services.event_append(
+            session=session,
+            event=text_event(
+                f"reply {number}", author="agent", invocation_id=f"i{number}", step=number
+            ),
+        )
+    return session
+
+
+def history(user, session):
+    return [e.text() for e in get(user, session.id).events if e.content]
+
+
+def test_rewind_to_a_turn_an_earlier_rewind_took_out_brings_that_point_back(user):
+    session = three_turns(user)
+    rewind(user, session, "i3")
+    rewind(user, session, "i2")
+    assert get(user, session.id).state == {"k1": 1, "step": 1}
+    assert history(user, session) == ["say 1", "reply 1"]
+
+    restoring = rewind(user, session, "i3")
+
+    assert get(user, session.id).state == {"k1": 1, "k2": 2, "step": 2}
+    assert restoring.actions.state_delta == {"k2": 2, "step": 2}
+    assert history(user, session) == ["say 1", "reply 1", "say 2", "reply 2"]
+    marks = list(
+        EventRecord.objects.filter(session__session_id=session.id)
+        .order_by("sequence")
+        .values_list("invocation_id", "rewound")
+    )
+    # Every event stays stored; the last rewind takes out turn 3 and both earlier rewinds.
+    assert [rewound for _, rewound in marks] == [False] * 4 + [True] * 4 + [False]
+    everything = get(user, session.id, include_rewound=True).events
+    assert len(everything) == 9
+    assert [e.actions.rewind_before_invocation_id for e in everything[-3:]] == ["i3", "i2", "i3"]
+
+
+def test_a_new_turn_after_a_rewind_can_itself_be_rewound_and_brought_back(user):
+    session = three_turns(user)
+    rewind(user, session, "i2")
+    fresh = get(user, session.id)
+    services.event_append(session=fresh, event=text_event("say 4", invocation_id="i4", k4=4))
+    rewind(user, session, "i4")
+    assert history(user, session) == ["say 1", "reply 1"]
+    assert get(user, session.id).state == {"k1": 1, "step": 1}
+
+    rewind(user, session, "i3")
+
+    assert history(user, session) == ["say 1", "reply 1", "say 2", "reply 2"]
+    assert get(user, session.id).state == {"k1": 1, "k2": 2, "step": 2}
 
 
 def test_rewind_is_atomic_when_recording_the_rewind_fails(user, monkeypatch):
@@ -431,7 +495,7 @@ def test_rewind_is_atomic_when_recording_the_rewind_fails(user, monkeypatch):
     monkeypatch.undo()
     assert not EventRecord.objects.filter(rewound=True).exists()
     assert get(user, session.id).state == {"a": 2}
-    assert SessionRecord.objects.get(pk=session.id).last_sequence == 2
+    assert SessionRecord.objects.get(session_id=session.id).last_sequence == 2
 
 
 def test_rewind_of_another_users_session_is_not_found(user, other_user):
@@ -486,7 +550,7 @@ def test_sixteen_concurrent_writers_lose_no_event_and_no_state_key(requires_post
     assert _run_writers(writers, write) == []
 
     sequences = list(
-        EventRecord.objects.filter(session_id=session_id)
+        EventRecord.objects.filter(session__session_id=session_id)
         .order_by("sequence")
         .values_list("sequence", flat=True)
     )
@@ -525,7 +589,7 @@ def test_rename_sets_the_title_without_reordering_sessions(user, other_user):
     first = create(user)
     second = create(user)
     assert services.session_rename(user_pk=user.pk, session_id=first.id, title="  Trip   plans ")
-    assert SessionRecord.objects.get(pk=first.id).title == "Trip plans"
+    assert SessionRecord.objects.get(session_id=first.id).title == "Trip plans"
     assert selectors.session_list(app_name=APP, user_id=str(user.pk)).sessions[0].id == second.id
     assert not services.session_rename(user_pk=other_user.pk, session_id=first.id, title="x")
     with pytest.raises(SessionStoreError, match="200"):
@@ -581,3 +645,24 @@ def test_event_content_reads_back_alike_through_get_session_and_the_orm(user):
     assert stored_content["parts"][1]["function_call"]["args"]["n"] == 2**70
     read = get(user, session.id).events
     assert read[0].content == content and read[1].content is None
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_append_answers_the_event_as_a_read_gives_it_back():
+    user = await sync_to_async(UserFactory)()
+    service = SessionService()
+    session = await service.create_session(app_name=APP, user_id=str(user.pk))
+    await service.append_event(session, text_event("first"))
+
+    answered = await service.append_event_stored(
+        session, text_event("second", author="assistant", step=2, **{"temp:scratch": True})
+    )
+
+    read = await sync_to_async(selectors.stored_event_get)(
+        session_key=await sync_to_async(session_key)(session), event_id=answered.event.id
+    )
+    assert (answered.sequence, answered.rewound) == (read.sequence, read.rewound) == (2, False)
+    assert answered.event.model_dump(mode="json", exclude_none=True) == read.event.model_dump(
+        mode="json", exclude_none=True
+    )
+    assert "temp:scratch" not in answered.event.actions.state_delta

@@ -32,7 +32,9 @@ def session_with_history(*, user, idle_seconds: float) -> str:
             actions=EventActions(state_delta={"topic": "tea", "user:name": "Ada"}),
         ),
     )
-    SessionRecord.objects.filter(pk=session.id).update(last_update_time=time.time() - idle_seconds)
+    SessionRecord.objects.filter(session_id=session.id).update(
+        last_update_time=time.time() - idle_seconds
+    )
     return session.id
 
 
@@ -47,10 +49,10 @@ def test_task_deletes_idle_sessions_with_their_events_and_state(user, ttl_one_da
 
     assert sessions_expire_idle.apply().get() == 1
 
-    assert list(SessionRecord.objects.values_list("pk", flat=True)) == [fresh]
-    assert not EventRecord.objects.filter(session_id=idle).exists()
-    assert not SessionState.objects.filter(session_id=idle).exists()
-    assert EventRecord.objects.filter(session_id=fresh).count() == 1
+    assert list(SessionRecord.objects.values_list("session_id", flat=True)) == [fresh]
+    assert not EventRecord.objects.filter(session__session_id=idle).exists()
+    assert not SessionState.objects.filter(session__session_id=idle).exists()
+    assert EventRecord.objects.filter(session__session_id=fresh).count() == 1
     assert UserState.objects.filter(user=user, key="name").exists(), "user: state is shared"
 
 
@@ -68,7 +70,7 @@ def test_batches_smaller_than_the_backlog_still_delete_everything(user, settings
     fresh = session_with_history(user=user, idle_seconds=60)
 
     assert sessions_expire_idle.apply().get() == 5
-    assert list(SessionRecord.objects.values_list("pk", flat=True)) == [fresh]
+    assert list(SessionRecord.objects.values_list("session_id", flat=True)) == [fresh]
 
 
 def test_ttl_zero_keeps_sessions_forever(user, settings):
@@ -76,7 +78,7 @@ def test_ttl_zero_keeps_sessions_forever(user, settings):
     ancient = session_with_history(user=user, idle_seconds=3650 * DAY)
 
     assert sessions_expire_idle.apply().get() == 0
-    assert SessionRecord.objects.filter(pk=ancient).exists()
+    assert SessionRecord.objects.filter(session_id=ancient).exists()
 
 
 def test_beat_schedule_names_a_task_that_a_fresh_worker_registers():
@@ -125,10 +127,10 @@ def test_enqueued_task_runs_in_process_after_commit(user, inprocess):
         idle = session_with_history(user=user, idle_seconds=2 * DAY)
         task_enqueue(task=sessions_expire_idle)
         background_wait_idle()
-        assert SessionRecord.objects.filter(pk=idle).exists(), "ran before the commit"
+        assert SessionRecord.objects.filter(session_id=idle).exists(), "ran before the commit"
 
     background_wait_idle()
-    assert not SessionRecord.objects.filter(pk=idle).exists()
+    assert not SessionRecord.objects.filter(session_id=idle).exists()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -140,4 +142,4 @@ def test_enqueued_task_never_runs_when_the_transaction_rolls_back(user, inproces
         raise RuntimeError("the turn failed")
 
     background_wait_idle()
-    assert SessionRecord.objects.filter(pk=idle).exists()
+    assert SessionRecord.objects.filter(session_id=idle).exists()

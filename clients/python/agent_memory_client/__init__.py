@@ -9,6 +9,7 @@ from agent_memory_client.client import AgentMemoryClient
 from agent_memory_client.errors import (
     AgentMemoryError,
     ApiError,
+    AppNotFoundError,
     AuthenticationError,
     BadRequestError,
     ConflictError,
@@ -25,6 +26,7 @@ __all__ = [
     "AgentMemoryClient",
     "AgentMemoryError",
     "ApiError",
+    "AppNotFoundError",
     "AuthenticationError",
     "BadRequestError",
     "ConflictError",

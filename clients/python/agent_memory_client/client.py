@@ -10,6 +10,9 @@ how requests go, is :mod:`agent_memory_client.transport`'s.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import secrets
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -242,6 +245,80 @@ class AgentMemoryClient(Transport):
                 raise TimeoutError(f"memory job {job_id} still {job['status']} after {timeout} s")
             await asyncio.sleep(interval)
 
+    # --- Artifacts: the files the chat shows, versioned as ADK's -----------------------------
+
+    async def save_artifact(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        data: bytes,
+        mime_type: str | None,
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Save a new version of ``filename`` (``mime_type`` None: ``data`` is a text part's
+        UTF-8); answers the version's metadata (``version`` from 0, ``canonical_uri``, ...).
+
+        A ``user:`` filename is the end user's, any other the session's (``session_id``
+        needed). The server checks the file as a chat attachment: an image (PNG, JPEG, WebP,
+        GIF), a PDF, plain text or Markdown, within its size limit, the stated type the one
+        its content shows; else ``BadRequestError`` says why."""
+        if mime_type is not None and not _HEADER_VALUE.fullmatch(mime_type):
+            raise ValueError(f"not a MIME type: {mime_type!r}")
+        fields = {
+            "filename": filename,
+            "text": "true" if mime_type is None else "false",
+            "custom_metadata": json.dumps(dict(custom_metadata or {})),
+        }
+        content, content_type = _multipart(fields, data, mime_type or "text/plain; charset=utf-8")
+        return await self._json(
+            "POST",
+            artifacts_path(app_name, user_id, session_id),
+            content=content,
+            content_type=content_type,
+        )
+
+    async def list_artifact_keys(
+        self, *, app_name: str, user_id: str, session_id: str | None = None
+    ) -> list[str]:
+        """The filenames of the session and the end user's ``user:`` ones, sorted; the end
+        user's only without a session."""
+        body = await self._json("GET", artifacts_path(app_name, user_id, session_id))
+        return body["filenames"]
+
+    async def list_artifact_versions(
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The metadata of every version of ``filename``, oldest first (empty if none)."""
+        body = await self._json("GET", artifact_path(app_name, user_id, filename, session_id))
+        return body["versions"]
+
+    async def get_artifact(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        session_id: str | None = None,
+        version: int | None = None,
+    ) -> dict[str, Any]:
+        """One version (the newest when ``version`` is None): its metadata and ``part``,
+        ``{"text": ...}`` or ``{"inline_data": {"mime_type", "data": base64}}``;
+        ``NotFoundError`` when there is none."""
+        number = "latest" if version is None else str(int(version))
+        return await self._json(
+            "GET",
+            artifact_path(app_name, user_id, filename, session_id) + f"versions/{number}/",
+        )
+
+    async def delete_artifact(
+        self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
+    ) -> None:
+        """Delete every version of ``filename`` (nothing happens if it has none)."""
+        await self.request("DELETE", artifact_path(app_name, user_id, filename, session_id))
+
     # --- App-scope memories: shared by every end user of the app ----------------------------
 
     async def list_app_memories(self, *, app_name: str) -> Any:
@@ -304,6 +381,43 @@ def sessions_path(app_name: str, user_id: str) -> str:
 
 def session_path(app_name: str, user_id: str, session_id: str) -> str:
     return f"{sessions_path(app_name, user_id)}{_segment(session_id)}/"
+
+
+def artifacts_path(app_name: str, user_id: str, session_id: str | None) -> str:
+    """The artifacts of the session, or the end user's own (``user:`` files) without one."""
+    if session_id is None:
+        return f"{user_path(app_name, user_id)}artifacts/"
+    return f"{session_path(app_name, user_id, session_id)}artifacts/"
+
+
+def artifact_path(app_name: str, user_id: str, filename: str, session_id: str | None) -> str:
+    return f"{artifacts_path(app_name, user_id, session_id)}{_segment(filename)}/"
+
+
+_HEADER_VALUE = re.compile(r"[\x21-\x7e][\x20-\x7e]*")
+
+
+def _multipart(fields: Mapping[str, str], data: bytes, mime_type: str) -> tuple[bytes, str]:
+    """A ``multipart/form-data`` body of text ``fields`` and the file ``data`` (field
+    ``file``), and its Content-Type."""
+    boundary = secrets.token_hex(16)
+    while boundary.encode() in data or any(boundary in value for value in fields.values()):
+        boundary = secrets.token_hex(16)
+    chunks = []
+    for name, value in fields.items():
+        chunks.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n'
+            "Content-Type: text/plain; charset=utf-8\r\n\r\n".encode()
+            + value.encode()
+            + b"\r\n"
+        )
+    chunks.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="artifact"\r\n'
+        f"Content-Type: {mime_type}\r\n\r\n".encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    return b"".join(chunks), f"multipart/form-data; boundary={boundary}"
 
 
 def _memory_body(

@@ -120,15 +120,17 @@ class Transport:
         *,
         body: Any = None,
         content: bytes | None = None,
+        content_type: str = "application/json",
         params: Mapping[str, Any] | None = None,
     ) -> Response:
         """Send one request (``path`` below the base URL; a JSON ``body``, or ``content``
-        already encoded as JSON) and return the successful response; an error status raises.
+        already encoded, as JSON unless ``content_type`` says otherwise) and return the
+        successful response; an error status raises.
 
         Retries what is safe to retry (see the module's docstring)."""
         if body is not None:
             content = json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
-        headers = {"Content-Type": "application/json"} if content is not None else None
+        headers = {"Content-Type": content_type} if content is not None else None
         query = urlencode(
             {name: value for name, value in (params or {}).items() if value is not None}
         )

@@ -10,6 +10,7 @@ from conftest import SEMANTICS_APP
 
 from agent_memory_client import (
     AgentMemoryClient,
+    AppNotFoundError,
     AuthenticationError,
     BadRequestError,
     ConflictError,
@@ -88,8 +89,10 @@ async def test_errors_are_the_matching_exceptions(client, server, user_id):
             event=message("streaming", partial=True),
         )
     assert refused.value.detail
-    with pytest.raises(NotFoundError):
+    with pytest.raises(AppNotFoundError) as wrong_app:
         await client.get_session(app_name="another-app", user_id=user_id, session_id="fixed")
+    assert wrong_app.value.app_name == "another-app"
+    assert not isinstance(wrong_app.value, NotFoundError)
 
     async with AgentMemoryClient(base_url=server.base_url, api_key="not-a-key") as stranger:
         with pytest.raises(AuthenticationError):

@@ -4,7 +4,7 @@ with them.
 
 Where it lives:
 
-- ``rules``: the extractor, :func:`facts_from_offline_rules` (rules 1, 2 and 4 sentence by
+- ``rules``: the extractor, :func:`facts_from_offline_rules` (rules 1-3 sentence by
   sentence) and :func:`facts_from_tool_calls`;
 - ``statements``: rule 3, the first-person statement a sentence makes;
 - ``patterns``: the rules' tables, their patterns and word lists;

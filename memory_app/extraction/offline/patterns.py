@@ -25,7 +25,7 @@ NOT_BUT_PREPOSITION = re.compile(
     re.I,
 )
 MY = re.compile(
-    r"^my\s+(?P<thing>[a-z][\w' -]{0,40}?)\s+(?P<verb>is|are|was|were)"
+    r"^my\s+(?P<thing>[a-z][\w' -]{0,40}?)\s+(?P<verb>is|are|was|were|has\s+been|have\s+been)"
     r"(?P<neg>\s+not|\s+no\s+longer)?\s+(?P<value>.+)$",
     re.I,
 )
@@ -53,6 +53,74 @@ MY_NOT_FACTS = frozenset(
         "idea",
         "worry",
     ]
+)
+# The people and animals in the user's life: "my sister Ana lives in Braga" is a fact about the
+# user's sister, "my code throws an error" is not a fact about the user.
+_RELATIONS = (
+    r"sister|brother|sibling|mother|mom|mum|father|dad|parent|wife|husband|partner|spouse|"
+    r"fianc[ée]e?|boyfriend|girlfriend|son|daughter|kid|child|children|baby|twin|friend|"
+    r"boss|manager|colleague|coworker|co-worker|roommate|flatmate|neighbou?r|grandmother|"
+    r"grandma|grandfather|grandpa|grandparent|aunt|uncle|cousin|niece|nephew|family|cat|dog|"
+    r"puppy|kitten|pet|horse|parrot|rabbit|teacher|doctor|in-laws?|mother-in-law|father-in-law"
+)
+MY_RELATION = re.compile(
+    r"^[Mm]y\s+(?P<thing>(?:(?:best|little|older|younger|big|elder|twin|new|oldest|youngest)\s+)?"
+    rf"(?:{_RELATIONS})s?(?:\s+[A-Z][\w'-]+(?:\s+and\s+[A-Z][\w'-]+)?)?)\s+"
+    r"(?P<rest>(?:(?:just|also|still|recently|now|finally|really|usually|always|never|only)\s+)*"
+    r"(?P<neg>(?:does|do|did)\s+not\s+|no\s+longer\s+)?(?P<verb>[a-z]+)\b.*)$",
+)
+# The relations "he" and "she" can stand for (the others, "partner", "friend", "dog", either).
+RELATIONS_MALE = frozenset(
+    [
+        "brother",
+        "father",
+        "dad",
+        "husband",
+        "boyfriend",
+        "son",
+        "grandfather",
+        "grandpa",
+        "uncle",
+        "nephew",
+    ]
+)
+RELATIONS_FEMALE = frozenset(
+    [
+        "sister",
+        "mother",
+        "mom",
+        "mum",
+        "wife",
+        "girlfriend",
+        "daughter",
+        "grandmother",
+        "grandma",
+        "aunt",
+        "niece",
+    ]
+)
+# "my dad", "my partner, Rui", "my best friend Ana": someone of the user's life a later "he",
+# "she" or the name stands for; "a dog named Rex", "my cat called Miso".
+RELATION_MENTION = re.compile(
+    r"\b[Mm]y\s+(?P<relation>(?:(?:best|little|older|younger|big|elder|oldest|youngest)\s+)?"
+    rf"(?:{_RELATIONS}))\b(?!['-])(?:,?\s+(?P<name>[A-Z][\w-]+)\b(?!'))?"
+)
+RELATION_NAMED = re.compile(
+    rf"\b(?:[Aa]n?|[Mm]y)\s+(?P<relation>{_RELATIONS})\s+(?:named|called)\s+"
+    r"(?P<name>[A-Z][\w-]+)\b"
+)
+# Verbs that cannot follow "my sister" in a statement about her ("my sister and I", "my dog's").
+RELATION_NOT_VERBS = frozenset(["and", "or", "who", "which", "that", "if", "to", "for"])
+# "I'm planning to ...", "I plan to ...", "I'm training for ...": plans and projects of the
+# user's own life, kept as key conversation details.
+PLAN = re.compile(
+    r"^i\s+(?:am\s+)?(?P<verb>planning|plan|hoping|hope|training|learning|preparing|saving|"
+    r"going|flying|travelling|traveling|heading)\s+(?P<rest>.+)$",
+    re.I,
+)
+PLAN_GOING = re.compile(
+    r"^to\s+(?:visit|travel|move|start|run|fly|go\s+to|spend|take|get\s+married|retire|"
+    r"[A-Z])",
 )
 I_AM = re.compile(r"^i\s+am\s+(?P<neg>not\s+|no\s+longer\s+)?(?P<rest>.+)$", re.I)
 I_AM_VERBS = {"living": "lives", "working": "works", "studying": "studies"}
@@ -96,7 +164,7 @@ PASSING_STATES = frozenset(
 )
 I_VERB = re.compile(
     r"^i\s+(?P<adverbs>(?:(?:also|still|currently|now|really|actually|usually|mostly|"
-    r"absolutely|totally|just|generally)\s+)*)"
+    r"absolutely|totally|just|generally|always|often|sometimes)\s+)*)"
     r"(?P<neg>(?:do\s+not|no\s+longer|never)\s+(?:really\s+)?)?"
     r"(?P<verb>[a-z]+)\b(?P<rest>.*)$",
     re.I,
@@ -120,8 +188,68 @@ PERSONAL_VERBS = frozenset(
         "moved",
         "grew",
         "was",
+        "run",
+        "swim",
+        "cycle",
+        "ride",
+        "walk",
+        "go",
+        "visit",
+        "read",
+        "wake",
+        "travel",
+        "commute",
+        "book",
+        "order",
+        "wear",
     ]
 )
+# Things that happened in the user's life, said in the past, kept as said: "I quit smoking in
+# January", "I joined a book club", "I used to work at a bank".
+LIFE_EVENTS = frozenset(
+    [
+        "quit",
+        "sold",
+        "joined",
+        "started",
+        "accepted",
+        "bought",
+        "adopted",
+        "stopped",
+        "booked",
+        "finished",
+        "graduated",
+        "married",
+        "retired",
+        "used",
+        "turned",
+        "settled",
+        "decided",
+        "chose",
+        "picked",
+    ]
+)
+# Decisions of the user's own life: "I settled on the 3-day itinerary", "I decided to ...".
+DECISIONS = frozenset(["settled", "decided", "chose", "picked"])
+# "I can read hiragana now": a skill of the user's, not "I can't log in" or "I can help".
+CAN_SKILL = re.compile(
+    r"^i\s+can\s+(?:now\s+|also\s+|already\s+)?(?P<skill>(?:read|speak|write|play|cook|swim|"
+    r"drive|code|program|sing|dance|ski|surf|knit|sew|paint|draw|understand)\b.+)$",
+    re.I,
+)
+AGE_TURNED = re.compile(r"^\s+(?P<age>\d{1,3})\b")
+HAVE_BEEN = re.compile(r"^i\s+have\s+been\s+(?!\w+ing\b)(?P<rest>.+)$", re.I)
+CANNOT_LIKE = re.compile(
+    r"^i\s+(?:can't|cannot|can\s+not)\s+(?:stand|bear|get\s+into)\s+(?P<thing>.+)$", re.I
+)
+ANSWERS_PREFERRED = re.compile(
+    r"^(?:please\s+)?(?:keep|make)\s+(?:your\s+|the\s+)?(?:answers|replies|responses)\s+"
+    r"(?P<how>short|brief|concise|long|detailed|simple)\b",
+    re.I,
+)
+# "I'm doing a master's", "I'm writing my thesis": an activity of the user's own, not "I'm
+# looking for ...", "I'm trying to ..." (a request coming).
+ACTIVITY_OBJECT = re.compile(r"^(?:a|an|my|the|his|her|our)\b", re.I)
 PREFERENCE_NOT_OBJECTS = re.compile(
     r"^\s*(?:it|that|this|them|those|these|you|your|how|what|when)\b", re.I
 )
@@ -147,7 +275,7 @@ PLACE_END = re.compile(
 )
 SWITCHED = re.compile(
     r"^i\s+(?:have\s+)?(?:(?:just|recently|finally|also|now)\s+)*(?:switched|changed)"
-    r"(?:\s+over)?\s+(?:from\s+(?P<old>[^,;]+?)\s+)?to\s+(?P<new>[^,;]+)$",
+    r"(?:\s+over)?\s+(?:from\s+(?P<old>[^,;]+?)\s+)?to\s+(?P<new>[^,;]+)(?:[,;].*)?$",
     re.I,
 )
 # A statement bound to a time ("I'm in Berlin this week") stops being true after it: days from

@@ -9,6 +9,8 @@ _CONTRACTIONS = (
     (re.compile(r"\bI'm\b", re.I), "I am"),
     (re.compile(r"\bI've\b", re.I), "I have"),
     (re.compile(r"\bdon't\b", re.I), "do not"),
+    (re.compile(r"\bdoesn't\b", re.I), "does not"),
+    (re.compile(r"\bdidn't\b", re.I), "did not"),
     (re.compile(r"\bisn't\b", re.I), "is not"),
     (re.compile(r"\baren't\b", re.I), "are not"),
     (re.compile(r"\bwasn't\b", re.I), "was not"),
@@ -45,6 +47,27 @@ def pronouns_third_person(text: str) -> str:
     return text
 
 
+_AND_I = re.compile(r"\b(?P<conj>and|but)\s+(?:they|I)\s+(?P<verb>are|am|were|was|[a-z]+)\b")
+_AGREEING = {"are": "is", "am": "is", "were": "was", "was": "was"}
+
+
+def user_clauses_joined(text: str) -> str:
+    """A statement about the user with a second clause of the user's own made to share its
+    subject: "The user lives in Lisbon and they are vegetarian" -> "The user lives in Lisbon
+    and is vegetarian", so no "they" is left to read as someone else."""
+    if not re.match(r"the\s+user\s+(?!'s)", text, re.I):
+        return text
+
+    def joined(match: re.Match) -> str:
+        verb = match["verb"]
+        verb = _AGREEING.get(verb, verb if _UNCONJUGATED_WORD.match(verb) else None) or (
+            third_person_verb(verb)
+        )
+        return f"{match['conj']} {verb}"
+
+    return _AND_I.sub(joined, text)
+
+
 def contractions_expand(text: str) -> str:
     """ "I'm", "I've", "don't", "isn't" ... written out, so the rules match one form."""
     for pattern, replacement in _CONTRACTIONS:
@@ -59,6 +82,7 @@ _UNCONJUGATED = (
     r"bought|brought|felt|kept|lost|paid|said|sold|sent|spent|won|wrote|began|can|could|will|"
     r"would|shall|should|may|might|must|do|does|am|also|still|really|just)"
 )
+_UNCONJUGATED_WORD = re.compile(_UNCONJUGATED + "$")
 _I_PRESENT_VERB = re.compile(
     r"\bI\s+(?P<adverbs>(?:(?:usually|often|always|sometimes|never|also|still|really|just|"
     r"mostly|generally|now|currently)\s+)*)(?!" + _UNCONJUGATED + r"\b)(?P<verb>[a-z]+)\b"

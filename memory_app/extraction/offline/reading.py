@@ -23,6 +23,7 @@ _MOVED_TO_PLACE = re.compile(
     r"^(?i:the\s+user\s+(?:has\s+)?(?:(?:just|recently|finally|also)\s+)*moved\s+"
     r"(?:from\s+.+?\s+)?to\s+(?:the\s+)?)[A-Z]"
 )
+_AGE = re.compile(r"^the\s+user\s+is\s+(?:now\s+)?\d{1,3}(?:\s+years?\s+old)?\.?$", re.I)
 _SWITCH_FACT = re.compile(
     r"^the\s+user\s+(?:has\s+)?(?:(?:just|recently|finally|also|now)\s+)*(?:switched|changed)"
     r"(?:\s+over)?\s+(?:from\s+(?P<old>.+?)\s+)?to\s+(?P<new>.+?)\.?$",
@@ -34,15 +35,17 @@ def fact_subject(*, text: str) -> str:
     """What a third-person fact is about when it can hold one value at a time, else "".
 
     "The user lives in Lisbon" -> "the user lives in", and so does "The user moved to Porto"
-    (a named place); "The user's favourite colour is blue" -> "the user's favourite colour
-    is". Two facts with the same subject and different values conflict: the newer (or more
-    trusted) one replaces the other. Facts that may hold many values ("The user likes tea")
-    have no subject. Negated facts have none either.
+    (a named place); "The user is 35" -> "the user's age is"; "The user's favourite colour is
+    blue" -> "the user's favourite colour is". Two facts with the same subject and different
+    values conflict: the newer (or more trusted) one replaces the other. Facts that may hold
+    many values ("The user likes tea") have no subject. Negated facts have none either.
     """
     if _NEGATION.search(text):
         return ""
     if _MOVED_TO_PLACE.match(" ".join(text.split())):
         return "the user lives in"
+    if _AGE.match(" ".join(text.split())):
+        return "the user's age is"
     match = _SUBJECT.match(" ".join(text.split()))
     if match is None:
         return ""

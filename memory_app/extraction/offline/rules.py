@@ -1,16 +1,15 @@
-"""The offline extractor: rules 1-4 applied to the users' messages sentence by sentence
+"""The offline extractor: rules 1-3 applied to the users' messages sentence by sentence
 (:func:`facts_from_offline_rules`), and the ``tool`` facts of ``create_memory`` calls
 (:func:`facts_from_tool_calls`)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
-from datetime import UTC, datetime
 
 from memory_app.extraction.facts import (
     CREATE_MEMORY_TOOL,
     DEFAULT_IMPORTANCE,
-    DETAIL_MIN_TERMS,
     EXCERPT_CHARS,
     IMPORTANCE,
     USER_AUTHOR,
@@ -18,18 +17,25 @@ from memory_app.extraction.facts import (
     FactKind,
 )
 from memory_app.extraction.offline import patterns
+from memory_app.extraction.offline.answers import answer_text, asked_question
 from memory_app.extraction.offline.phrasing import contractions_expand, pronouns_remembered
 from memory_app.extraction.offline.reading import fact_text_normalise, fact_topic
+from memory_app.extraction.offline.referents import Referents
 from memory_app.extraction.offline.sentences import (
+    filler_strip,
     sentence_clean,
     sentence_is_small_talk,
     sentences_split,
 )
+from memory_app.extraction.offline.session_scope import session_only_split
 from memory_app.extraction.offline.statements import statement_parse
-from memory_app.models import SourceType
-from memory_app.ranking import tokenize
-from memory_app.topics import EXPLICIT_INSTRUCTIONS, KEY_CONVERSATION_DETAILS
+from memory_app.models import MemoryScope, SourceType
+from memory_app.topics import EXPLICIT_INSTRUCTIONS, PERSONAL_INFO
 from sessions_app.events import Event
+
+_NO_AGAIN = re.compile(r"^no[,!.]\s+", re.I)  # "Wait, no, I ..."
+# An opening word before the statement: "Second, I'm writing my thesis", "Sadly, my ...".
+_OPENING_WORD = re.compile(r"^[^,\s]+,\s+(?=(?:I|[Mm]y)\b)")
 
 
 def _not_but_resolve(text: str) -> str:
@@ -61,11 +67,18 @@ def _sentence_fact(*, sentence: str, event_id: str, dropped: str = "") -> Extrac
             excerpt=sentence.strip(),
             kind=FactKind.RETRACTION if statement and statement.negated else FactKind.STATEMENT,
         )
+    if sentence.rstrip().endswith("?"):
+        return None  # a question, however it opens ("I'm writing an email, can you help?")
     marker = patterns.CORRECTION.match(clean)
-    body = contractions_expand(clean[marker.end() :] if marker else clean)
+    body = contractions_expand(
+        filler_strip(_NO_AGAIN.sub("", clean[marker.end() :])) if marker else clean
+    )
     resolved = _not_but_resolve(body)
     corrected = bool(marker) or resolved != body
     statement = statement_parse(resolved, dropped=dropped)
+    opening = _OPENING_WORD.match(resolved)
+    if statement is None and opening:
+        statement = statement_parse(resolved[opening.end() :], dropped=dropped)
     if statement is None:
         return None
     if statement.negated:
@@ -85,70 +98,67 @@ def _sentence_fact(*, sentence: str, event_id: str, dropped: str = "") -> Extrac
     )
 
 
-def _turn_substantive(text: str) -> bool:
-    """At least ``DETAIL_MIN_TERMS`` index terms, and not questions only (rule 4): greetings,
-    acknowledgements and questions carry nothing worth remembering."""
-    if len(tokenize(text)) < DETAIL_MIN_TERMS:
-        return False
-    sentences = [s for s in sentences_split(text) if s.strip()]
-    return not all(s.rstrip().endswith("?") for s in sentences)
-
-
-def _turn_detail(event: Event) -> ExtractedFact:
-    """The key-conversation-details record of a user turn (rule 4), the whole turn as said.
-
-    "[8 May 2023] Caroline: I went to a support group yesterday." The turn is kept as said,
-    not rewritten: without a model, nothing better than the speaker's own words is known.
-    """
-    text = " ".join(event.text().split())
-    if len(text) > EXCERPT_CHARS:
-        text = text[: EXCERPT_CHARS - 1].rstrip() + "…"
-    speaker = (event.custom_metadata or {}).get("speaker")
-    if not isinstance(speaker, str) or not speaker.strip():
-        speaker = "User"
-    moment = datetime.fromtimestamp(event.timestamp, tz=UTC)
-    return ExtractedFact(
-        text=f"[{moment.day} {moment:%B %Y}] {' '.join(speaker.split())}: {text}",
-        topic=KEY_CONVERSATION_DETAILS,
-        source_type=SourceType.IMPLICIT,
-        confidence=0.8,
-        importance=DEFAULT_IMPORTANCE,
-        event_ids=[event.id],
-        excerpt=text,
-        kind=FactKind.STATEMENT,
-    )
-
-
 def time_bound_days(text: str) -> int | None:
     """Days a statement stays true when it is bound to a time ("this week": 7), else None."""
     return next((days for pattern, days in patterns.TIME_BOUND if pattern.search(text)), None)
 
 
 def facts_from_offline_rules(*, events: list[Event]) -> list[ExtractedFact]:
-    """The facts rules 1-4 (:mod:`memory_app.extraction`) find in the users' messages, in event
-    order; small talk (:func:`sentence_is_small_talk`) yields nothing and does not count
-    towards a turn's record, so a turn that only greets, thanks or says goodbye is not kept."""
-    facts = []
+    """The facts rules 1-3 (:mod:`memory_app.extraction`) find in the users' messages, in event
+    order. A sentence no rule reads (a request, a question, small talk) yields nothing: what
+    was said is the session store's, not a memory."""
+    facts, referents, asked = [], Referents(), None
     for event in events:
         if event.author != USER_AUTHOR:
+            asked = asked_question(event.text()) if event.text().strip() else asked
             continue
-        rest, dropped = [], ""
-        for sentence in sentences_split(event.text()):
-            if sentence_is_small_talk(sentence):
+        found, question, asked = len(facts), asked, None
+        dropped, marked = "", False
+        for said in sentences_split(event.text()):
+            if sentence_is_small_talk(said):
                 continue
-            fact = _sentence_fact(sentence=sentence, event_id=event.id, dropped=dropped)
-            statement = statement_parse(sentence_clean(sentence))
+            sentence, session_only = session_only_split(said)
+            if session_only and not sentence.strip(" .,;:!?"):
+                marked = True  # "For this trip" cut from the ", I ..." it opens
+                continue
+            session_only, marked = session_only or marked, False
+            read = referents.resolved(filler_strip(sentence))
+            referents.note(sentence)
+            fact = _sentence_fact(sentence=read, event_id=event.id, dropped=dropped)
+            statement = statement_parse(sentence_clean(read))
             dropped = statement.dropped if statement and statement.dropped else dropped
             if fact is None:
-                rest.append(sentence)
                 continue
+            fact = replace(fact, excerpt=(said if session_only else sentence).strip())
+            if session_only:
+                fact = replace(fact, scope=MemoryScope.SESSION)
             days = time_bound_days(sentence)
             if days is not None:
                 fact = replace(fact, expires_at=event.timestamp + days * 86400)
             facts.append(fact)
-        if _turn_substantive(" ".join(rest)):
-            facts.append(_turn_detail(event))
+        if question is not None and len(facts) == found:
+            facts.extend(_answer_fact(question=question, event=event))
     return facts
+
+
+def _answer_fact(*, question: re.Match, event: Event) -> list[ExtractedFact]:
+    """The fact a user turn with no statement of its own states as the answer to the
+    assistant's question about the user's life (:mod:`.answers`), if any."""
+    text = answer_text(asked=question, answer=event.text())
+    if text is None:
+        return []
+    return [
+        ExtractedFact(
+            text=text + ".",
+            topic=fact_topic(text=text, default=PERSONAL_INFO),
+            source_type=SourceType.IMPLICIT,
+            confidence=0.7,
+            importance=IMPORTANCE[PERSONAL_INFO],
+            event_ids=[event.id],
+            excerpt=event.text().strip()[:EXCERPT_CHARS],
+            kind=FactKind.STATEMENT,
+        )
+    ]
 
 
 def facts_from_tool_calls(*, events: list[Event]) -> list[ExtractedFact]:

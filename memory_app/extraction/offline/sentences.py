@@ -7,17 +7,21 @@ import re
 
 from memory_app.extraction.offline.patterns import SMALL_TALK_MARKERS, SMALL_TALK_WORDS
 
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+|,?\s+(?:and|but)\s+(?=(?:I|my)\b)", re.I)
-_CLAUSE_SPLIT = re.compile(r",\s+(?=(?:I|[Mm]y)\b)")
+_SENTENCE_SPLIT = re.compile(
+    r"(?<=[.!?;])\s+|\n+|,?\s+(?:and|but)\s+(?:(?:now|then|also|still)\s+)?(?=(?:I|my)\b)", re.I
+)
+_CLAUSE_SPLIT = re.compile(r",\s+(?=(?:I|[Mm]y|he|she|his|her)\b)")
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 _FILLER = re.compile(
-    r"^(?:(?:oh|well|so|also|and|btw|by\s+the\s+way|ok|okay|hey|hi|hello|fyi)\b[,!:]?\s*)+", re.I
+    r"^(?:(?:oh|well|so|also|and|but|btw|by\s+the\s+way|ok|okay|hey|hi|hello|fyi)\b[,!:]?\s*)+",
+    re.I,
 )
 
 
 def sentences_split(text: str) -> list[str]:
-    """The sentences of a message, a sentence also ending before ", I" or ", my" when what
-    precedes is more than an opening word ("Actually, I ..." and "No, my ..." stay whole)."""
+    """The sentences of a message, a sentence also ending before ", I", ", my", ", he", ", she",
+    ", his" or ", her" when what precedes is more than an opening word ("Actually, I ..." and
+    "No, my ..." stay whole)."""
     pieces = []
     for sentence in _SENTENCE_SPLIT.split(text):
         start = 0
@@ -30,12 +34,45 @@ def sentences_split(text: str) -> list[str]:
     return pieces
 
 
+# Openings that say nothing of the fact that follows ("Yeah, I'm still a teacher", "These days I
+# can't stand coffee"); not "actually", which marks a correction.
+_OPENING = re.compile(
+    r"^(?:(?:yeah|yes|yep|perfect|great|sure|honestly|lately|these\s+days|nowadays|now|"
+    r"basically|anyway|mostly|quick\s+one|news|big\s+news|update)\b[,!:]?\s+)+(?=(?:I|my|we)\b)",
+    re.I,
+)
+_CLOSING = re.compile(r",?\s+(?:by\s+the\s+way|btw|though|anyway|at\s+all(?:\s+though)?)$", re.I)
+# "my partner, Rui, is a chef" read as "my partner Rui is a chef".
+_NAME_APART = re.compile(r"^([Mm]y\s+[a-z]+),\s+([A-Z][\w'-]+),\s+")
+# What "we" say of a household the user speaks for: "we're going (flying ...) to Japan", "we
+# don't have any pets", read in the first person singular.
+_WE = (
+    (
+        re.compile(r"^we(?:'re|\s+are)\s+(going|flying|travelling|traveling|heading)\s+to\b", re.I),
+        r"I am \1 to",
+    ),
+    (re.compile(r"^we\s+(?:don't|do\s+not)\s+have\b", re.I), "I do not have"),
+    (re.compile(r"^we\s+(have|live|moved|settled|decided|chose|picked|booked)\b", re.I), r"I \1"),
+)
+
+
+def filler_strip(text: str) -> str:
+    """``text`` without opening fillers and openings that say nothing of the fact."""
+    return _OPENING.sub("", _FILLER.sub("", text.strip())).strip()
+
+
 def sentence_clean(sentence: str) -> str:
     """The sentence as the rules match it: straight apostrophes, no opening filler word, no
-    closing punctuation."""
-    sentence = sentence.replace("\u2019", "'").strip()
-    sentence = _FILLER.sub("", sentence)
-    return sentence.strip().rstrip(".!?;").strip()
+    closing punctuation or closing aside ("by the way", "though"), a name set apart by commas
+    taken in ("my partner, Rui, is" -> "my partner Rui is"), and what "we" say of the user's
+    home or plans in the first person."""
+    sentence = filler_strip(sentence.replace("\u2019", "'"))
+    sentence = sentence.rstrip(".!?;").strip()
+    sentence = _CLOSING.sub("", sentence)
+    sentence = _NAME_APART.sub(r"\1 \2 ", sentence)
+    for pattern, replacement in _WE:
+        sentence = pattern.sub(replacement, sentence)
+    return sentence
 
 
 def sentence_is_small_talk(sentence: str) -> bool:

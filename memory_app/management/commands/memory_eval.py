@@ -16,11 +16,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.test import override_settings
 
 from memory_app.answer_eval import answer_models_available, locomo_answers_evaluate
-from memory_app.evaluation import golden_evaluate, locomo_evaluate
+from memory_app.evaluation import SOURCES, golden_evaluate, locomo_evaluate
 
 NO_KEY = (
-    "--answer-model and --judge-model call Gemini: set GEMINI_API_KEY (or GOOGLE_API_KEY, or "
-    "GOOGLE_GENAI_USE_VERTEXAI with GOOGLE_CLOUD_PROJECT) first."
+    "--answer-model and --judge-model call the models of LLM_PROVIDER: for Gemini set "
+    "GEMINI_API_KEY (or GOOGLE_API_KEY, or GOOGLE_GENAI_USE_VERTEXAI with "
+    "GOOGLE_CLOUD_PROJECT), for an OpenAI-compatible server LLM_PROVIDER=openai and "
+    "OPENAI_BASE_URL first."
 )
 
 
@@ -44,12 +46,23 @@ class Command(BaseCommand):
         parser.add_argument(
             "--conversations", type=int, default=None, help="locomo: only the first N"
         )
+        parser.add_argument(
+            "--sources",
+            nargs="+",
+            choices=SOURCES,
+            default=list(SOURCES),
+            help="locomo: what recall is measured over: both (memories and past conversations, "
+            "what the agent reaches; the default figure), memories alone, past conversations "
+            "alone (with no memories asked for, none are generated)",
+        )
         parser.add_argument("--keep", action="store_true", help="keep the run's users")
         parser.add_argument(
             "--answer-model",
-            help="locomo: answer each question with this Gemini model and report J",
+            help="locomo: answer each question with this model of LLM_PROVIDER and report J",
         )
-        parser.add_argument("--judge-model", help="locomo: the Gemini model that judges answers")
+        parser.add_argument(
+            "--judge-model", help="locomo: the model (of LLM_PROVIDER) that judges answers"
+        )
         parser.add_argument(
             "--full-context",
             action="store_true",
@@ -61,7 +74,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--memory-model",
             help="model of memory generation for the run (e.g. 'offline' for the offline "
-            "rules while Gemini answers); default: MEMORY_EXTRACTION_MODEL",
+            "rules while a model answers); default: MEMORY_EXTRACTION_MODEL",
         )
         parser.add_argument("--json", action="store_true", help="print JSON (else key: value)")
 
@@ -105,6 +118,7 @@ class Command(BaseCommand):
                 ks=options["k"],
                 conversations_limit=options["conversations"],
                 keep=options["keep"],
+                sources=options["sources"],
                 progress=progress,
             )
         return golden_evaluate(path=path, keep=options["keep"], progress=progress)

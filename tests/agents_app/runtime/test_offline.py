@@ -9,7 +9,8 @@ from core.llm import AttachmentInfo, LlmChunk, LlmRequest, MemorySnippet
 MODEL = OfflineModel(chunk_delay=0)
 CREATE = types.FunctionDeclaration(name="create_memory")
 LOAD = types.FunctionDeclaration(name="load_memory")
-ALL_TOOLS = [CREATE, LOAD, SET_STATE_TOOL.declaration]
+PAST = types.FunctionDeclaration(name="search_past_conversations")
+ALL_TOOLS = [CREATE, LOAD, PAST, SET_STATE_TOOL.declaration]
 
 
 def user(text: str) -> types.Content:
@@ -33,14 +34,22 @@ def call_of(decision):
     [
         (
             "Remember that I am allergic to peanuts.",
-            ("create_memory", {"text": "I am allergic to peanuts"}),
+            ("create_memory", {"text": "I am allergic to peanuts", "asked": True}),
         ),
         (
             "please remember my flight is on Friday",
-            ("create_memory", {"text": "my flight is on Friday"}),
+            ("create_memory", {"text": "my flight is on Friday", "asked": True}),
         ),
         ("What do you know about my diet?", ("load_memory", {"query": "my diet"})),
         ("what do you remember", ("load_memory", {"query": "what do you remember"})),
+        (
+            "Where did I say I keep the spare key?",
+            ("search_past_conversations", {"query": "I keep the spare key"}),
+        ),
+        (
+            "did I ever mention my sister Ana",
+            ("search_past_conversations", {"query": "my sister Ana"}),
+        ),
         ("Hi, my name is Ada and I code", ("set_state", {"key": "user:name", "value": "Ada"})),
         ("set mood to happy", ("set_state", {"key": "mood", "value": "happy"})),
         ("Set user:city = Paris.", ("set_state", {"key": "user:city", "value": "Paris"})),
@@ -56,13 +65,77 @@ def test_without_the_tool_on_offer_it_just_replies():
     )
 
 
-def test_reply_is_grounded_in_state_and_the_best_memory():
+def test_reply_is_grounded_in_state_and_the_memory_that_bears_on_the_message():
     memories = [
-        MemorySnippet(id="1", text="you live in Lyon", score=0.0),
-        MemorySnippet(id="2", text="you like tea", score=0.8),
+        MemorySnippet(id="1", text="The user lives in Lyon.", score=0.9),
+        MemorySnippet(id="2", text="The user likes green tea.", score=0.8),
     ]
-    decision = MODEL.respond(request("hello", state={"user:name": "Ada"}, memories=memories))
-    assert decision == "Hi Ada! You said: \u201chello\u201d. I remember that you like tea."
+    decision = MODEL.respond(
+        request("Any tea for tonight?", state={"user:name": "Ada"}, memories=memories)
+    )
+    assert decision == (
+        "Hi Ada! You said: \u201cAny tea for tonight?\u201d I remember that you like green tea."
+    )
+
+
+def test_an_unrelated_memory_is_not_cited():
+    memories = [MemorySnippet(id="1", text="The user lives in Lyon.", score=0.9)]
+
+    decision = MODEL.respond(request("Write a haiku about autumn leaves.", memories=memories))
+
+    assert decision == "You said: \u201cWrite a haiku about autumn leaves.\u201d"
+
+
+def test_a_memory_related_to_the_message_beyond_its_words_is_cited():
+    """Retrieval relates a snack to a peanut allergy; the reply says why it was brought up."""
+    memories = [MemorySnippet(id="1", text="The user is allergic to peanuts.", score=0.9)]
+
+    decision = MODEL.respond(request("Can you suggest a snack?", memories=memories))
+
+    assert decision == (
+        "You said: \u201cCan you suggest a snack?\u201d I remember that you are allergic to "
+        "peanuts."
+    )
+
+
+@pytest.mark.parametrize(
+    ("asked", "stored", "reply"),
+    [
+        (
+            "Where do I live?",
+            "The user lives in Porto, having moved there last week.",
+            "You said: \u201cWhere do I live?\u201d I remember that you live in Porto, having "
+            "moved there last week.",
+        ),
+        (
+            "Where do I live?",
+            "I live in Porto",
+            "You said: \u201cWhere do I live?\u201d I remember that you live in Porto.",
+        ),
+        (
+            "Do I eat meat? I live in Lisbon",
+            "The user lives in Lisbon and they are vegetarian.",
+            "You said: \u201cDo I eat meat? I live in Lisbon\u201d. I remember that you live in "
+            "Lisbon and you are vegetarian.",
+        ),
+        (
+            "Am I vegetarian?",
+            "The user lives in Lisbon and is vegetarian.",
+            "You said: \u201cAm I vegetarian?\u201d I remember that you live in Lisbon and are "
+            "vegetarian.",
+        ),
+        (
+            "What about my sister?",
+            "The user's sister Ana lives in Braga.",
+            "You said: \u201cWhat about my sister?\u201d I remember that your sister Ana lives "
+            "in Braga.",
+        ),
+    ],
+)
+def test_what_the_offline_model_remembers_is_said_in_the_second_person(asked, stored, reply):
+    memories = [MemorySnippet(id="1", text=stored, score=0.5)]
+
+    assert MODEL.respond(request(asked, memories=memories)) == reply
 
 
 def tool_turn(*results: tuple[str, dict], calls: tuple[tuple[str, dict], ...] = ()) -> LlmRequest:
@@ -166,6 +239,21 @@ def test_a_failed_tool_is_an_apology_with_the_reason_in_one_sentence():
     )
 
 
+def test_past_turns_are_said_with_their_chat_and_day_and_none_found_says_so():
+    found = {
+        "past_conversations": [
+            {"chat_title": "House", "date": "3 May 2026", "excerpt": "The key is in the mailbox."}
+        ]
+    }
+    decision = MODEL.respond(tool_turn(("search_past_conversations", found)))
+    assert decision == (
+        "Here's where you said it in your past chats:\n"
+        "- In \u201cHouse\u201d on 3 May 2026, you said: \u201cThe key is in the mailbox.\u201d"
+    )
+    none = MODEL.respond(tool_turn(("search_past_conversations", {"past_conversations": []})))
+    assert none == "I couldn't find that in your past chats."
+
+
 def test_empty_recall_says_so():
     decision = MODEL.respond(tool_turn(("load_memory", {"memories": []})))
     assert decision == "I don't have anything remembered about that yet."
@@ -174,10 +262,12 @@ def test_empty_recall_says_so():
 def test_a_quoted_question_gets_no_second_stop_and_a_memory_is_said_to_the_user():
     memories = [MemorySnippet(id="1", text="The user lives in Lyon.", score=0.5)]
 
-    decision = MODEL.respond(request("How are you?", state={"user:name": "Ada"}, memories=memories))
+    decision = MODEL.respond(
+        request("Is it cold in Lyon?", state={"user:name": "Ada"}, memories=memories)
+    )
 
-    assert (
-        decision == "Hi Ada! You said: \u201cHow are you?\u201d I remember that you live in Lyon."
+    assert decision == (
+        "Hi Ada! You said: \u201cIs it cold in Lyon?\u201d I remember that you live in Lyon."
     )
 
 
@@ -243,4 +333,4 @@ def test_remember_this_in_a_chat_that_keeps_nothing_says_why():
 def test_remember_that_with_a_file_attached_is_still_a_fact_to_save():
     decision = MODEL.respond(request("remember that my cat is Miso", ALL_TOOLS, attachments=[LOGO]))
 
-    assert call_of(decision) == ("create_memory", {"text": "my cat is Miso"})
+    assert call_of(decision) == ("create_memory", {"text": "my cat is Miso", "asked": True})

@@ -1,5 +1,4 @@
 import asyncio
-import dataclasses
 import threading
 
 import pytest
@@ -17,7 +16,7 @@ from sessions_app import selectors, services
 from sessions_app.errors import InvalidEventError
 from sessions_app.models import EventRecord, SessionState
 from sessions_app.types import GetSessionConfig
-from tests.factories import UserFactory
+from tests.factories import UserFactory, session_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -79,6 +78,9 @@ class StaticMemory:
     async def preload(self, *, session, query, limit):
         return self.memories[:limit]
 
+    async def app_guidance(self, *, session):
+        return []
+
     def tools(self):
         async def create(args, context: ToolContext):
             self.created.append(args["text"])
@@ -108,6 +110,22 @@ def owner(transactional_db):
 async def new_session(user, **state):
     return await sync_to_async(services.session_create)(
         app_name=APP, user_id=str(user.pk), state=state
+    )
+
+
+async def app_compaction_set(config: CompactionConfig) -> None:
+    """The app's record carries the compaction, as staff set it in the console: the background
+    task reads the agent from the record, not from the runner that asked for it."""
+    from agents_app.models import App
+
+    await sync_to_async(App.objects.update_or_create)(
+        name=APP,
+        defaults={
+            "model": "offline",
+            "keep_last_invocations": config.keep_last_invocations,
+            "token_budget": config.token_budget,
+            "summarize_after_invocations": config.summarize_after_invocations,
+        },
     )
 
 
@@ -197,7 +215,9 @@ async def test_instruction_is_templated_and_output_key_saves_the_reply(owner):
         model, instruction="Help {user:name} with {topic}.{mood?}", output_key="last_reply"
     )
     events = await turn(runner, owner, session.id, "hi")
-    assert model.requests[0].system_instruction == "Help Ada with tea."
+    instruction = model.requests[0].system_instruction
+    assert instruction.split("\n\n")[0] == "Help Ada with tea."
+    assert '{"field": "name", "value": "Ada"}' in instruction, "the profile, always placed"
     assert (await stored(owner, session.id)).state["last_reply"] == events[-1].text()
 
 
@@ -337,7 +357,7 @@ async def test_old_invocations_are_compacted_in_the_background_and_summarised_in
     owner, settings
 ):
     compaction = {"keep_last_invocations": 2, "summarize_after_invocations": 2, "token_budget": 0}
-    settings.AGENTS = {APP: {"model": "offline", "compaction": compaction}}
+    await app_compaction_set(CompactionConfig(**compaction))
     settings.BACKGROUND_TASKS = "inprocess"
     session = await new_session(owner)
     model = RecordingModel()
@@ -365,7 +385,7 @@ async def test_a_turn_reads_only_the_events_its_latest_compaction_does_not_cover
     from agents_app.runtime.turn_context import turn_session_load
 
     config = CompactionConfig(keep_last_invocations=2, summarize_after_invocations=2)
-    settings.AGENTS = {APP: {"model": "offline", "compaction": dataclasses.asdict(config)}}
+    await app_compaction_set(config)
     settings.BACKGROUND_TASKS = "inprocess"
     session = await new_session(owner)
     runner = make_runner(RecordingModel(), compaction=config)
@@ -397,23 +417,24 @@ async def test_a_turn_streamed_to_a_socket_never_waits_for_the_database_thread(
     # loop: the turn's claim (its stored events read, the claim taken and given up), the
     # session load, both appends, the memory permissions and the trigger check, and the
     # socket's reads of what was stored. Here the one database thread is busy throughout.
-    from agents_app.chat_turns import ChatTurn
+    from agents_app.chat.turn_claims import TurnStart, turn_begin_async, turn_claim_release_async
+    from agents_app.chat.turns import ChatTurn
     from agents_app.memory_provider import DjangoMemoryProvider
-    from agents_app.turn_claims import TurnStart, turn_begin_async, turn_claim_release_async
 
     session = await new_session(owner)
+    key = await sync_to_async(session_key)(session)
     runner = make_runner(memory=DjangoMemoryProvider(), preload_memories=False)
     frames = []
 
     async def send(frame):
         frames.append(frame)
 
-    chat_turn = ChatTurn(client_message_id="m-1", session_id=session.id, send=send)
+    chat_turn = ChatTurn(client_message_id="m-1", session_key=key, send=send)
     message = types.Content(role="user", parts=[types.Part(text="How far is the lake?")])
 
     async def stream():
         begin = await turn_begin_async(
-            session_id=session.id, user_event_id=chat_turn.user_event_id, holder="test"
+            session_id=key, user_event_id=chat_turn.user_event_id, holder="test"
         )
         assert begin.start is TurnStart.NEW
         async for event in runner.run_async(
@@ -423,7 +444,9 @@ async def test_a_turn_streamed_to_a_socket_never_waits_for_the_database_thread(
             client_message_id="m-1",
             claim=begin.claim,
         ):
-            await chat_turn.event_forward(event)
+            await chat_turn.event_forward(
+                event, None if event.partial else runner.store.written_take(event)
+            )
         await turn_claim_release_async(claim=begin.claim)
 
     # The app's settings, which the memory triggers take from what the process read in the

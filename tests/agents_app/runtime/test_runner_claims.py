@@ -1,5 +1,5 @@
-"""Every turn the runner runs is claimed (``agents_app.turn_claims``), a turn whose caller named
-no client message id included: the claim is kept alive while the turn runs and given up after
+"""Every turn the runner runs is claimed (``agents_app.chat.turn_claims``), a turn whose caller
+named no client message id included: the claim is kept alive while the turn runs and given up after
 it, and a turn whose process died is ended by the sweeper."""
 
 import asyncio
@@ -9,15 +9,17 @@ import pytest
 from asgiref.sync import sync_to_async
 from google.genai import types
 
+from agents_app.chat.turn_claims import turn_claim_take
+from agents_app.chat.turn_sweep import turns_sweep
 from agents_app.models import TurnClaim
 from agents_app.runtime.runner import DuplicateTurnError
-from agents_app.runtime.turn_store import TurnTakenOverError
+from agents_app.runtime.turn_store import TurnBlockedError, TurnTakenOverError
 from agents_app.runtime.turns import SERVER_STOPPED
-from agents_app.turn_claims import turn_claim_take
-from agents_app.turn_sweep import turns_sweep
+from sessions_app import services
+from sessions_app.events import Event
 from sessions_app.models import EventRecord
 from tests.agents_app.runtime.test_runner import RecordingModel, make_runner, new_session
-from tests.factories import UserFactory
+from tests.factories import UserFactory, session_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,7 +35,7 @@ def _message(text):
 
 async def _claims(session_id):
     return await sync_to_async(list)(
-        TurnClaim.objects.filter(session_id=session_id).values(
+        TurnClaim.objects.filter(session__session_id=session_id).values(
             "user_event_id", "holder", "fence", "renewed_at"
         )
     )
@@ -41,7 +43,7 @@ async def _claims(session_id):
 
 async def _records(session_id):
     return await sync_to_async(list)(
-        EventRecord.objects.filter(session_id=session_id).order_by("sequence")
+        EventRecord.objects.filter(session__session_id=session_id).order_by("sequence")
     )
 
 
@@ -104,7 +106,9 @@ async def test_a_turn_without_a_client_message_id_whose_process_died_is_ended_by
 async def test_a_turn_claimed_elsewhere_is_not_run(owner):
     session = await new_session(owner)
     held = await sync_to_async(turn_claim_take)(
-        session_id=session.id, user_event_id="msg-twice", holder="host:1:other-socket"
+        session_id=await sync_to_async(session_key)(session),
+        user_event_id="msg-twice",
+        holder="host:1:other-socket",
     )
 
     with pytest.raises(DuplicateTurnError):
@@ -119,3 +123,25 @@ async def test_a_turn_claimed_elsewhere_is_not_run(owner):
     assert await _records(session.id) == []
     (claim,) = await _claims(session.id)
     assert (claim["holder"], claim["fence"]) == ("host:1:other-socket", held.fence)
+
+
+async def test_a_turn_whose_next_place_holds_another_invocations_event_gives_up_its_claim(owner):
+    """No process can ever store the reply of this turn: the runner raises TurnBlockedError and
+    releases its claim, so neither a re-send nor the sweeper takes the turn up again."""
+    session = await new_session(owner)
+    planted = Event(id="msg-p1.1", invocation_id="e-elsewhere", author="user")
+    await sync_to_async(services.event_append)(session=session, event=planted)
+    runner = make_runner()
+
+    with pytest.raises(TurnBlockedError):
+        async for _event in runner.run_async(
+            user_id=str(owner.pk),
+            session_id=session.id,
+            new_message=_message("hello"),
+            client_message_id="p1",
+        ):
+            pass
+
+    assert await _claims(session.id) == []
+    report = await sync_to_async(turns_sweep)(now=time.time() + 3600)
+    assert (report.interrupted, report.blocked) == ([], [])

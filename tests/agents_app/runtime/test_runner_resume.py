@@ -26,7 +26,7 @@ from tests.agents_app.runtime.test_runner import (
     stored,
     turn,
 )
-from tests.factories import UserFactory
+from tests.factories import UserFactory, session_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,9 +53,9 @@ async def _user_message_only(session, client_message_id="m1", text="hello again"
     return event
 
 
-async def _progress(session_id, user_event_id="msg-m1"):
+async def _progress(session, user_event_id="msg-m1"):
     stored_events = await sync_to_async(selectors.stored_events_of_turn)(
-        session_id=session_id, user_event_id=user_event_id
+        session_key=await sync_to_async(session_key)(session), user_event_id=user_event_id
     )
     return TurnProgress.of([item.event for item in stored_events])
 
@@ -71,7 +71,7 @@ async def _continue(runner, user, session_id, progress):
 
 async def _records(session_id):
     return await sync_to_async(list)(
-        EventRecord.objects.filter(session_id=session_id).order_by("sequence")
+        EventRecord.objects.filter(session__session_id=session_id).order_by("sequence")
     )
 
 
@@ -95,7 +95,7 @@ async def test_a_turn_whose_process_died_after_the_message_is_answered_once(owne
     memory = StaticMemory(use=True, create=True)
     runner = make_runner(memory=memory)
 
-    events = await _continue(runner, owner, session.id, await _progress(session.id))
+    events = await _continue(runner, owner, session.id, await _progress(session))
 
     final = events[-1]
     assert final.id == "msg-m1.1" and final.turn_complete
@@ -122,7 +122,7 @@ async def test_a_half_run_tool_call_is_not_run_again_and_the_history_says_so(own
     )
     model = RecordingModel()
 
-    events = await _continue(make_runner(model), owner, session.id, await _progress(session.id))
+    events = await _continue(make_runner(model), owner, session.id, await _progress(session))
 
     response = events[0]
     assert response.id == "msg-m1.2"
@@ -153,7 +153,7 @@ async def test_retry_reads_the_turn_without_its_interrupted_ending(owner):
     memory = StaticMemory(use=True, create=True)
 
     events = await _continue(
-        make_runner(model, memory=memory), owner, session.id, await _progress(session.id)
+        make_runner(model, memory=memory), owner, session.id, await _progress(session)
     )
 
     assert [content.role for content in model.requests[0].contents] == ["user"]
@@ -185,7 +185,7 @@ async def test_retrying_a_failed_turn_does_not_tell_memory_twice(owner):
     memory = StaticMemory(use=True, create=True)
 
     events = await _continue(
-        make_runner(memory=memory), owner, session.id, await _progress(session.id)
+        make_runner(memory=memory), owner, session.id, await _progress(session)
     )
 
     assert events[-1].id == "msg-m1.2" and not events[-1].error_code
@@ -195,7 +195,7 @@ async def test_retrying_a_failed_turn_does_not_tell_memory_twice(owner):
 async def test_of_two_runners_of_one_turn_only_one_stores_its_end(owner):
     session = await new_session(owner)
     await _user_message_only(session, text=" ".join(["word"] * 30))
-    progress = await _progress(session.id)
+    progress = await _progress(session)
     slow = make_runner(RecordingModel(chunk_delay=0.02))
     quick = make_runner(RecordingModel())
 

@@ -75,8 +75,8 @@ class RemoteMemoryService(BaseMemoryService):
             )
         except NotFoundError as error:
             raise SessionNotFoundError(
-                f"Session {session.id} is not stored on the server; add its events with "
-                "add_events_to_memory instead."
+                f"Session {session.id!r} of app {session.app_name!r} is not stored on the "
+                "server; add its events with add_events_to_memory instead."
             ) from error
         await self._maybe_wait(session.app_name, job, wait=self.wait_for_completion)
 

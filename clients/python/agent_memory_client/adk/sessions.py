@@ -5,7 +5,10 @@ It answers ADK's own ``Session`` and ``Event`` objects with ADK's semantics, so
 the merged view (``app:`` and ``user:`` keys prefixed), ``temp:`` keys live in
 the session object for the rest of the invocation and are never sent,
 ``last_update_time`` is the stored one, and ``GetSessionConfig`` filters
-(``num_recent_events``, ``after_timestamp``) run on the server.
+(``num_recent_events``, ``after_timestamp``) run on the server. ``get_session``
+answers every stored event, those a rewind took out included, as ADK's services
+do: ADK's ``Runner`` leaves them out of the model's context and names any of
+their invocations in a later ``rewind_async``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import logging
 import weakref
 from typing import Any
 
-from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import (
@@ -35,7 +37,10 @@ from agent_memory_client.client import (
     session_path,
     sessions_path,
 )
-from agent_memory_client.errors import BadRequestError, ConflictError, NotFoundError
+from agent_memory_client.errors import (
+    BadRequestError,
+    NotFoundError,
+)
 
 __all__ = ["RemoteSessionService"]
 
@@ -140,12 +145,11 @@ class RemoteSessionService(BaseSessionService):
         }
         if session_id is not None:
             body["session_id"] = session_id
-        try:
-            response = await self.client.request(
-                "POST", sessions_path(app_name, user_id), content=_json_bytes(body)
-            )
-        except ConflictError as error:
-            raise AlreadyExistsError(f"Session with id {session_id} already exists.") from error
+        # An id the end user already has in the app answers 409: ConflictError, which is
+        # ADK's AlreadyExistsError, as ADK's own services raise.
+        response = await self.client.request(
+            "POST", sessions_path(app_name, user_id), content=_json_bytes(body)
+        )
         return StoredSession.model_validate_json(response.content).to_session()
 
     @override
@@ -230,9 +234,10 @@ class RemoteSessionService(BaseSessionService):
             try:
                 response = await self.client.request("POST", path, content=body)
             except NotFoundError as error:
-                raise SessionNotFoundError(f"Session {session.id} not found.") from error
-            except ConflictError as error:
-                raise AlreadyExistsError(error.detail) from error
+                raise SessionNotFoundError(
+                    f"Session {session.id!r} not found in app {session.app_name!r} for user "
+                    f"{session.user_id!r}."
+                ) from error
             except BadRequestError as error:
                 raise ValueError(f"The server refused the event: {error.detail}") from error
             stored = response.json()

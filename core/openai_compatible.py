@@ -1,0 +1,397 @@
+"""Any OpenAI-compatible server through the official ``openai`` client: Ollama, vLLM,
+LM Studio, llama.cpp's server, LocalAI, or a hosted provider.
+
+Access is configured by settings: ``OPENAI_BASE_URL`` (e.g. ``http://localhost:11434/v1`` for
+Ollama) and ``OPENAI_API_KEY`` (optional: local servers take any). The conversation, in the
+product's ``google.genai`` types, becomes Chat Completions messages: text, images as data URLs
+(for a model that takes them), text files as text, function calls and their responses as
+``tool_calls`` and ``tool`` messages. Every failure surfaces as a ``ModelError``, transient for
+429, 5xx, timeouts and broken connections; the client's own retries are off, so that
+``RetryPolicy`` and the job layer alone decide.
+
+Structured answers ask for ``response_format`` ``json_schema``; a server that refuses it, or
+answers something that is not JSON, is asked again with the schema as the parameters of one
+forced tool call, which more servers honour.
+
+Images go to the model as they are; a server that refuses a request carrying images (a model
+without vision: Ollama's "does not support image input", LM Studio's "Model does not support
+images") is asked again with each image replaced by a line saying it was left out. Without
+that, one picture in a chat's history would make every later turn of that chat fail, and the
+memory job reading it would fail for good.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+from django.conf import settings
+from google.genai import types
+
+from core.llm import LlmChunk, LlmRequest, ModelError, structured_answer
+
+ANSWER_TOOL = "answer"
+PROVIDER = "The model server"
+# What stands for an image in a request resent to a model that refused images.
+IMAGE_LEFT_OUT = "(An image was here; this model cannot see images, so it was left out.)"
+
+logger = logging.getLogger(__name__)
+
+
+def _client() -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        base_url=settings.OPENAI_BASE_URL or None,
+        # Local servers need no key, but the client refuses to start without one.
+        api_key=settings.OPENAI_API_KEY or "none",
+        timeout=settings.LLM_TIMEOUT_SECONDS,
+        max_retries=0,
+    )
+
+
+def model_error_from(error: Exception) -> ModelError:
+    """The ``ModelError`` for a failure of the client, transient when a retry may succeed."""
+    where = settings.OPENAI_BASE_URL or "the OpenAI API"
+    if isinstance(error, openai.APITimeoutError | httpx2.TimeoutException):
+        return ModelError(
+            f"The model server at {where} did not answer within "
+            f"{settings.LLM_TIMEOUT_SECONDS:g} s.",
+            code="timeout",
+            transient=True,
+        )
+    if isinstance(error, openai.APIConnectionError | httpx2.TransportError):
+        return ModelError(
+            f"The connection to the model server at {where} failed: {error}",
+            code="model_unavailable",
+            transient=True,
+        )
+    if isinstance(error, openai.APIStatusError):
+        message = f"{error.status_code}: {error.message}"
+        if error.status_code == 429:
+            return ModelError(
+                f"The model server is rate-limiting requests ({message})",
+                code="rate_limited",
+                transient=True,
+            )
+        if error.status_code == 408:
+            return ModelError(
+                f"The model server timed out ({message})", code="timeout", transient=True
+            )
+        if error.status_code >= 500:
+            return ModelError(
+                f"The model server is unavailable ({message})",
+                code="model_unavailable",
+                transient=True,
+            )
+        return ModelError(
+            f"The model server rejected the request ({message})", code="model_rejected"
+        )
+    return ModelError(f"The model server failed: {error}", code="model_error")
+
+
+_CLIENT_ERRORS = (openai.OpenAIError, httpx2.TransportError)
+
+
+def _part_content(part: types.Part) -> dict[str, Any] | None:
+    """One part of a user message as a Chat Completions content part: text, an image as a
+    data URL, a text file as its text, any other file named (the API carries no other kind)."""
+    if part.text:
+        return {"type": "text", "text": part.text}
+    blob = part.inline_data
+    if blob is None or blob.data is None:
+        return None
+    mime_type = blob.mime_type or "application/octet-stream"
+    if mime_type.startswith("image/"):
+        url = f"data:{mime_type};base64,{base64.b64encode(blob.data).decode()}"
+        return {"type": "image_url", "image_url": {"url": url}}
+    if mime_type.startswith("text/") or mime_type in ("application/json", "text/csv"):
+        return {"type": "text", "text": blob.data.decode("utf-8", errors="replace")}
+    return {"type": "text", "text": f"(a {mime_type} file this model cannot read)"}
+
+
+def _messages(system_instruction: str, contents: str | list[types.Content]) -> list[dict]:
+    """The conversation as Chat Completions messages, the system instruction first."""
+    messages: list[dict[str, Any]] = []
+    if system_instruction:
+        messages.append({"role": "system", "content": system_instruction})
+    if isinstance(contents, str):
+        messages.append({"role": "user", "content": contents})
+        return messages
+    for content in contents:
+        parts = list(content.parts or ())
+        if content.role == "model":
+            text = "".join(part.text or "" for part in parts if not part.thought)
+            calls = [
+                {
+                    "id": part.function_call.id or f"call-{index}",
+                    "type": "function",
+                    "function": {
+                        "name": part.function_call.name,
+                        "arguments": json.dumps(part.function_call.args or {}),
+                    },
+                }
+                for index, part in enumerate(parts)
+                if part.function_call
+            ]
+            message: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if calls:
+                message["tool_calls"] = calls
+            messages.append(message)
+            continue
+        for index, part in enumerate(parts):
+            if part.function_response:
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": part.function_response.id or f"call-{index}",
+                        "content": json.dumps(part.function_response.response or {}),
+                    }
+                )
+        shown = [
+            item
+            for part in parts
+            if not part.function_response and (item := _part_content(part)) is not None
+        ]
+        if shown:
+            messages.append({"role": "user", "content": shown})
+    return messages
+
+
+def _has_images(messages: list[dict[str, Any]]) -> bool:
+    return any(
+        isinstance(message["content"], list)
+        and any(item["type"] == "image_url" for item in message["content"])
+        for message in messages
+    )
+
+
+def _images_left_out(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every image replaced by the text :data:`IMAGE_LEFT_OUT`."""
+    return [
+        {
+            **message,
+            "content": [
+                {"type": "text", "text": IMAGE_LEFT_OUT} if item["type"] == "image_url" else item
+                for item in message["content"]
+            ],
+        }
+        if isinstance(message["content"], list)
+        else message
+        for message in messages
+    ]
+
+
+def _refused(error: openai.APIStatusError) -> bool:
+    """Whether the server refused the request itself (a 4xx other than a timeout or a rate
+    limit), which asking again unchanged would not mend."""
+    return 400 <= error.status_code < 500 and error.status_code not in (408, 429)
+
+
+def _tool(declaration: types.FunctionDeclaration) -> dict[str, Any]:
+    parameters = declaration.parameters_json_schema
+    if parameters is None and declaration.parameters is not None:
+        parameters = declaration.parameters.json_schema.model_dump(mode="json", exclude_none=True)
+    return {
+        "type": "function",
+        "function": {
+            "name": declaration.name,
+            "description": declaration.description or "",
+            "parameters": parameters or {"type": "object", "properties": {}},
+        },
+    }
+
+
+@dataclass
+class _PendingCall:
+    """A tool call being streamed: its arguments arrive as fragments of a JSON string."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+    def function_call(self) -> types.FunctionCall:
+        raw = "".join(self.arguments).strip() or "{}"
+        try:
+            args = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise ModelError(
+                f"The model called {self.name} with arguments that are not JSON: {raw:.200}",
+                code="model_invalid_output",
+                transient=True,
+            ) from error
+        return types.FunctionCall(
+            id=self.id or None, name=self.name, args=args if isinstance(args, dict) else {}
+        )
+
+
+def _usage(usage: Any) -> types.GenerateContentResponseUsageMetadata | None:
+    if usage is None:
+        return None
+    return types.GenerateContentResponseUsageMetadata(
+        prompt_token_count=usage.prompt_tokens,
+        candidates_token_count=usage.completion_tokens,
+        total_token_count=usage.total_tokens,
+    )
+
+
+class OpenAICompatibleModel:
+    """A model of an OpenAI-compatible server behind the ``ProviderModel`` protocol; one
+    client per instance, reused."""
+
+    offline = False
+
+    def __init__(self, model: str) -> None:
+        self.name = model
+        self.client = _client()
+
+    async def _create(self, *, messages: list[dict[str, Any]], **options: Any) -> Any:
+        """One Chat Completions call of this model; when the server refuses a request that
+        carries images, the same call once more with the images left out
+        (:func:`_images_left_out`), the model being one without vision."""
+        try:
+            return await self.client.chat.completions.create(
+                model=self.name, messages=messages, **options
+            )
+        except openai.APIStatusError as error:
+            if not (_refused(error) and _has_images(messages)):
+                raise
+            logger.info(
+                "%s refused a request with images (%s): sent again without them",
+                self.name,
+                error.status_code,
+            )
+        return await self.client.chat.completions.create(
+            model=self.name, messages=_images_left_out(messages), **options
+        )
+
+    async def generate_stream(self, request: LlmRequest) -> AsyncIterator[LlmChunk]:
+        """Stream text as it arrives; tool calls (assembled from their fragments), usage and
+        the finish reason come last.
+
+        Reasoning deltas are not shown to the user, so they are skipped. A response with
+        neither text nor a tool call raises ``ModelError``: ``model_blocked`` (not
+        transient) when a content filter stopped it, ``model_empty_response`` (transient)
+        otherwise. Errors after the first chunk are raised like any other; the caller
+        decides not to retry them.
+        """
+        extra: dict[str, Any] = {}
+        if request.tools:
+            extra["tools"] = [_tool(declaration) for declaration in request.tools]
+        pending: dict[int, _PendingCall] = {}
+        usage = None
+        finish_reason = None
+        produced = False
+        try:
+            stream = await self._create(
+                messages=_messages(request.system_instruction, request.contents),
+                stream=True,
+                stream_options={"include_usage": True},
+                **extra,
+            )
+            async with stream:
+                async for chunk in stream:
+                    usage = _usage(chunk.usage) or usage
+                    for choice in chunk.choices[:1]:
+                        finish_reason = choice.finish_reason or finish_reason
+                        delta = choice.delta
+                        for fragment in delta.tool_calls or ():
+                            call = pending.setdefault(fragment.index, _PendingCall())
+                            call.id = fragment.id or call.id
+                            if fragment.function is not None:
+                                call.name = fragment.function.name or call.name
+                                call.arguments.append(fragment.function.arguments or "")
+                        if delta.content:
+                            produced = True
+                            yield LlmChunk(text=delta.content)
+        except _CLIENT_ERRORS as error:
+            raise model_error_from(error) from error
+        calls = [pending[index].function_call() for index in sorted(pending)]
+        if calls:
+            produced = True
+            parts = [types.Part(function_call=call) for call in calls]
+            yield LlmChunk(function_calls=calls, function_call_parts=parts)
+        if not produced:
+            if finish_reason == "content_filter":
+                raise ModelError(
+                    "The model declined to answer (content filter).", code="model_blocked"
+                )
+            raise ModelError(
+                f"The model returned an empty response (finish reason {finish_reason}).",
+                code="model_empty_response",
+                transient=True,
+            )
+        yield LlmChunk(usage_metadata=usage, finish_reason=finish_reason)
+
+    async def generate_json(
+        self,
+        *,
+        system_instruction: str,
+        contents: str | list[types.Content],
+        response_schema: dict[str, Any],
+    ) -> dict[str, Any]:
+        """One non-streamed call whose answer is a JSON object matching ``response_schema``.
+
+        Asked as a ``json_schema`` response format first; when the server refuses that
+        (:func:`_refused`) or answers something that is not a JSON object, asked again with
+        the schema as one forced tool call. ``ModelError`` ``model_invalid_output`` when
+        neither way gives a JSON object.
+        """
+        messages = _messages(system_instruction, contents)
+        try:
+            try:
+                response = await self._create(
+                    messages=messages,
+                    response_format={
+                        "type": "json_schema",
+                        "json_schema": {"name": ANSWER_TOOL, "schema": response_schema},
+                    },
+                )
+                return structured_answer(
+                    response.choices[0].message.content or "", provider=PROVIDER
+                )
+            except openai.APIStatusError as error:
+                if not _refused(error):
+                    raise
+            except ModelError:
+                pass
+            response = await self._create(
+                messages=messages,
+                tools=[
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": ANSWER_TOOL,
+                            "description": "Give your answer.",
+                            "parameters": response_schema,
+                        },
+                    }
+                ],
+                tool_choice={"type": "function", "function": {"name": ANSWER_TOOL}},
+            )
+        except _CLIENT_ERRORS as error:
+            raise model_error_from(error) from error
+        message = response.choices[0].message
+        calls = message.tool_calls or []
+        arguments = calls[0].function.arguments if calls else (message.content or "")
+        return structured_answer(arguments, provider=PROVIDER)
+
+    async def embed(self, texts: list[str], *, model: str) -> list[list[float]]:
+        """One embedding vector per text, in order, from one ``/embeddings`` request."""
+        if not texts:
+            return []
+        try:
+            response = await self.client.embeddings.create(
+                model=model, input=texts, encoding_format="float"
+            )
+        except _CLIENT_ERRORS as error:
+            raise model_error_from(error) from error
+        return [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
+
+    async def aclose(self) -> None:
+        """Close the client's connections; the model cannot be used afterwards."""
+        await self.client.close()

@@ -1,0 +1,66 @@
+"""A turn no process can end is given up with an error, not retried for ever (issue 27): its
+next event id holds an event of another invocation (one stored under a turn's id before the
+API refused such ids), so its reply can never be stored there."""
+
+import pytest
+from channels.db import database_sync_to_async
+from google.genai import types
+
+from agents_app.chat.protocol import TURN_BLOCKED_CODE
+from agents_app.models import TurnClaim
+from sessions_app import services
+from sessions_app.events import Event
+from tests.agents_app.chat.test_consumers import (
+    _cookie,
+    _open,
+    _send_message,
+    _types,
+    _until,
+    chat_settings,  # noqa: F401 (autouse fixture)
+    close_thread_connections,  # noqa: F401 (autouse fixture)
+)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
+
+
+def _event_at_the_turns_place(session):
+    """An event of its own invocation stored as ``msg-p1.1``: the place of the first reply of
+    the turn of client message ``p1``."""
+    services.event_append(
+        session=session,
+        event=Event(
+            id="msg-p1.1",
+            invocation_id="e-elsewhere",
+            author="user",
+            content=types.Content(role="user", parts=[types.Part(text="planted")]),
+        ),
+    )
+
+
+async def test_a_turn_whose_place_is_taken_ends_with_an_error_and_releases_its_claim(user, session):
+    await database_sync_to_async(_event_at_the_turns_place)(session)
+    communicator = await _open(session.id, await database_sync_to_async(_cookie)(user))
+
+    await _send_message(communicator, "hello", "p1")
+    frames = await _until(communicator, "turn_complete")
+
+    errors = [frame["code"] for frame in frames if frame["type"] == "error"]
+    assert errors == [TURN_BLOCKED_CODE]
+    assert frames[-1]["interrupted"] is True
+    assert not await database_sync_to_async(TurnClaim.objects.exists)()
+
+    # Sent again, it is given up again at once, never left running.
+    await _send_message(communicator, "hello", "p1")
+    again = await _until(communicator, "turn_complete")
+    assert [frame["code"] for frame in again if frame["type"] == "error"] == [TURN_BLOCKED_CODE]
+    assert not await database_sync_to_async(TurnClaim.objects.exists)()
+
+    # The message can be edited: no turn of the chat is left in progress.
+    await communicator.send_json_to(
+        {"type": "edit", "message_id": "msg-p1", "text": "hello again", "client_message_id": "p2"}
+    )
+    edited = await _until(communicator, "turn_complete")
+    assert "turn_started" in _types(edited)
+    assert [frame for frame in edited if frame["type"] == "error"] == []
+    assert edited[-1]["interrupted"] is False
+    await communicator.disconnect()

@@ -1,0 +1,134 @@
+"""End users of the service-account API are keyed by (app, external id): no id of one app
+takes, reserves or reaches an end user of another, whatever their names (issue 27)."""
+
+from __future__ import annotations
+
+import io
+import json
+from importlib import import_module
+
+import pytest
+from django.apps import apps
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from agents_app.models import EndUser
+from agents_app.services import app_ensure, end_user_username
+from memory_app.models import Memory
+from sessions_app.models import SessionRecord
+from sessions_app.services import session_create
+from tests.agents_app.test_service_api import Api, key_for, said
+
+pytestmark = pytest.mark.django_db
+
+LONG = "a" * 120
+
+
+def _api_of_new_app(name: str) -> Api:
+    out = io.StringIO()
+    call_command("app_key_create", "--app", name, stdout=out, stderr=io.StringIO())
+    return Api(out.getvalue().strip().splitlines()[-1], name)
+
+
+def _session_ids(api: Api, user_id: str) -> list[str]:
+    answer = api.get(f"users/{user_id}/sessions/")
+    assert answer.status_code == 200, answer.content
+    return [session["id"] for session in answer.json()["sessions"]]
+
+
+def _exported_session_ids(api: Api, user_id: str) -> list[str]:
+    exported = api.get(f"users/{user_id}/export/")
+    assert exported.status_code == 200, exported.content
+    document = json.loads(b"".join(exported.streaming_content))
+    return [session["id"] for session in document["sessions"]]
+
+
+def test_ids_that_join_to_one_name_are_two_end_users_of_two_apps():
+    colx, colx_y = _api_of_new_app("colx"), _api_of_new_app("colx:y")
+
+    first = colx.post("users/y:z/sessions/", {"session_id": "of-colx"})
+    second = colx_y.post("users/z/sessions/", {"session_id": "of-colx-y"})
+
+    assert first.status_code == 201, first.content
+    assert second.status_code == 201, second.content
+    assert colx_y.post("users/z/sessions/", {}).status_code == 201
+    assert _session_ids(colx, "y:z") == ["of-colx"]
+    assert "of-colx" not in _session_ids(colx_y, "z")
+    one = EndUser.objects.get(app__name="colx", external_id="y:z")
+    other = EndUser.objects.get(app__name="colx:y", external_id="z")
+    assert one.user_id != other.user_id
+
+
+def test_apps_with_long_names_alike_keep_their_end_users_apart():
+    first = Api(key_for(LONG + "-one"), LONG + "-one")
+    second = Api(key_for(LONG + "-two"), LONG + "-two")
+    user_id = "u" * 128
+
+    assert first.post(f"users/{user_id}/sessions/", {"session_id": "s1"}).status_code == 201
+    assert second.post(f"users/{user_id}/sessions/", {"session_id": "s2"}).status_code == 201
+
+    assert _session_ids(first, user_id) == ["s1"]
+    assert _session_ids(second, user_id) == ["s2"]
+    accounts = EndUser.objects.filter(external_id=user_id).values_list("user__username", flat=True)
+    assert len(set(accounts)) == 2
+    assert all(len(name) <= 150 for name in accounts)
+
+
+@pytest.mark.parametrize("user_id", ["a", "colx:y:z", "x@example.org", ":-._@", "9" * 128])
+def test_any_id_the_schema_allows_works_in_every_app_at_once(user_id):
+    support, billing = Api(key_for("support"), "support"), Api(key_for("billing"), "billing")
+
+    for api in (support, billing):
+        created = api.post(f"users/{user_id}/sessions/", {})
+        assert created.status_code == 201, created.content
+        session_id = created.json()["id"]
+        appended = api.post(f"users/{user_id}/sessions/{session_id}/events/", said("hi"))
+        assert appended.status_code == 201, appended.content
+
+    assert EndUser.objects.filter(external_id=user_id).count() == 2
+
+
+def test_export_and_delete_all_of_one_end_user_leave_the_other_apps_alike_id():
+    colx, colx_y = _api_of_new_app("colx"), _api_of_new_app("colx:y")
+    colx.post("users/y:z/sessions/", {"session_id": "kept"})
+    colx.post("users/y:z/memories/", {"text": "Likes green tea."})
+    colx_y.post("users/z/sessions/", {"session_id": "gone"})
+    colx_y.post("users/z/memories/", {"text": "Plays the cello."})
+
+    assert _exported_session_ids(colx_y, "z") == ["gone"]
+    assert colx_y.delete("users/z/").status_code == 204
+
+    assert list(SessionRecord.objects.values_list("session_id", flat=True)) == ["kept"]
+    assert list(Memory.objects.values_list("user", flat=True)) == [
+        EndUser.objects.get(app__name="colx").user_id
+    ]
+    assert colx_y.get("users/z/export/").status_code == 404
+    assert _exported_session_ids(colx, "y:z") == ["kept"]
+
+
+def test_the_migration_renames_the_accounts_it_made_and_keeps_every_end_user_and_their_data():
+    migration = import_module("agents_app.migrations.0004_end_user_usernames_collision_free")
+    support, _ = app_ensure(name="support")
+    long_app, _ = app_ensure(name=LONG)
+    accounts = get_user_model().objects
+    made = accounts.create_user(username="support:alice", password=None)
+    long_made = accounts.create_user(username=migration._former_username(LONG, "x" * 60))
+    linked = accounts.create_user(username="bob", password="secret-42-horse")
+    EndUser.objects.create(app=support, external_id="alice", user=made)
+    EndUser.objects.create(app=support, external_id="bob", user=linked)
+    EndUser.objects.create(app=long_app, external_id="x" * 60, user=long_made)
+    session_create(app_name="support", user_id=str(made.pk), session_id="s-alice")
+
+    migration.end_user_accounts_rename(apps, None)
+
+    for account in (made, long_made, linked):
+        account.refresh_from_db()
+    assert made.username == end_user_username(app=support, external_id="alice")
+    assert long_made.username == end_user_username(app=long_app, external_id="x" * 60)
+    assert made.username.startswith("support:alice~")
+    assert len(long_made.username) == 150
+    assert linked.username == "bob" and linked.check_password("secret-42-horse")
+    assert EndUser.objects.count() == 3
+    api = Api(key_for("support"), "support")
+    assert _session_ids(api, "alice") == ["s-alice"]
+    assert api.post("users/carol/sessions/", {}).status_code == 201

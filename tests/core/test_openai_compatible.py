@@ -1,0 +1,362 @@
+"""An OpenAI-compatible model (Ollama, vLLM, LM Studio...) through the real ``openai`` client,
+against a local fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from google.genai import types
+
+from core.llm import (
+    ModelError,
+    generate_with_retries,
+    provider_model,
+)
+from core.openai_compatible import IMAGE_LEFT_OUT, OpenAICompatibleModel
+from tests.core.test_gemini import FAST_RETRIES, chat_request, collect, user_says
+from tests.fake_openai import (
+    FailMidStream,
+    HttpError,
+    Reply,
+    Stall,
+    embedding_for,
+    final_chunk,
+    json_reply,
+    reasoning_delta,
+    text_delta,
+    text_reply,
+    tool_answer_reply,
+    tool_call_deltas,
+)
+
+MODEL = "llama3.2"
+
+
+def test_the_provider_setting_chooses_the_openai_client(fake_openai):
+    assert isinstance(provider_model(model=MODEL), OpenAICompatibleModel)
+
+
+async def test_streamed_text_arrives_in_order_without_reasoning(openai_model, fake_openai):
+    fake_openai.push(
+        Reply(
+            [
+                reasoning_delta("Let me think."),
+                text_delta("Hel"),
+                text_delta("lo, "),
+                text_delta("world."),
+                *final_chunk(prompt_tokens=12, output_tokens=4),
+            ]
+        )
+    )
+
+    chunks = await collect(openai_model.generate_stream(chat_request()))
+
+    assert [chunk.text for chunk in chunks] == ["Hel", "lo, ", "world.", ""]
+    assert chunks[-1].finish_reason == "stop"
+    assert chunks[-1].usage_metadata.prompt_token_count == 12
+    assert chunks[-1].usage_metadata.candidates_token_count == 4
+    sent = fake_openai.requests[0]
+    assert sent.body["model"] == MODEL
+    assert sent.body["stream"] is True
+    assert sent.system_text() == "You are a terse assistant."
+    assert sent.user_text() == "Hello"
+    assert sent.tool_names() == ["set_state"]
+    assert sent.body["tools"][0]["function"]["parameters"]["type"] == "object"
+
+
+async def test_a_tool_call_streamed_in_pieces_and_its_result_go_back_as_messages(
+    openai_model, fake_openai
+):
+    fake_openai.push(
+        Reply(
+            [
+                *tool_call_deltas("set_state", {"key": "city", "value": "Porto"}, call_id="c7"),
+                *final_chunk(finish_reason="tool_calls"),
+            ]
+        )
+    )
+
+    chunks = await collect(openai_model.generate_stream(chat_request()))
+
+    [call] = chunks[0].function_calls
+    assert (call.id, call.name, call.args) == ("c7", "set_state", {"key": "city", "value": "Porto"})
+    assert chunks[0].function_call_parts[0].function_call is call
+
+    fake_openai.push(text_reply("Saved."))
+    answered = types.Content(
+        role="user",
+        parts=[
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id="c7", name="set_state", response={"ok": True}
+                )
+            )
+        ],
+    )
+    called = types.Content(role="model", parts=chunks[0].function_call_parts)
+    chunks = await collect(
+        openai_model.generate_stream(chat_request(user_says("I live in Porto"), called, answered))
+    )
+
+    assert "".join(chunk.text for chunk in chunks) == "Saved."
+    messages = fake_openai.requests[1].messages
+    assert messages[2]["role"] == "assistant"
+    assert messages[2]["tool_calls"][0]["id"] == "c7"
+    assert json.loads(messages[2]["tool_calls"][0]["function"]["arguments"]) == call.args
+    assert messages[3] == {"role": "tool", "tool_call_id": "c7", "content": '{"ok": true}'}
+
+
+async def test_an_image_goes_as_a_data_url_and_a_text_file_as_text(openai_model, fake_openai):
+    fake_openai.push(text_reply("A red dot."))
+    content = types.Content(
+        role="user",
+        parts=[
+            types.Part(text="What is this?"),
+            types.Part(inline_data=types.Blob(data=b"\x89PNG", mime_type="image/png")),
+            types.Part(inline_data=types.Blob(data=b"a,b\n1,2", mime_type="text/csv")),
+        ],
+    )
+
+    await collect(openai_model.generate_stream(chat_request(content)))
+
+    sent = fake_openai.requests[0].messages[-1]["content"]
+    assert sent[0] == {"type": "text", "text": "What is this?"}
+    assert sent[1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}
+    assert sent[2] == {"type": "text", "text": "a,b\n1,2"}
+
+
+def _with_picture(text: str) -> types.Content:
+    return types.Content(
+        role="user",
+        parts=[
+            types.Part(text=text),
+            types.Part(inline_data=types.Blob(data=b"\x89PNG", mime_type="image/png")),
+            types.Part(inline_data=types.Blob(data=b"a,b\n1,2", mime_type="text/csv")),
+        ],
+    )
+
+
+async def test_a_model_without_vision_is_asked_again_with_the_images_left_out(
+    openai_model, fake_openai
+):
+    fake_openai.push(
+        HttpError(400, "this model does not support image input"),
+        text_reply("I cannot see pictures."),
+    )
+
+    chunks = await collect(openai_model.generate_stream(chat_request(_with_picture("And this?"))))
+
+    assert "".join(chunk.text for chunk in chunks) == "I cannot see pictures."
+    refused, answered = fake_openai.requests
+    assert refused.messages[-1]["content"][1]["type"] == "image_url"
+    assert answered.messages[-1]["content"] == [
+        {"type": "text", "text": "And this?"},
+        {"type": "text", "text": IMAGE_LEFT_OUT},
+        {"type": "text", "text": "a,b\n1,2"},
+    ]
+    assert answered.body["stream"] is True
+    assert answered.tool_names() == ["set_state"]
+
+
+async def test_a_refusal_that_is_not_about_images_is_not_sent_again_without_them(
+    openai_model, fake_openai
+):
+    fake_openai.push(HttpError(400, "no images please"), HttpError(400, "does not support tools"))
+
+    with pytest.raises(ModelError) as raised:
+        await collect(openai_model.generate_stream(chat_request(_with_picture("And this?"))))
+
+    assert "does not support tools" in str(raised.value)
+    assert len(fake_openai.requests) == 2
+
+
+async def test_a_rate_limit_then_success_is_retried(openai_model, fake_openai):
+    fake_openai.push(HttpError(429, "slow down"), HttpError(503), text_reply("Hi."))
+
+    chunks = await collect(generate_with_retries(openai_model, chat_request(), FAST_RETRIES))
+
+    assert "".join(chunk.text for chunk in chunks) == "Hi."
+    assert len(fake_openai.requests) == 3
+
+
+async def test_a_rejected_request_is_not_retried(openai_model, fake_openai):
+    fake_openai.push(HttpError(400, "model 'llama3.2' does not support tools"))
+
+    with pytest.raises(ModelError) as raised:
+        await collect(generate_with_retries(openai_model, chat_request(), FAST_RETRIES))
+
+    assert raised.value.code == "model_rejected"
+    assert "does not support tools" in str(raised.value)
+    assert len(fake_openai.requests) == 1
+
+
+@pytest.mark.parametrize("error_event", [False, True])
+async def test_a_stream_cut_in_the_middle_is_an_error_after_the_text_already_given(
+    openai_model, fake_openai, error_event
+):
+    fake_openai.push(FailMidStream([text_delta("Half an ")], error=error_event))
+    received = []
+
+    with pytest.raises(ModelError) as raised:
+        async for chunk in generate_with_retries(openai_model, chat_request(), FAST_RETRIES):
+            received.append(chunk.text)
+
+    assert received == ["Half an "]
+    assert raised.value.code == ("model_error" if error_event else "model_unavailable")
+    assert len(fake_openai.requests) == 1
+
+
+async def test_a_server_that_is_down_is_a_transient_unavailable_model(settings):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings.OPENAI_BASE_URL = f"http://127.0.0.1:{port}/v1"
+    model = OpenAICompatibleModel(MODEL)
+
+    with pytest.raises(ModelError) as raised:
+        await collect(model.generate_stream(chat_request()))
+    await model.aclose()
+
+    assert raised.value.code == "model_unavailable"
+    assert raised.value.transient is True
+    assert f"127.0.0.1:{port}" in str(raised.value)
+
+
+async def test_a_model_that_does_not_answer_in_time_is_a_transient_timeout(fake_openai, settings):
+    settings.LLM_TIMEOUT_SECONDS = 0.3
+    fake_openai.push(Stall(seconds=10))
+    model = OpenAICompatibleModel(MODEL)
+
+    with pytest.raises(ModelError) as raised:
+        await collect(model.generate_stream(chat_request()))
+    await model.aclose()
+
+    assert (raised.value.code, raised.value.transient) == ("timeout", True)
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "code"),
+    [("content_filter", "model_blocked"), ("stop", "model_empty_response")],
+)
+async def test_a_response_without_text_or_calls_is_an_error(
+    openai_model, fake_openai, finish_reason, code
+):
+    fake_openai.push(Reply(final_chunk(finish_reason=finish_reason)))
+
+    with pytest.raises(ModelError) as raised:
+        await collect(openai_model.generate_stream(chat_request()))
+
+    assert raised.value.code == code
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
+    "required": ["facts"],
+}
+
+
+async def test_generate_json_asks_for_the_json_schema_and_parses_the_answer(
+    openai_model, fake_openai
+):
+    fake_openai.push(json_reply({"facts": ["likes tea"]}))
+
+    answer = await openai_model.generate_json(
+        system_instruction="Extract.", contents="I like tea.", response_schema=SCHEMA
+    )
+
+    assert answer == {"facts": ["likes tea"]}
+    sent = fake_openai.requests[0].body
+    assert sent["response_format"]["type"] == "json_schema"
+    assert sent["response_format"]["json_schema"]["schema"] == SCHEMA
+    assert "stream" not in sent
+
+
+@pytest.mark.parametrize(
+    "first",
+    [HttpError(400, "response_format json_schema is not supported"), json_reply("Sure! Tea.")],
+    ids=["refused", "ignored"],
+)
+async def test_a_server_without_json_schema_answers_through_a_forced_tool_call(
+    openai_model, fake_openai, first
+):
+    fake_openai.push(first, tool_answer_reply("answer", {"facts": ["likes tea"]}))
+
+    answer = await openai_model.generate_json(
+        system_instruction="Extract.", contents="I like tea.", response_schema=SCHEMA
+    )
+
+    assert answer == {"facts": ["likes tea"]}
+    fallback = fake_openai.requests[1].body
+    assert "response_format" not in fallback
+    assert fallback["tool_choice"] == {"type": "function", "function": {"name": "answer"}}
+    assert fallback["tools"][0]["function"]["parameters"] == SCHEMA
+
+
+async def test_generate_json_from_a_model_without_vision_leaves_the_images_out(
+    openai_model, fake_openai
+):
+    fake_openai.push(
+        HttpError(400, "Model does not support images. Please use a model that does."),
+        json_reply({"facts": ["likes tea"]}),
+    )
+
+    answer = await openai_model.generate_json(
+        system_instruction="Extract.",
+        contents=[_with_picture("I like tea.")],
+        response_schema=SCHEMA,
+    )
+
+    assert answer == {"facts": ["likes tea"]}
+    resent = fake_openai.requests[1].body
+    assert resent["response_format"]["json_schema"]["schema"] == SCHEMA
+    assert [item["type"] for item in resent["messages"][-1]["content"]] == ["text"] * 3
+
+
+async def test_generate_json_that_is_never_json_is_invalid_output(openai_model, fake_openai):
+    fake_openai.push(json_reply("{not json"), json_reply("still not"))
+
+    with pytest.raises(ModelError) as raised:
+        await openai_model.generate_json(
+            system_instruction="Extract.", contents="I like tea.", response_schema=SCHEMA
+        )
+
+    assert (raised.value.code, raised.value.transient) == ("model_invalid_output", False)
+
+
+async def test_generate_json_on_a_busy_server_is_transient(openai_model, fake_openai):
+    fake_openai.push(HttpError(429))
+
+    with pytest.raises(ModelError) as raised:
+        await openai_model.generate_json(
+            system_instruction="Extract.", contents="I like tea.", response_schema=SCHEMA
+        )
+
+    assert (raised.value.code, raised.value.transient) == ("rate_limited", True)
+    assert len(fake_openai.requests) == 1
+
+
+async def test_embeddings_come_in_order_from_one_request(openai_model, fake_openai):
+    vectors = await openai_model.embed(["likes tea", "lives in Lyon"], model="nomic-embed-text")
+
+    assert vectors == [embedding_for("likes tea"), embedding_for("lives in Lyon")]
+    [sent] = fake_openai.requests
+    assert sent.path == "/v1/embeddings"
+    assert sent.body == {
+        "model": "nomic-embed-text",
+        "input": ["likes tea", "lives in Lyon"],
+        "encoding_format": "float",
+    }
+    assert await openai_model.embed([], model="nomic-embed-text") == []
+
+
+async def test_an_embedding_failure_is_a_model_error(openai_model, fake_openai):
+    fake_openai.push_embedding(HttpError(404, "model 'nomic-embed-text' not found"))
+
+    with pytest.raises(ModelError) as raised:
+        await openai_model.embed(["likes tea"], model="nomic-embed-text")
+
+    assert raised.value.code == "model_rejected"
+    assert "not found" in str(raised.value)
