@@ -60,6 +60,7 @@ SOURCES = {
         *requirements_in("embeddings.in"),
     ],
     "adk.txt": [*requirements_in("adk.in"), *project_requirements("adk", project=CLIENT)],
+    "uv.txt": requirements_in("uv.in"),
 }
 
 
@@ -125,14 +126,22 @@ def test_the_makefile_installs_only_from_the_locks():
     makefile = (ROOT / "Makefile").read_text()
     locked_install = re.search(r"^LOCKED_INSTALL = (.*)$", makefile, re.MULTILINE)[1]
 
+    uv_locked_install = re.search(r"^UV_LOCKED_INSTALL = (.*)$", makefile, re.MULTILINE)[1]
+
     assert locked_install.split() == ["-m", "pip", "install", "--quiet", "--require-hashes", "-r"]
-    assert "$(LOCKED_INSTALL) requirements/dev.txt" in makefile_rule("$(VENV)/.installed")
+    assert uv_locked_install.split() == [
+        "pip", "install", "--quiet", "--require-hashes", "--python", "$(BIN)/python", "-r"
+    ]  # fmt: skip
+    assert "$(LOCKED_INSTALL) requirements/uv.txt" in makefile_rule("$(BIN)/uv")
+    assert "$(BIN)/uv $(UV_LOCKED_INSTALL) requirements/dev.txt" in makefile_rule(
+        "$(VENV)/.installed"
+    )
     assert "$(LOCKED_INSTALL) requirements/bench.txt" in makefile_rule("bench")
     assert "$(LOCKED_INSTALL) requirements/embeddings.txt" in makefile_rule(
         "$(EMBEDDINGS_VENV)/.installed"
     )
     assert "bench.adk_venv" in makefile_rule("test-adk")
-    assert "pip install" not in makefile.replace(locked_install, "")
+    assert "pip install" not in makefile.replace(locked_install, "").replace(uv_locked_install, "")
     prerequisites = {
         "migrate": "install",
         "run": "migrate",
