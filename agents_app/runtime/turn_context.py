@@ -24,7 +24,7 @@ from agents_app.runtime.tools import Tool
 from core.llm import LlmRequest, MemorySnippet, PastConversationSnippet
 from sessions_app import selectors
 from sessions_app.events import Event
-from sessions_app.types import GetSessionConfig, Session
+from sessions_app.types import Session
 
 
 @dataclass
@@ -72,26 +72,13 @@ async def turn_session_load(
 
     Events a compaction covers never reach the prompt (its summary stands in
     for them), so only those from its end on are read: a long session costs a
-    turn the events since its last summary, not ``max_events`` of them. Both
-    reads go from the event loop on PostgreSQL (``store_read_async``).
+    turn the events since its last summary, not ``max_events`` of them. The
+    compaction and the events go in one round trip, from the event loop on
+    PostgreSQL (``store_read_async``).
     """
-    user_pk = selectors.user_pk_from_id(user_id)
-    if user_pk is None:
-        return None, None
-    compaction = await selectors.store_read_async(
-        selectors.session_latest_compaction_read(
-            app_name=app_name, user_pk=user_pk, session_id=session_id
-        )
-    )
-    session = await selectors.store_read_async(
-        selectors.session_get_read(
-            app_name=app_name,
-            user_id=user_id,
-            session_id=session_id,
-            config=GetSessionConfig(
-                num_recent_events=max_events,
-                after_timestamp=compaction.actions.compaction.end_timestamp if compaction else None,
-            ),
+    compaction, session = await selectors.store_read_async(
+        selectors.session_since_compaction_read(
+            app_name=app_name, user_id=user_id, session_id=session_id, max_events=max_events
         )
     )
     if session is None:

@@ -5,15 +5,22 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from core.async_database import store_reads_joined
 from sessions_app.event_codec import event_from_row
 from sessions_app.events import Event
 from sessions_app.models import EventRecord
 from sessions_app.selectors.rows import events_from_raw_rows
-from sessions_app.selectors.sessions import StoreRead, store_read_run
+from sessions_app.selectors.sessions import (
+    StoreRead,
+    session_with_events_read,
+    store_read_run,
+    user_pk_from_id,
+)
 from sessions_app.selectors.statements import (
     STORED_EVENT_COLUMNS,
     STORED_EVENTS_OF_ID_SQL,
     STORED_EVENTS_SQL,
+    session_events_since_compaction_statement,
 )
 
 
@@ -138,6 +145,30 @@ def session_latest_compaction_read(*, app_name: str, user_pk: int, session_id: s
     return StoreRead(
         [(STORED_EVENTS_OF_ID_SQL["latest_compaction"], [session_id, app_name, user_pk, False])],
         _latest_compaction,
+    )
+
+
+def session_since_compaction_read(
+    *, app_name: str, user_id: str, session_id: str, max_events: int
+) -> StoreRead:
+    """What a turn reads of its session, in one round trip on PostgreSQL: an answer
+    (compaction, session), the newest visible compaction (None without one) and the session
+    with its newest ``max_events`` visible events from that compaction's end on (its summary
+    stands in for the events before), or (None, None) when the user has no such session."""
+    user_pk = user_pk_from_id(user_id)
+    if user_pk is None:
+        return StoreRead([], lambda results: (None, None))
+    return store_reads_joined(
+        session_latest_compaction_read(app_name=app_name, user_pk=user_pk, session_id=session_id),
+        session_with_events_read(
+            app_name=app_name,
+            user_pk=user_pk,
+            session_id=session_id,
+            events_statement=session_events_since_compaction_statement(
+                app_name=app_name, user_pk=user_pk, session_id=session_id, max_events=max_events
+            ),
+            newest_first=True,
+        ),
     )
 
 

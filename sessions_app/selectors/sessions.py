@@ -130,6 +130,28 @@ def session_get_read(
     if user_pk is None:
         return StoreRead([], _no_answer)
     config = config or GetSessionConfig()
+    return session_with_events_read(
+        app_name=app_name,
+        user_pk=user_pk,
+        session_id=session_id,
+        events_statement=session_events_statement(
+            app_name=app_name, user_pk=user_pk, session_id=session_id, config=config
+        ),
+        newest_first=config.num_recent_events is not None,
+    )
+
+
+def session_with_events_read(
+    *,
+    app_name: str,
+    user_pk: int,
+    session_id: str,
+    events_statement: tuple[str, list[Any]] | None,
+    newest_first: bool,
+) -> StoreRead:
+    """The session row with every state it sees, then the events ``events_statement`` reads
+    (none when it is None; ``newest_first`` when it reads them newest first), as a ``Session``
+    or None when the user has no such session."""
     statements = [
         (
             SESSION_AND_STATES_SQL,
@@ -140,9 +162,6 @@ def session_get_read(
             ],
         )
     ]
-    events_statement = session_events_statement(
-        app_name=app_name, user_pk=user_pk, session_id=session_id, config=config
-    )
     if events_statement is not None:
         statements.append(events_statement)
     return StoreRead(
@@ -153,7 +172,7 @@ def session_get_read(
             user_pk=user_pk,
             session_id=session_id,
             with_events=events_statement is not None,
-            newest_first=config.num_recent_events is not None,
+            newest_first=newest_first,
         ),
     )
 

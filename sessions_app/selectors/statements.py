@@ -137,11 +137,32 @@ STORED_EVENTS_SQL = _stored_events_sql("%s")
 STORED_EVENTS_OF_ID_SQL = _stored_events_sql(f"({session_key_sql()})")
 
 
-def _events_sql(*, include_rewound: bool, after_timestamp: bool, recent: bool) -> str:
+def _compaction_end_sql() -> str:
+    """SQL of the time the newest visible compaction of a session ends (its summary stands in
+    for the events before), NULL when it has none; parameters: session id, app name, user pk,
+    ``False``."""
+    session_key, sequence, rewound, actions = _columns(
+        EventRecord, "session", "sequence", "rewound", "actions"
+    )
+    if connection.vendor == "postgresql":
+        end = f"({actions} -> 'compaction' ->> 'end_timestamp')::double precision"
+    else:
+        end = f"JSON_EXTRACT({actions}, '$.compaction.end_timestamp')"
+    return (
+        f"SELECT {end} FROM {_qn(EventRecord._meta.db_table)} "
+        f"WHERE {session_key} = ({session_key_sql()}) AND {rewound} = %s"
+        f" AND {_has_key(actions, 'compaction')} ORDER BY {sequence} DESC LIMIT 1"
+    )
+
+
+def _events_sql(
+    *, include_rewound: bool, after_timestamp: bool, recent: bool, after_compaction: bool = False
+) -> str:
     """The events of a session, as ``EVENT_COLUMNS``, if the user has it (none otherwise);
     parameters: session id, app name and user pk, ``False`` unless ``include_rewound``, the
-    timestamp if ``after_timestamp``; if ``recent`` the newest come first, and the caller
-    appends the LIMIT."""
+    timestamp if ``after_timestamp``, those of ``_compaction_end_sql`` if ``after_compaction``
+    (then only the events from the newest compaction's end on); if ``recent`` the newest come
+    first, and the caller appends the LIMIT."""
     session_key, sequence, rewound, timestamp = _columns(
         EventRecord, "session", "sequence", "rewound", "timestamp"
     )
@@ -153,6 +174,8 @@ def _events_sql(*, include_rewound: bool, after_timestamp: bool, recent: bool) -
         sql += f" AND {rewound} = %s"
     if after_timestamp:
         sql += f" AND {timestamp} >= %s"
+    if after_compaction:
+        sql += f" AND {timestamp} >= COALESCE(({_compaction_end_sql()}), {timestamp})"
     if recent:
         return sql + f" ORDER BY {sequence} DESC"
     return sql + f" ORDER BY {sequence}"
@@ -254,3 +277,20 @@ def session_events_statement(
     if recent:
         sql += f" LIMIT {int(config.num_recent_events)}"
     return sql, params
+
+
+_EVENTS_SINCE_COMPACTION_SQL = _events_sql(
+    include_rewound=False, after_timestamp=False, recent=True, after_compaction=True
+)
+
+
+def session_events_since_compaction_statement(
+    *, app_name: str, user_pk: int, session_id: str, max_events: int
+) -> tuple[str, list[Any]] | None:
+    """The statement reading the newest ``max_events`` visible events of the session from its
+    newest compaction's end on (all of them when it has none), or None for ``max_events`` 0:
+    a turn's history, with no wait for the compaction to be read first."""
+    if max_events <= 0:
+        return None
+    sql = _EVENTS_SINCE_COMPACTION_SQL + f" LIMIT {int(max_events)}"
+    return sql, [session_id, app_name, user_pk, False, session_id, app_name, user_pk, False]
