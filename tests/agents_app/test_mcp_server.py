@@ -296,3 +296,17 @@ def test_what_a_person_said_in_a_past_chat_is_found_only_with_their_token(server
     assert call(server, theirs, "search_past_conversations", query="tulips") == {"turns": []}
     server.shell(SETTINGS.format(username="reader-06", create=True, use=False))
     assert call(server, mine, "search_past_conversations", query="tulips") == {"turns": []}
+
+
+def test_a_token_past_its_requests_a_minute_is_refused_and_another_is_not(server):
+    _, busy = token_create(server, "--user", "reader-08")
+    _, other = token_create(server, "--user", "reader-09")
+    limit = 120  # MCP_REQUESTS_PER_MINUTE's default, which the server keeps
+
+    # The count is a sliding minute: a window that turns mid-test may let a few more through.
+    answers = (_initialize(server, busy) for _ in range(2 * limit))
+    refused = next((answer for answer in answers if answer.status_code != 200), None)
+
+    assert refused is not None and refused.status_code == 429
+    assert f"More than {limit} requests a minute" in refused.json()["detail"]
+    assert _initialize(server, other).status_code == 200
