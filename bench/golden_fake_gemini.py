@@ -34,12 +34,12 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from google.genai import types  # noqa: E402
 
-from memory_app.evaluation import golden_evaluate  # noqa: E402
 from memory_app.extraction.offline import facts_from_offline_rules  # noqa: E402
 from memory_app.extraction.offline.sentences import (  # noqa: E402
     sentence_is_small_talk,
     sentences_split,
 )
+from memory_app.golden_eval import golden_evaluate  # noqa: E402
 from sessions_app.events import Event  # noqa: E402
 from tests.fake_gemini import FakeGemini, Reply, final_chunk, text_chunk  # noqa: E402
 

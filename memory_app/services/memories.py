@@ -123,7 +123,8 @@ def memory_create_explicit(
     """What the agent's ``create_memory`` tool stores: ``text``, sourced from the user message
     of this invocation, through consolidation and its safety checks. An explicit user
     statement when the user ``asked`` to have it remembered; else what the agent chose to
-    keep of what they said, an implicit one (which never overrides what they stated). With
+    keep of what they said, the agent's own inference: a ``tool`` fact, as a job reads the
+    agent's ``create_memory`` calls, which never overrides what the person stated. With
     ``scope`` "session", it holds for this conversation only. None when creation is not
     allowed, now or when that message was said (``EventRecord.memory_excluded``)."""
     if not selectors.session_memory_access(user_pk=user_pk, session_id=session_id).create:
@@ -136,7 +137,7 @@ def memory_create_explicit(
     fact = ExtractedFact(
         text=text,
         topic=fact_topic(text=fact_text_normalise(text=text), default=EXPLICIT_INSTRUCTIONS),
-        source_type=SourceType.EXPLICIT if asked else SourceType.IMPLICIT,
+        source_type=SourceType.EXPLICIT if asked else SourceType.TOOL,
         confidence=0.9 if asked else 0.8,
         importance=0.7,
         event_ids=[user_event.event_id] if user_event else [],

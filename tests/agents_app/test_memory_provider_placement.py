@@ -179,7 +179,7 @@ def test_create_memory_tells_the_model_what_is_worth_keeping_and_what_is_not():
     assert "explicitly asked" not in description
 
 
-async def test_what_the_agent_chooses_to_keep_is_an_implicit_memory_of_the_user(owner):
+async def test_what_the_agent_chooses_to_keep_is_its_own_inference_about_the_user(owner):
     session = await sync_to_async(session_make)(owner)
     invocation_id = await sync_to_async(turn_add)(
         session, "My sister Ana just moved to Braga, so I'll visit more often.", reply=None
@@ -191,8 +191,26 @@ async def test_what_the_agent_chooses_to_keep_is_an_implicit_memory_of_the_user(
 
     assert response["status"] == "ok"
     memory = await Memory.objects.aget(pk=response["memory_ids"][0])
-    assert (memory.source_type, memory.scope) == (SourceType.IMPLICIT, MemoryScope.USER)
+    assert (memory.source_type, memory.scope) == (SourceType.TOOL, MemoryScope.USER)
     assert memory.structured == {"family": {"sister": "Ana"}}
+
+
+async def test_what_the_agent_chooses_to_keep_never_overrides_what_the_person_stated(owner):
+    stated = await sync_to_async(memory_make)(
+        user=owner, text="The user lives in Lisbon.", source_type=SourceType.EXPLICIT, age_days=1
+    )
+    session = await sync_to_async(session_make)(owner)
+    invocation_id = await sync_to_async(turn_add)(
+        session, "The weather in Porto is lovely today.", reply=None
+    )
+
+    await CREATE_MEMORY_TOOL.run(
+        {"text": "The user lives in Porto."}, tool_context(session, invocation_id)
+    )
+
+    await stated.arefresh_from_db()
+    assert (stated.text, stated.status) == ("The user lives in Lisbon.", "active")
+    assert not await stated.revisions.filter(action="updated").aexists()
 
 
 async def test_the_agent_keeps_a_fact_for_this_conversation_only(owner):

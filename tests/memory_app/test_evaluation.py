@@ -8,7 +8,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from memory_app.evaluation import evidence_fuse, golden_matches, locomo_date_parse
+from memory_app.evaluation import evidence_fuse, locomo_date_parse
+from memory_app.golden_eval import golden_matches
 from memory_app.models import Memory
 from sessions_app.models import SessionRecord
 from tests.memory_app.support import lexical_only  # noqa: F401 (fixture)

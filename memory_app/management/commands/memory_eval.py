@@ -1,9 +1,9 @@
 """``manage.py memory_eval``: LoCoMo retrieval recall or golden-set generation quality, and
 with ``--answer-model`` / ``--judge-model`` LoCoMo answer accuracy judged by a model (J).
 
-Thin: the evaluations live in :mod:`memory_app.evaluation` and :mod:`memory_app.answer_eval`,
-which say what they write to the database (users of their own, deleted at the end unless
-``--keep``).
+Thin: the evaluations live in :mod:`memory_app.evaluation`, :mod:`memory_app.golden_eval` and
+:mod:`memory_app.answer_eval`, which say what they write to the database (users of their own,
+deleted at the end unless ``--keep``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.test import override_settings
 
 from memory_app.answer_eval import answer_models_available, locomo_answers_evaluate
-from memory_app.evaluation import SOURCES, golden_evaluate, locomo_evaluate
+from memory_app.evaluation import SOURCES, locomo_evaluate
+from memory_app.golden_eval import golden_evaluate
 
 NO_KEY = (
     "--answer-model and --judge-model call the models of LLM_PROVIDER: for Gemini set "
