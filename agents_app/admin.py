@@ -83,9 +83,9 @@ class AppAdmin(admin.ModelAdmin):
     list_display = [
         "name",
         "title",
-        "open_to_all",
+        "users",
         "answering_model",
-        "pii_redaction",
+        "pii_redaction_shown",
         "updated_at",
     ]
     search_fields = ["name", "title"]
@@ -145,6 +145,18 @@ class AppAdmin(admin.ModelAdmin):
     @admin.display(description="model")
     def answering_model(self, app: App) -> str:
         return model_label(agent_from_app(app))
+
+    @admin.display(description="who may use it", ordering="open_to_all")
+    def users(self, app: App) -> str:
+        return "Every signed-in user" if app.open_to_all else "Members of its groups"
+
+    @admin.display(description="PII redaction", ordering="pii_redaction")
+    def pii_redaction_shown(self, app: App) -> str:
+        """On or Off, or the default's value when the app keeps to it (an empty field)."""
+        if app.pii_redaction is None:
+            default = bool(settings.MEMORY_PII_REDACTION.get(app.name, False))
+            return f"Default ({'on' if default else 'off'})"
+        return "On" if app.pii_redaction else "Off"
 
     @admin.action(description="Test connection: send the model one short request")
     def connection_test(self, request, queryset) -> None:

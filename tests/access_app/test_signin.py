@@ -46,12 +46,17 @@ def _basic(username: str, password: str) -> APIClient:
     return client
 
 
-def test_the_sign_in_form_locks_an_account_after_the_limit_and_audits_it():
+def test_the_sign_in_form_counts_down_then_locks_an_account_and_audits_it():
     user = UserFactory(username="ada")
     client = Client()
-    for _ in range(LIMIT - 1):
-        assert _sign_in(client, "ada", "wrong").status_code == 200
+    said = [_sign_in(client, "ada", "wrong") for _ in range(LIMIT - 1)]
 
+    assert [response.status_code for response in said] == [200] * (LIMIT - 1)
+    assert "2 tries left, then signing in is locked for 15 minutes" in said[0].content.decode()
+    assert (
+        "One try left: after one more wrong password, signing in is locked for 15 minutes"
+        in said[1].content.decode()
+    )
     locked = _sign_in(client, "ada", "wrong")
     right_password_too = _sign_in(Client(REMOTE_ADDR="203.0.113.9"), "ada", PASSWORD)
 

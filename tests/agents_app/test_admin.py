@@ -96,3 +96,28 @@ def test_staff_add_a_shared_app_memory_with_its_revision(superuser_client):
     assert memory.source_type == "bootstrapped" and memory.user_id is None
     revision = memory.revisions.get()
     assert revision.actor_user.is_superuser and revision.reason == "added in the staff console"
+
+
+def _row_text(page: str, name: str) -> str:
+    """The words of the list's row of the app ``name``."""
+    [row] = [row for row in re.findall(r"<tr>.*?</tr>", page, re.S) if f">{name}</a>" in row]
+    return " ".join(re.sub(r"<[^>]+>", " ", row).split())
+
+
+def test_the_app_list_says_who_may_use_each_app_and_its_redaction_in_words(
+    superuser_client, settings
+):
+    settings.MEMORY_PII_REDACTION = {"clinic": True}
+    app_ensure(name="support")
+    app_ensure(name="clinic")
+    App.objects.filter(name="clinic").update(open_to_all=False)
+    App.objects.create(name="shop", pii_redaction=False)
+
+    page = superuser_client.get("/admin/agents_app/app/").content.decode()
+
+    assert "Every signed-in user" in _row_text(page, "support")
+    assert "Default (off)" in _row_text(page, "support")
+    assert "Members of its groups" in _row_text(page, "clinic")
+    assert "Default (on)" in _row_text(page, "clinic")
+    assert " Off " in _row_text(page, "shop")
+    assert not re.search(r'<img[^>]+alt="(True|False|None)"', page)

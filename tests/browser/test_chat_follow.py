@@ -1,6 +1,6 @@
 """The chat as a new user walks it (issue 30): the newest reply in view, the toolbar's title,
-status and theme switch, one way to run a stopped reply again; at 1280x800, 390x844 and
-320x640, light and dark."""
+status and theme switch, one way to run a stopped reply again, Attach and Send apart; at
+1280x800, 390x844 and 320x640, light and dark."""
 
 from __future__ import annotations
 
@@ -124,3 +124,12 @@ def test_a_stopped_reply_offers_retry_and_not_regenerate_too(new_page):
     page.reload()
     expect(page.get_by_role("button", name="Retry")).to_be_visible()
     expect(page.get_by_role("button", name="Regenerate")).to_have_count(0)
+
+
+@pytest.mark.parametrize(("viewport", "scheme"), SCREENS)
+def test_attach_and_send_stand_apart(new_page, viewport, scheme):
+    page = new_page(viewport, color_scheme=scheme)
+    attach = page.get_by_role("button", name="Attach files").bounding_box()
+    send_button = page.get_by_role("button", name="Send").bounding_box()
+
+    assert send_button["x"] - (attach["x"] + attach["width"]) >= 4, "the two buttons touch"

@@ -1,11 +1,13 @@
 """Reloading the chat while a reply is being written (issue 30): the reply goes on where it
 is, from the words already written, as in ChatGPT's and Claude's web apps; and the server
-logs no failed turn."""
+logs no failed turn. At the walk's screens: 1280x800, 390x844 and 320x640."""
 
 from __future__ import annotations
 
 import pytest
 from playwright.sync_api import Page, expect
+
+from tests.browser.test_chat_follow import SCREENS
 
 pytestmark = pytest.mark.browser
 
@@ -20,10 +22,11 @@ def words_shown(page: Page) -> int:
     return len((reply(page).first.text_content() or "").split())
 
 
-def test_a_reload_mid_reply_streams_on_from_where_it_was(new_page, server):
+@pytest.mark.parametrize(("viewport", "scheme"), SCREENS)
+def test_a_reload_mid_reply_streams_on_from_where_it_was(new_page, server, viewport, scheme):
     # The server is shared by the worker's browser tests: only what it logs from here counts.
     log_start = server.log_path.stat().st_size
-    page = new_page()
+    page = new_page(viewport, color_scheme=scheme)
     text = " ".join(f"word{n}" for n in range(WORDS))
     composer = page.get_by_role("textbox", name="Message")
     composer.fill(text)

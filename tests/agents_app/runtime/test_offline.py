@@ -2,9 +2,9 @@ import pytest
 from google.genai import types
 
 from agents_app.runtime.context import SUMMARY_PREFIX
-from agents_app.runtime.offline import OfflineModel
+from agents_app.runtime.offline import QUOTE_CHARS, OfflineModel
 from agents_app.runtime.tools import SET_STATE_TOOL
-from core.llm import AttachmentInfo, LlmChunk, LlmRequest, MemorySnippet
+from core.llm import ATTACHMENT_LABEL_PREFIX, AttachmentInfo, LlmChunk, LlmRequest, MemorySnippet
 
 MODEL = OfflineModel(chunk_delay=0)
 CREATE = types.FunctionDeclaration(name="create_memory")
@@ -334,3 +334,38 @@ def test_remember_that_with_a_file_attached_is_still_a_fact_to_save():
     decision = MODEL.respond(request("remember that my cat is Miso", ALL_TOOLS, attachments=[LOGO]))
 
     assert call_of(decision) == ("create_memory", {"text": "my cat is Miso", "asked": True})
+
+
+def with_file(text: str, info: AttachmentInfo, data: bytes) -> LlmRequest:
+    """A request whose message carries one file as the runtime gives it: its label, its bytes."""
+    label = f"{ATTACHMENT_LABEL_PREFIX}{info.filename}: {info.mime_type}, {info.size} bytes]"
+    parts = [
+        types.Part(text=text),
+        types.Part(text=label),
+        types.Part(inline_data=types.Blob(data=data, mime_type=info.mime_type)),
+    ]
+    return LlmRequest(
+        model="offline",
+        system_instruction="",
+        contents=[types.Content(role="user", parts=parts)],
+        tools=ALL_TOOLS,
+        attachments=[info],
+    )
+
+
+def test_a_long_text_file_is_quoted_from_its_start_and_cut_with_an_ellipsis():
+    text = "Line one of the notes.\n\n" + "word " * 200
+    notes = AttachmentInfo(filename="notes.txt", mime_type="text/plain", size=len(text))
+
+    decision = MODEL.respond(with_file("What does it say?", notes, text.encode()))
+
+    quoted = decision.split("notes.txt says: \u201c", 1)[1]
+    assert quoted.startswith("Line one of the notes. word word")
+    assert quoted.endswith("\u2026\u201d") and len(quoted) == QUOTE_CHARS + 2
+
+
+def test_a_question_about_an_image_says_the_file_was_received_and_quotes_nothing():
+    decision = MODEL.respond(with_file("What does it say?", LOGO, b"\x89PNG not text"))
+
+    assert decision.startswith("I received logo.png (a PNG image, 2.0 KB). ")
+    assert "says: \u201c" not in decision
