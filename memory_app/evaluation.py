@@ -20,15 +20,13 @@ and extraction reads user turns only. Evidence recall@K is the fraction of a que
 evidence dialog ids found among the top K results, averaged over the questions of categories
 1-4 with evidence, for three sources: memories alone (their source events), past conversations
 alone (:func:`past_conversations_search`, the turns themselves), and both, what the agent can
-reach. Both is a list of turns fused by weighted reciprocal rank (``1 / (RRF_K + rank)``): a
-past turn gets the vote of its rank in the past-conversations list, and a memory, made from
-turns, gives ``MEMORY_VOTE`` of its rank's vote to each turn it was made from, when its score
-is at least that of the past turn at the same rank (both indexes scale scores by their own best
-match, so a score says how well a result matches beside its own list's best). A memory thus
-moves up the turns it corroborates, a weak one (the best of few memories, matching little)
-moves nothing, and a turn only memories found comes after the past list's (one memory's vote,
-at most ``MEMORY_VOTE / (RRF_K + 1)``, is below the last past turn's ``1 / (RRF_K + limit)``)
-unless several memories were made from it.
+reach. Both is the list of turns the agent is given: the past turns in the order past-conversation
+search ranks them (the preload's and the tool's past-conversations section), then the turns the
+memories were made from that the past turns do not already hold, in the memories' order (the
+memories' section, apart: a memory never moves a past turn). Memories are facts drawn from a
+few turns, not the turns: letting them vote on the past turns' order (reciprocal-rank fusion
+with a weight, or scores added) lowered recall@5 on the LoCoMo dev split at every weight tried
+(docs/benchmarks.md, "Past conversations (issue 26)").
 """
 
 from __future__ import annotations
@@ -60,11 +58,6 @@ from sessions_app.selectors import session_key_get
 LOCOMO_APP = "locomo-eval"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 SOURCES = ("both", "memories", "past")
-# Reciprocal-rank fusion of "both": the constant of memory_app.ranking, and a memory's vote for
-# its source turns beside a past turn's own (chosen on the LoCoMo dev split, docs/benchmarks.md,
-# "Past conversations (issue 26)").
-RRF_K = 60
-MEMORY_VOTE = 0.1
 
 Progress = Callable[[str], None]
 
@@ -257,18 +250,17 @@ def evidence_fuse(
     memories: Sequence[tuple[float, set[str | None]]],
     past: Sequence[tuple[float, set[str | None]]],
 ) -> list[set[str | None]]:
-    """The turns (dialog ids) of both ``(score, dialog ids)`` lists, best first, by weighted
-    reciprocal rank (see the module docstring); ties keep the past list's order."""
-    votes: dict[str, float] = {}
-    for rank, (_score, dias) in enumerate(past, start=1):
-        for dia in dias - {None}:
-            votes[dia] = votes.get(dia, 0.0) + 1 / (RRF_K + rank)
-    for rank, (score, dias) in enumerate(memories, start=1):
-        if rank <= len(past) and score < past[rank - 1][0]:
-            continue
-        for dia in dias - {None}:
-            votes[dia] = votes.get(dia, 0.0) + MEMORY_VOTE / (RRF_K + rank)
-    return [{dia} for dia in sorted(votes, key=lambda dia: -votes[dia])]
+    """The turns (dialog ids) of both ``(score, dialog ids)`` lists, best first: the past
+    turns in their order, then each memory's turns not already there, in the memories' order
+    (see the module docstring)."""
+    seen: set[str] = set()
+    fused: list[set[str | None]] = []
+    for _score, dias in [*past, *memories]:
+        new = dias - seen - {None}
+        if new:
+            seen |= new
+            fused.append(new)
+    return fused
 
 
 def _evidence_found(

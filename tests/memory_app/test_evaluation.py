@@ -214,16 +214,15 @@ def test_locomo_reports_memories_past_conversations_and_both(tmp_path):
     assert result["by_source"]["memories"]["recall_by_category"]["recall@5"]
 
 
-def test_both_fuses_the_turns_memories_were_made_from_into_the_past_list():
+def test_both_lists_the_past_turns_first_then_turns_only_memories_hold():
     past = [(1.5, {"D1:1"}), (1.4, {"D1:2"}), (1.3, {"D1:3"}), (1.2, {"D1:4"})]
     memories = [(1.6, {"D1:3"}), (1.5, {"D9:9", "D1:1"}), (0.5, {"D1:4"}), (1.3, {None})]
 
     fused = evidence_fuse(memories=memories, past=past)
 
-    # A memory raises the turn it was made from above a turn no memory holds, unless it
-    # matches worse than the past turn at its rank (D1:4 stays last of the past turns); a
-    # turn only a memory found comes after every turn the past list found; each turn once.
-    assert fused == [{"D1:1"}, {"D1:3"}, {"D1:2"}, {"D1:4"}, {"D9:9"}]
+    # The past turns keep their order, whatever the memories match: a memory made from one
+    # of them adds nothing; a turn only a memory holds comes after them, each turn once.
+    assert fused == [{"D1:1"}, {"D1:2"}, {"D1:3"}, {"D1:4"}, {"D9:9"}]
 
 
 def test_locomo_past_conversations_alone_generates_no_memory(tmp_path):
