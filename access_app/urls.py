@@ -9,5 +9,5 @@ urlpatterns = [
     path("grants/", views.grant_create, name="grant-create"),
     path("grants/<int:grant_id>/revoke/", views.grant_revoke, name="grant-revoke"),
     path("tokens/", views.token_create, name="token-create"),
-    path("tokens/<str:token_id>/revoke/", views.token_revoke, name="token-revoke"),
+    path("tokens/<id:token_id>/revoke/", views.token_revoke, name="token-revoke"),
 ]

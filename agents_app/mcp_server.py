@@ -33,6 +33,7 @@ from agents_app import selectors, services
 from agents_app.models import Scope, ServiceAccountKey
 from agents_app.service_api.base import END_USER_ID
 from core.rate_limits import window_count_exceeded, window_seconds_left
+from core.text import STORABLE_TEXT
 from memory_app import selectors as memory_selectors
 from memory_app import services as memory_services
 from memory_app.models import Memory, MemoryStatus
@@ -321,8 +322,8 @@ def _principal() -> Principal:
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 async def search_memories(
-    query: Annotated[str, Field(min_length=1, max_length=500)],
-    limit: Annotated[int, Field(ge=1, le=SEARCH_LIMIT)] = 10,
+    query: Annotated[str, Field(min_length=1, max_length=500), STORABLE_TEXT],
+    limit: Annotated[int, Field(ge=1, le=SEARCH_LIMIT, strict=True)] = 10,
 ) -> dict[str, Any]:
     """Find what is remembered about the person that bears on `query` (their preferences,
     facts about them, what they asked to be remembered), best match first. Use it before you
@@ -331,7 +332,7 @@ async def search_memories(
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-async def list_memories(page: Annotated[int, Field(ge=1)] = 1) -> dict[str, Any]:
+async def list_memories(page: Annotated[int, Field(ge=1, strict=True)] = 1) -> dict[str, Any]:
     """Every memory of the person by topic, 50 a page (`next_page` says whether there is
     more), with each one's status. Use it when they ask what you remember about them; to
     answer a question, prefer `search_memories`."""
@@ -340,8 +341,8 @@ async def list_memories(page: Annotated[int, Field(ge=1)] = 1) -> dict[str, Any]
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False))
 async def add_memory(
-    text: Annotated[str, Field(min_length=1, max_length=CORRECTION_MAX_CHARS)],
-    topic: Annotated[str, Field(max_length=64)] = "",
+    text: Annotated[str, Field(min_length=1, max_length=CORRECTION_MAX_CHARS), STORABLE_TEXT],
+    topic: Annotated[str, Field(max_length=64), STORABLE_TEXT] = "",
 ) -> dict[str, Any]:
     """Remember a fact about the person or a preference of theirs, in one short third-person
     sentence ("Prefers vegetarian food"). Use it when they ask you to remember something or
@@ -353,7 +354,8 @@ async def add_memory(
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
 async def correct_memory(
-    memory_id: str, text: Annotated[str, Field(min_length=1, max_length=CORRECTION_MAX_CHARS)]
+    memory_id: Annotated[str, STORABLE_TEXT],
+    text: Annotated[str, Field(min_length=1, max_length=CORRECTION_MAX_CHARS), STORABLE_TEXT],
 ) -> dict[str, Any]:
     """Replace the text of one memory (its `id` from `search_memories` or `list_memories`)
     when the person says it is wrong or out of date; the old text stays in its history."""
@@ -361,7 +363,7 @@ async def correct_memory(
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
-async def delete_memory(memory_id: str) -> dict[str, Any]:
+async def delete_memory(memory_id: Annotated[str, STORABLE_TEXT]) -> dict[str, Any]:
     """Forget one memory for good (its `id` from `search_memories` or `list_memories`), with
     its sources and history. Use it only when the person asks you to forget it."""
     return await _delete(_principal(), memory_id)
@@ -369,8 +371,8 @@ async def delete_memory(memory_id: str) -> dict[str, Any]:
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 async def search_past_conversations(
-    query: Annotated[str, Field(min_length=1, max_length=500)],
-    limit: Annotated[int, Field(ge=1, le=SEARCH_LIMIT)] = 5,
+    query: Annotated[str, Field(min_length=1, max_length=500), STORABLE_TEXT],
+    limit: Annotated[int, Field(ge=1, le=SEARCH_LIMIT, strict=True)] = 5,
 ) -> dict[str, Any]:
     """Find what the person themselves said in their earlier chats that bears on `query`, with
     when and in which chat. Use it when they refer to an earlier conversation ("what did I

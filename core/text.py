@@ -6,6 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import confusables
+from pydantic import AfterValidator
 
 
 def text_encodable(text: str) -> bool:
@@ -21,14 +22,29 @@ def text_encodable(text: str) -> bool:
 def unstorable_text_problem(*texts: str) -> str | None:
     """Why no store can hold one of ``texts``, or None: a NUL character (PostgreSQL's text
     cannot hold one) or a lone surrogate (UTF-8 cannot). The rule of every door: requests'
-    paths, query strings and forms (``chatapp.middleware``), JSON bodies (``core.api``) and
-    chat frames (``agents_app.chat.protocol``)."""
+    paths, query strings and forms (``chatapp.middleware``), JSON bodies (``core.api``),
+    chat frames (``agents_app.chat.protocol``) and MCP tool arguments (``STORABLE_TEXT``)."""
     for text in texts:
         if "\x00" in text:
             return "Null characters are not allowed: a NUL (\\u0000) character was found"
         if not text_encodable(text):
             return "Text must be valid Unicode: a lone surrogate was found"
     return None
+
+
+def storable_text(text: str) -> str:
+    """``text`` as it is when a store can hold it, else ValueError saying why not: the rule
+    of ``unstorable_text_problem`` as a pydantic validator, for doors whose arguments pydantic
+    reads (the MCP tools, ``agents_app.mcp_server``)."""
+    problem = unstorable_text_problem(text)
+    if problem:
+        raise ValueError(problem)
+    return text
+
+
+# The check of a string argument, last in its Annotated (after its length constraints):
+# ``Annotated[str, Field(max_length=500), STORABLE_TEXT]``.
+STORABLE_TEXT = AfterValidator(storable_text)
 
 
 @lru_cache(maxsize=1)

@@ -303,7 +303,7 @@ DOORS: dict[str, Door] = {
         OWN_OBJECT, GRANT, status=405, writes=(("post", {}),)
     ),
     "access/tokens/": Door(OWN, status=405),
-    "access/tokens/<str:token_id>/revoke/": Door(
+    "access/tokens/<id:token_id>/revoke/": Door(
         OWN_OBJECT, TOKEN, status=405, writes=(("post", {}),)
     ),
     # REST API.

@@ -535,7 +535,7 @@ DOORS: dict[str, WriteDoor] = {
     "access/tokens/": WriteDoor(
         WRITES, probes=(Probe("post", {"name": "mine", "write": "on", "expires": ""}, api=False),)
     ),
-    "access/tokens/<str:token_id>/revoke/": WriteDoor(
+    "access/tokens/<id:token_id>/revoke/": WriteDoor(
         WRITES, TOKEN, probes=(Probe("post", api=False),)
     ),
     # REST API.

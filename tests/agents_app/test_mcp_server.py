@@ -191,6 +191,50 @@ def test_an_instruction_to_the_assistant_is_not_stored_as_a_trusted_memory(serve
     assert call(server, token, "search_memories", query="instructions") == {"memories": []}
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("add_memory", {"text": "Likes tea\x00"}),
+        ("add_memory", {"text": "Likes tea", "topic": "drinks\x00"}),
+        ("correct_memory", {"memory_id": "\x00", "text": "Likes tea"}),
+        ("delete_memory", {"memory_id": "a\x00b"}),
+        ("search_memories", {"query": "tea\x00"}),
+        ("search_memories", {"query": "tea", "limit": True}),
+        ("list_memories", {"page": True}),
+    ],
+)
+def test_text_no_store_holds_and_a_boolean_for_a_number_are_refused(server, tool, arguments):
+    """As on every other door (issue 27): a NUL character in any argument is refused before a
+    store reads it (PostgreSQL cannot hold one), and ``true`` is not taken as 1."""
+    _, token = token_create(server, "--user", "reader-07", "--scopes", "read", "write")
+
+    answer = call(server, token, tool, **arguments)
+
+    assert "error" in answer, answer
+    assert call(server, token, "list_memories") == {"memories": [], "next_page": None}
+
+
+def test_a_lone_surrogate_in_an_argument_is_refused(server):
+    """Sent as a JSON escape (the MCP client cannot encode one): the SDK's JSON parser refuses
+    it before any tool runs."""
+    _, token = token_create(server, "--user", "reader-08", "--scopes", "read", "write")
+    call_body = (
+        '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": '
+        '{"name": "add_memory", "arguments": {"text": "Likes \\ud800 tea"}}}'
+    )
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+
+    answer = httpx2.post(f"{server.base_url}/mcp/", content=call_body, headers=headers, timeout=30)
+
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["message"].startswith("Parse error")
+    assert call(server, token, "list_memories") == {"memories": [], "next_page": None}
+
+
 def _initialize(server: Server, token: str | None) -> httpx2.Response:
     body = {
         "jsonrpc": "2.0",

@@ -7,13 +7,17 @@ the server is down; tests/multiprocess/test_faults.py stops a real PostgreSQL. A
 door, before any view or the database reads it (PostgreSQL answered a DataError, a 500).
 """
 
+import re
+
 import pytest
 from django.db import IntegrityError, OperationalError
 from django.test import Client
 
 from agents_app.services import app_ensure, end_user_ensure, service_account_create
+from chatapp.routing import websocket_urlpatterns
 from memory_app.selectors import user_profile
 from sessions_app import selectors, services
+from tests.access_app.test_acl_matrix import ALL_ROUTES, _routes
 from tests.factories import UserFactory
 
 REFUSED = OperationalError('connection to server at "127.0.0.1", port 5432 failed: refused')
@@ -86,6 +90,17 @@ def superuser_client(db) -> Client:
 
 
 SESSIONS = f"/api/v1/apps/{APP}/users/{END_USER}/sessions"
+
+
+def test_every_text_id_of_a_route_is_an_id():
+    """Every route of the project, HTTP and WebSocket, names its text ids ``<id:...>``
+    (core.converters), which matches no NUL character or lone surrogate; only Django's admin
+    keeps its own ``<path:...>`` ids, which UnstorableTextMiddleware guards."""
+    routes = ALL_ROUTES + _routes(websocket_urlpatterns)
+
+    assert [route for route in routes if re.search(r"<(str|slug|path):", route)] == [
+        route for route in routes if route.startswith("admin/") and "<path:" in route
+    ]
 
 
 @pytest.mark.parametrize("path", ["/api/v1/apps/%00/state/", "/api/v1/apps/a%00b/state/"])
