@@ -6,6 +6,7 @@ from django.conf import settings as django_settings
 from django.db import OperationalError, connection
 from rest_framework.test import APIClient
 
+from core.background import background_wait_idle
 from tests.factories import UserFactory
 from tests.migrated_sqlite import sqlite_migrated
 
@@ -174,6 +175,15 @@ def service_keys_verified_afresh():
 
     yield
     forget_all()
+
+
+@pytest.fixture
+def background_finished():
+    """After the test, the background work it started (memory jobs run in-process) is done:
+    requested after the database, it finishes before a transactional test's flush, which
+    would otherwise deadlock with a job still writing."""
+    yield
+    background_wait_idle()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ provider's turns."""
 
 import pytest
 
-from core.background import background_wait_idle
 from sessions_app import services
 from tests.factories import UserFactory
 
@@ -26,10 +25,3 @@ def owner(transactional_db):
     """A user, made on the main thread: an async fixture's database context would leak into
     teardown."""
     return UserFactory()
-
-
-@pytest.fixture
-def background_finished():
-    """After the test, the background work it started (memory jobs run in-process) is done."""
-    yield
-    background_wait_idle()

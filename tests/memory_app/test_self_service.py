@@ -36,7 +36,7 @@ from tests.memory_app.support import (  # noqa: F401 (fixture)
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("lexical_only"),
+    pytest.mark.usefixtures("lexical_only", "background_finished"),
     pytest.mark.timeout(90),
 ]
 
