@@ -7,6 +7,10 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export PYTHONPATH := $(CURDIR)
 export DJANGO_SETTINGS_MODULE ?= chatapp.settings
+# Bytecode caches are written (into __pycache__, ignored by git) even where the environment
+# asks not to, as many container images do: the suite starts some forty Python processes, and
+# each would otherwise compile the app and its tests from source again (seconds apiece).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test test-local-embeddings test-adk lint install build migrate staff-user bench clean vendor \
 	docs lock upgrade
@@ -18,7 +22,10 @@ export DJANGO_SETTINGS_MODULE ?= chatapp.settings
 LOCKED_INSTALL = -m pip install --quiet --require-hashes -r
 # The dev lock goes in with uv, itself installed by pip from a lock of its own (uv.txt): a fresh
 # clone's install takes seconds instead of the best part of a minute of every first `make test`.
-UV_LOCKED_INSTALL = pip install --quiet --require-hashes --python $(BIN)/python -r
+# Compiled to bytecode as pip does, which uv leaves out by default: a Django start of the app
+# would otherwise compile its libraries from source, seconds each time where
+# PYTHONDONTWRITEBYTECODE is set.
+UV_LOCKED_INSTALL = pip install --quiet --require-hashes --compile-bytecode --python $(BIN)/python -r
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is needed, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'

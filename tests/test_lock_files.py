@@ -130,7 +130,8 @@ def test_the_makefile_installs_only_from_the_locks():
 
     assert locked_install.split() == ["-m", "pip", "install", "--quiet", "--require-hashes", "-r"]
     assert uv_locked_install.split() == [
-        "pip", "install", "--quiet", "--require-hashes", "--python", "$(BIN)/python", "-r"
+        "pip", "install", "--quiet", "--require-hashes", "--compile-bytecode",
+        "--python", "$(BIN)/python", "-r",
     ]  # fmt: skip
     assert "$(LOCKED_INSTALL) requirements/uv.txt" in makefile_rule("$(BIN)/uv")
     assert "$(BIN)/uv $(UV_LOCKED_INSTALL) requirements/dev.txt" in makefile_rule(
