@@ -36,19 +36,6 @@ if django_settings.USING_SQLITE:
     Path(django_settings.DATABASES["default"]["TEST"]["NAME"]).parent.mkdir(exist_ok=True)
 
 
-def pytest_collection_modifyitems(items) -> None:
-    """Keep together, on one pytest-xdist worker, the tests that share an expensive start:
-    the multi-process suite's stack (PostgreSQL, Redis, daphne, Celery) and each browser
-    module's Chromium (or the group a module names, for a server it shares with another).
-    Everything else is handed out test by test (``--dist loadgroup``), but for modules that
-    name a group of their own."""
-    for item in items:
-        if item.get_closest_marker("multiprocess") or "tests/multiprocess/" in item.nodeid:
-            item.add_marker(pytest.mark.xdist_group("multiprocess"))
-        elif item.get_closest_marker("browser") and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-
-
 @pytest.fixture(scope="session")
 def django_db_keepdb(request, django_db_modify_db_settings) -> bool:
     """On SQLite each worker's test database starts as a copy of the migrated template the
