@@ -215,7 +215,11 @@ class MemorySearchView(ServiceAPIView):
         operation_id="v1_memories_search",
         summary="The end user's memories (and the app's) most relevant to a query",
         parameters=[APP_NAME, USER_ID, MemorySearchQuerySerializer],
-        responses={200: OpenApiResponse(description='{"memories": [...]}'), **ERRORS},
+        responses={
+            200: OpenApiResponse(description='{"memories": [...]}'),
+            400: BAD_REQUEST,
+            **ERRORS,
+        },
     )
     def get(self, request: Request, app_name: str, user_id: str) -> Response:
         query = request_data_validated(MemorySearchQuerySerializer, request.query_params)
