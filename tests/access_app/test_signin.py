@@ -139,7 +139,7 @@ def test_a_request_without_credentials_gets_no_password_dialog():
 
 def _authentication_classes(**environment: str) -> list[str]:
     script = (
-        "import json, django; django.setup(); from django.conf import settings; "
+        "import json; from django.conf import settings; "
         "print(json.dumps(settings.REST_FRAMEWORK['DEFAULT_AUTHENTICATION_CLASSES']))"
     )
     result = run_django(["-c", script], **environment)

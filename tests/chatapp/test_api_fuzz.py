@@ -49,6 +49,9 @@ INVOCATION_IDS = ("inv-1", "inv-2")
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "50"))
 HOSTILE_EXAMPLES = int(os.environ.get("FUZZ_HOSTILE_EXAMPLES", "5"))
 
+# The schema as the app serves it, in JSON: YAML took a second to write and read each time.
+SCHEMA_URL = "/api/schema/?format=json"
+
 # Explicit (not discovered from a schemathesis.toml), and failures show the values sent:
 # everything here is test data. No NUL character is drawn, as for the service accounts' fuzz
 # (tests/agents_app/test_service_api_fuzz.py says why); tests/chatapp/test_api_refusals.py
@@ -58,9 +61,9 @@ CONFIG = SchemathesisConfig.from_dict(
 )
 # The service-account API (/api/v1/) answers a browser user's credentials 401 whatever is sent:
 # tests/agents_app/test_service_api_fuzz.py fuzzes it with a key.
-schema = schemathesis.openapi.from_wsgi(
-    "/api/schema/", get_wsgi_application(), config=CONFIG
-).exclude(path_regex=r"^/api/v1/")
+schema = schemathesis.openapi.from_wsgi(SCHEMA_URL, get_wsgi_application(), config=CONFIG).exclude(
+    path_regex=r"^/api/v1/"
+)
 
 
 @schema.hook
@@ -146,7 +149,7 @@ def test_every_operation_answers_without_a_server_error_and_as_documented(case, 
 
 
 hostile_schema = schemathesis.openapi.from_wsgi(
-    "/api/schema/",
+    SCHEMA_URL,
     get_wsgi_application(),
     config=SchemathesisConfig.from_dict(
         {

@@ -29,7 +29,7 @@ COOKIE_SETTINGS = (
 def _cookie_settings(**environment: str) -> dict:
     """The cookie settings a fresh process computes from ``environment``."""
     script = (
-        "import json, django; django.setup(); from django.conf import settings as s; "
+        "import json; from django.conf import settings as s; "
         f"print(json.dumps({{name: getattr(s, name) for name in {COOKIE_SETTINGS!r}}}))"
     )
     result = run_django(["-c", script], **environment)

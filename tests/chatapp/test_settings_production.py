@@ -56,7 +56,7 @@ def run_django(arguments: list[str], **environment: str) -> subprocess.Completed
 
 def settings_of(**environment: str) -> dict:
     script = (
-        "import json, django; django.setup(); from django.conf import settings as s; "
+        "import json; from django.conf import settings as s; "
         "print(json.dumps({name: getattr(s, name) for name in ("
         "'DEBUG', 'SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE', 'SESSION_COOKIE_HTTPONLY', "
         "'SECURE_SSL_REDIRECT', 'SECURE_HSTS_SECONDS', 'SECURE_HSTS_INCLUDE_SUBDOMAINS', "
