@@ -33,7 +33,11 @@ from sessions_app import services
 from sessions_app.events import Event, EventActions
 from tests.factories import MemoryFactory, session_key
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.usefixtures("requests_in_the_test_transaction"),
+    pytest.mark.timeout(900),
+]
 
 EXAMPLES = int(os.environ.get("FUZZ_SERVICE_EXAMPLES", "20"))
 END_USER = "ada"

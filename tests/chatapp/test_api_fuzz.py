@@ -38,7 +38,11 @@ from tests.factories import MemoryFactory, UserFactory
 from tests.hostile_text import HOSTILE_PATH_IDS, poisoned
 from tests.sample_files import image_bytes, pdf_bytes
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.usefixtures("requests_in_the_test_transaction"),
+    pytest.mark.timeout(600),
+]
 
 USERNAME = "fuzz-user"
 PASSWORD = "fuzz-password-not-secret"

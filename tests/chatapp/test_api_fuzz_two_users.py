@@ -45,7 +45,11 @@ from tests.hostile_text import (
     poisoned,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.usefixtures("requests_in_the_test_transaction"),
+    pytest.mark.timeout(900),
+]
 
 EXAMPLES = int(os.environ.get("FUZZ_STATEFUL_EXAMPLES", "6"))
 STEPS = int(os.environ.get("FUZZ_STATEFUL_STEPS", "8"))
