@@ -19,8 +19,6 @@ from __future__ import annotations
 import os
 
 import pytest
-import schemathesis
-from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from schemathesis.config import SchemathesisConfig
@@ -32,6 +30,7 @@ from memory_app.services.app_memories import app_memory_create
 from sessions_app import services
 from sessions_app.events import Event, EventActions
 from tests.factories import MemoryFactory, session_key
+from tests.served_schema import served_schema
 
 pytestmark = [
     pytest.mark.django_db,
@@ -61,9 +60,6 @@ TENANTS = {
 }
 PATH_IDS = ("app_name", "user_id", "session_id", "memory_id", "job_id")
 
-# The schema as the app serves it, in JSON: YAML took a second to write and read each time.
-SCHEMA_URL = "/api/schema/?format=json"
-
 # Failures show the values sent (everything here is test data). No NUL character is drawn: the
 # API refuses one in any string at any depth (PostgreSQL's text cannot hold it), which every
 # operation's 400 states, and JSON Schema can say so of a string but not of a free-form JSON
@@ -72,9 +68,7 @@ SCHEMA_URL = "/api/schema/?format=json"
 CONFIG = SchemathesisConfig.from_dict(
     {"output": {"sanitization": {"enabled": False}}, "generation": {"allow-x00": False}}
 )
-schema = schemathesis.openapi.from_wsgi(SCHEMA_URL, get_wsgi_application(), config=CONFIG).include(
-    path_regex=r"^/api/v1/"
-)
+schema = served_schema(CONFIG).include(path_regex=r"^/api/v1/")
 _key: dict[str, str] = {}
 # Cases are made when the test is collected, before any key exists: they carry this stand-in,
 # which the test swaps for app A's key of the run.

@@ -26,8 +26,6 @@ import base64
 import os
 
 import pytest
-import schemathesis
-from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from schemathesis.config import SchemathesisConfig
@@ -37,6 +35,7 @@ from sessions_app.events import Event, EventActions
 from tests.factories import MemoryFactory, UserFactory
 from tests.hostile_text import HOSTILE_PATH_IDS, poisoned
 from tests.sample_files import image_bytes, pdf_bytes
+from tests.served_schema import served_schema
 
 pytestmark = [
     pytest.mark.django_db,
@@ -53,9 +52,6 @@ INVOCATION_IDS = ("inv-1", "inv-2")
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "50"))
 HOSTILE_EXAMPLES = int(os.environ.get("FUZZ_HOSTILE_EXAMPLES", "5"))
 
-# The schema as the app serves it, in JSON: YAML took a second to write and read each time.
-SCHEMA_URL = "/api/schema/?format=json"
-
 # Explicit (not discovered from a schemathesis.toml), and failures show the values sent:
 # everything here is test data. No NUL character is drawn, as for the service accounts' fuzz
 # (tests/agents_app/test_service_api_fuzz.py says why); tests/chatapp/test_api_refusals.py
@@ -65,9 +61,7 @@ CONFIG = SchemathesisConfig.from_dict(
 )
 # The service-account API (/api/v1/) answers a browser user's credentials 401 whatever is sent:
 # tests/agents_app/test_service_api_fuzz.py fuzzes it with a key.
-schema = schemathesis.openapi.from_wsgi(SCHEMA_URL, get_wsgi_application(), config=CONFIG).exclude(
-    path_regex=r"^/api/v1/"
-)
+schema = served_schema(CONFIG).exclude(path_regex=r"^/api/v1/")
 
 
 @schema.hook
@@ -152,10 +146,8 @@ def test_every_operation_answers_without_a_server_error_and_as_documented(case, 
     case.call_and_validate()
 
 
-hostile_schema = schemathesis.openapi.from_wsgi(
-    SCHEMA_URL,
-    get_wsgi_application(),
-    config=SchemathesisConfig.from_dict(
+hostile_schema = served_schema(
+    SchemathesisConfig.from_dict(
         {
             "output": {"sanitization": {"enabled": False}},
             "generation": {"allow-x00": True},

@@ -26,9 +26,7 @@ import base64
 import os
 
 import pytest
-import schemathesis
 from django.core.signals import request_finished, request_started
-from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections, transaction
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -44,6 +42,7 @@ from tests.hostile_text import (
     ODD_STRINGS,
     poisoned,
 )
+from tests.served_schema import served_schema
 
 pytestmark = [
     pytest.mark.django_db,
@@ -69,14 +68,11 @@ USERS = {
     },
 }
 
-# The schema as the app serves it, in JSON: YAML took a second to write and read each time.
-SCHEMA_URL = "/api/schema/?format=json"
-
 # Failures show the values sent (test data); NUL characters drawn too.
 CONFIG = SchemathesisConfig.from_dict(
     {"output": {"sanitization": {"enabled": False}}, "generation": {"allow-x00": True}}
 )
-schema = schemathesis.openapi.from_wsgi(SCHEMA_URL, get_wsgi_application(), config=CONFIG)
+schema = served_schema(CONFIG)
 _acting = {"who": "a"}
 _calls: list[str] = []
 _problems: list[str] = []
