@@ -25,6 +25,7 @@ from google import genai
 from google.genai import errors, types
 
 from core.llm import LlmChunk, LlmRequest, ModelError, structured_answer
+from core.tls import tls_context
 
 DEFAULT_EMBEDDING_MODEL = "gemini-embedding-001"
 
@@ -39,24 +40,32 @@ _BLOCKING_FINISH_REASONS = {
 
 
 def _client() -> genai.Client:
-    """A client for the configured backend, with our timeout and without its own retries.
+    """A client for the configured backend, with our timeout and without its own retries, and
+    the process's TLS context (:func:`core.tls.tls_context`) for the Gemini API.
 
     ``HttpRetryOptions(attempts=1)`` makes the single attempt explicit; it also
     turns off the implicit reconnect-and-retry the client does on connection
     errors when it runs on aiohttp.
     """
-    http_options = types.HttpOptions(
-        base_url=settings.GEMINI_BASE_URL or None,
-        timeout=round(settings.LLM_TIMEOUT_SECONDS * 1000),
-        retry_options=types.HttpRetryOptions(attempts=1),
-    )
+    options: dict[str, Any] = {
+        "base_url": settings.GEMINI_BASE_URL or None,
+        "timeout": round(settings.LLM_TIMEOUT_SECONDS * 1000),
+        "retry_options": types.HttpRetryOptions(attempts=1),
+    }
     if settings.GOOGLE_GENAI_USE_VERTEXAI:
+        # The client's own TLS context: it may carry a client certificate (mutual TLS).
         return genai.Client(
             vertexai=True,
             project=settings.GOOGLE_CLOUD_PROJECT or None,
             location=settings.GOOGLE_CLOUD_LOCATION or None,
-            http_options=http_options,
+            http_options=types.HttpOptions(**options),
         )
+    http_options = types.HttpOptions(
+        **options,
+        client_args={"verify": tls_context()},
+        # "ssl" is what the client's websockets verify with.
+        async_client_args={"verify": tls_context(), "ssl": tls_context()},
+    )
     return genai.Client(vertexai=False, api_key=settings.GEMINI_API_KEY, http_options=http_options)
 
 

@@ -35,6 +35,7 @@ from django.conf import settings
 from google.genai import types
 
 from core.llm import LlmChunk, LlmRequest, ModelError, structured_answer
+from core.tls import tls_context
 
 ANSWER_TOOL = "answer"
 PROVIDER = "The model server"
@@ -51,6 +52,7 @@ def _client() -> openai.AsyncOpenAI:
         api_key=settings.OPENAI_API_KEY or "none",
         timeout=settings.LLM_TIMEOUT_SECONDS,
         max_retries=0,
+        http_client=openai.DefaultAsyncHttpxClient(verify=tls_context()),
     )
 
 
