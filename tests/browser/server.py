@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 import environ
 from playwright.sync_api import Page, expect
 
+from tests.collected_static import static_collected
 from tests.migrated_sqlite import sqlite_migrated
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +59,6 @@ SET_UP = """
 from django.core.management import call_command
 if {migrate!r}:
     call_command("migrate", interactive=False, verbosity=0)
-call_command("collectstatic", interactive=False, verbosity=0)
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 password = make_password({password!r})
@@ -192,9 +192,8 @@ print(settings.SESSION_COOKIE_NAME, client.cookies[settings.SESSION_COOKIE_NAME]
 
 def sign_in(page: Page, server: Server, username: str) -> None:
     """Sign in as ``username`` and open the chat, ready to type. The session is made by Django's
-    ``force_login``, without the password's hashing (a quarter of a second of processor time
-    each): the sign-in form itself is what tests/browser/test_sign_in.py and the account pages'
-    tests drive."""
+    ``force_login``, without a round trip through the sign-in form: the form itself is what
+    tests/browser/test_sign_in.py and the account pages' tests drive."""
     name, value = server.shell(SESSION_OF.format(username=username)).split()
     page.context.add_cookies([{"name": name, "value": value, "url": server.base_url}])
     page.goto(f"{server.base_url}/")
@@ -253,22 +252,22 @@ def running_server(
     log_dir: Path, *, chunk_delay: float = 0.05, extra_env: dict[str, str] | None = None
 ) -> Iterator[Server]:
     """Migrate a fresh database (on SQLite, a copy of tests/migrated_sqlite.py's template),
-    create a pool of users and serve the app with daphne, set up as
-    ``make run`` sets it up (DEBUG off, static files collected and served by whitenoise), but
-    for ``WEBSOCKET_MAX_MESSAGE_BYTES``.
+    create a pool of users and serve the app with daphne, set up as ``make run`` sets it up
+    (DEBUG off, static files collected and served by whitenoise; collected once for the code
+    as it is, tests/collected_static.py), but for ``WEBSOCKET_MAX_MESSAGE_BYTES`` and a fast
+    password hasher (tests/browser/server_settings.py).
 
     ``chunk_delay`` is the offline model's pause between streamed chunks.
     """
     name = f"browser_{uuid.uuid4().hex[:10]}"
     with (
         _database(name) as database_url,
-        tempfile.TemporaryDirectory(prefix="chat-static-") as static_root,
         tempfile.TemporaryDirectory(prefix="chat-artifacts-") as artifacts_dir,
     ):
         env = {
             **{key: value for key, value in os.environ.items() if key != "DEBUG"},
             "PYTHONPATH": str(ROOT),
-            "DJANGO_SETTINGS_MODULE": "chatapp.settings",
+            "DJANGO_SETTINGS_MODULE": "tests.browser.server_settings",
             "DATABASE_URL": database_url,
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "OFFLINE_MODEL_CHUNK_DELAY_SECONDS": str(chunk_delay),
@@ -281,10 +280,10 @@ def running_server(
             "BACKGROUND_TASKS": "inprocess",
             "CACHE_KEY_PREFIX": name,
             "PRODUCTION": "false",
-            "STATIC_ROOT": static_root,
             "ARTIFACTS_DIR": artifacts_dir,
             **(extra_env or {}),
         }
+        env["STATIC_ROOT"] = str(static_collected(env))
         port = _free_port()
         log_path = log_dir / f"daphne-{port}.log"
         sqlite = database_url.startswith("sqlite:///")
