@@ -8,6 +8,7 @@ from django.db import OperationalError, close_old_connections, connection
 from rest_framework.test import APIClient
 
 from core.background import background_wait_idle
+from tests.collected_static import static_collected
 from tests.factories import UserFactory
 from tests.migrated_sqlite import sqlite_migrated
 
@@ -52,11 +53,10 @@ def django_db_keepdb(request, django_db_modify_db_settings) -> bool:
 @pytest.fixture(scope="session", autouse=True)
 def static_files_collected():
     """Static files are served from STATIC_ROOT, as in production (DEBUG is off by default and
-    whitenoise then does not look in the apps' folders): collect them once, as `make run` does,
-    so that a fresh checkout's tests see the same files a served site does."""
-    from django.core.management import call_command
-
-    call_command("collectstatic", interactive=False, verbosity=0)
+    whitenoise then does not look in the apps' folders): they are collected, as `make run` does,
+    so that a fresh checkout's tests see the same files a served site does; once for the code
+    as it is, into the folder tests/worker_isolation.py names (tests/collected_static.py)."""
+    static_collected(os.environ)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,18 +2,20 @@
 
 Loaded with ``-p tests.worker_isolation`` (pyproject's addopts) because Django's settings are
 read while pytest starts, before any conftest: a worker's Redis database, cache and channel
-layer prefix, and static files folder must be in the environment by then. The test databases
-need nothing here: pytest-django already gives each worker its own (``test_chatapp_gw0``).
-Outside xdist, or in the main process that hands tests out, nothing changes.
+layer prefix must be in the environment by then. The test databases need nothing here:
+pytest-django already gives each worker its own (``test_chatapp_gw0``). Outside xdist, or in
+the main process that hands tests out, those stay as they are.
+
+Every process of a run, and every server the tests start, reads the same static files folder,
+collected once for the code as it is (tests/collected_static.py).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.collected_static import static_root
 
 
 def _worker_number() -> int | None:
@@ -34,4 +36,4 @@ if number is not None:
     if os.environ.get("REDIS_URL"):
         os.environ["REDIS_URL"] = _redis_url_of_worker(os.environ["REDIS_URL"], number)
     os.environ.setdefault("CACHE_KEY_PREFIX", f"chatapp-test-gw{number}")
-    os.environ.setdefault("STATIC_ROOT", str(ROOT / "build" / f"staticfiles-gw{number}"))
+os.environ["STATIC_ROOT"] = str(static_root(os.environ))
