@@ -248,11 +248,16 @@ def _claim_takeover(
 _COMMIT_UNFLUSHED = ("SELECT set_config('synchronous_commit', 'off', true)", [])
 
 
-async def _claim_write_async(statement: tuple[str, list]) -> tuple | None:
+async def _claim_write_async(
+    statement: tuple[str, list], *, repeatable: bool = False
+) -> tuple | None:
     """The row ``statement`` returns, if any: one round trip from the event loop, its commit
-    not flushed (``_COMMIT_UNFLUSHED``)."""
+    not flushed (``_COMMIT_UNFLUSHED``); sent again on a fresh connection if a kept one is
+    found dead, when ``repeatable`` (a statement whose second run changes nothing more)."""
     try:
-        _, rows = await async_database.fetch_each([_COMMIT_UNFLUSHED, statement], repeatable=False)
+        _, rows = await async_database.fetch_each(
+            [_COMMIT_UNFLUSHED, statement], repeatable=repeatable
+        )
     except IntegrityError:
         raise SessionNotFoundError("The session is gone.") from None
     return rows[0] if rows else None
@@ -345,7 +350,8 @@ async def turn_claim_release_async(*, claim: HeldClaim) -> None:
         (
             f"DELETE FROM {_TABLE} WHERE id = %s AND fence = %s RETURNING id",
             [claim.id, claim.fence],
-        )
+        ),
+        repeatable=True,
     )
 
 

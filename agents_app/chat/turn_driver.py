@@ -124,7 +124,13 @@ class ChatTurnDriver:
         )
 
     async def claim_release(self, claim: HeldClaim) -> None:
-        await turn_claim_release_async(claim=claim)
+        """Give the claim up. With the database unreachable the claim stays, and the turn goes
+        on to its end all the same: the sweeper (``agents_app.chat.turn_sweep``) releases
+        claims left on ended turns, and one on a turn still open is what a resend finds."""
+        try:
+            await turn_claim_release_async(claim=claim)
+        except DATABASE_UNAVAILABLE_ERRORS as error:
+            logger.warning("turn claim %s not released, database unavailable: %s", claim.id, error)
 
     async def rewrite(
         self,

@@ -211,3 +211,34 @@ async def test_claim_writes_leave_the_connections_flushing_every_other_commit(
     )
 
     assert [rows[0][0][0] for rows in settings_seen] == ["on"] * async_database.CONNECTIONS_PER_LOOP
+
+
+async def test_a_release_on_a_connection_the_server_ended_is_sent_again_on_a_fresh_one(
+    session, requires_postgres, monkeypatch
+):
+    """A database restart ends the event loop's kept connections; one that hangs up just after
+    it was found quiet fails the statement sent on it. The turn's claim is released all the
+    same (a delete of that claim is safe to send twice), and no claim is left behind."""
+    begin = await turn_begin_async(
+        session_id=await sync_to_async(session_key)(session), user_event_id="msg-m1", holder="a"
+    )
+    ended = await sync_to_async(_other_connections_ended, thread_sensitive=False)()
+    assert ended > 0
+    # The kept connection passes the quiet check, as when the server hangs up right after it.
+    monkeypatch.setattr(async_database, "_quiet", lambda connection: True)
+
+    await turn_claim_release_async(claim=begin.claim)
+
+    assert await TurnClaim.objects.acount() == 0
+
+
+def _other_connections_ended() -> int:
+    """End every other connection to the test database, as a restart does; how many."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        (ended,) = cursor.fetchone()
+    connections.close_all()
+    return ended

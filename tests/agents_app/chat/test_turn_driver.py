@@ -64,3 +64,27 @@ async def test_a_turn_whose_place_is_taken_ends_with_an_error_and_releases_its_c
     assert [frame for frame in edited if frame["type"] == "error"] == []
     assert edited[-1]["interrupted"] is False
     await communicator.disconnect()
+
+
+async def test_a_turn_whose_claim_cannot_be_released_still_ends_and_the_chat_goes_on(
+    user, session, monkeypatch
+):
+    """The database gone at the turn's very end: the reply is stored, the claim stays (the
+    sweeper releases claims left on ended turns), and the chat is told the turn is over."""
+    from django.db import OperationalError
+
+    from agents_app.chat import turn_driver
+
+    async def unreachable(*, claim):
+        raise OperationalError("the database went away")
+
+    monkeypatch.setattr(turn_driver, "turn_claim_release_async", unreachable)
+    communicator = await _open(session.id, await database_sync_to_async(_cookie)(user))
+
+    await _send_message(communicator, "hello", "p1")
+    frames = await _until(communicator, "turn_complete")
+
+    assert [frame for frame in frames if frame["type"] == "error"] == []
+    assert frames[-1]["interrupted"] is False and frames[-1]["message_id"]
+    assert await database_sync_to_async(TurnClaim.objects.count)() == 1
+    await communicator.disconnect()
