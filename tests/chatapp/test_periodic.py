@@ -125,3 +125,30 @@ def test_the_periodic_thread_starts_only_where_the_web_process_keeps_the_schedul
     settings.BACKGROUND_TASKS = "inprocess"
     settings.PERIODIC_IN_PROCESS = False
     assert periodic_start() is None, "the test suite keeps periodic work out of its databases"
+
+
+@pytest.mark.django_db
+def test_entries_of_other_kinds_are_made_as_beat_makes_them():
+    from celery.schedules import crontab
+
+    created = periodic_tasks_install(
+        schedule={
+            "nightly-forget": {
+                "task": "memory_app.tasks.memories_forget",
+                "schedule": crontab(hour=3, minute=0),
+            },
+            "sweep-on-its-queue": {
+                "task": "agents_app.tasks.turns_sweep",
+                "schedule": 60.0,
+                "options": {"queue": "slow"},
+            },
+            "memories-forget": {"task": "memory_app.tasks.memories_forget", "schedule": 1.0},
+        }
+    )
+
+    assert sorted(created) == ["nightly-forget", "sweep-on-its-queue"]
+    nightly = PeriodicTask.objects.get(name="nightly-forget")
+    assert (nightly.crontab.hour, nightly.crontab.minute, nightly.interval) == ("3", "0", None)
+    sweep = PeriodicTask.objects.get(name="sweep-on-its-queue")
+    assert (sweep.interval.every, sweep.queue) == (60, "slow")
+    assert PeriodicTask.objects.get(name="memories-forget").interval.every != 1
