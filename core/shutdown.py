@@ -37,9 +37,9 @@ def work_track(task: asyncio.Task) -> None:
     task.add_done_callback(_work.discard)
 
 
-def work_count() -> int:
+def work_pending() -> list[asyncio.Task]:
     """Tracked tasks not finished yet."""
-    return sum(1 for task in _work if not task.done())
+    return [task for task in _work if not task.done()]
 
 
 def after_drain(callback: Callable[[], Awaitable[None]]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 
 import pytest
 
@@ -17,8 +18,16 @@ async def turns_ended() -> None:
     their socket, a turn's relay stopping (not an assertion: the test's event loop must not
     close under them, or a channel-layer receive would be left tied to it)."""
     deadline = time.monotonic() + WORK_WAIT_SECONDS
-    while shutdown.work_count() and time.monotonic() < deadline:
+    while shutdown.work_pending() and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
+    if pending := shutdown.work_pending():
+        # Not a failure of the test that waited: some earlier one left work that never ends,
+        # and every later wait costs the whole deadline. Named, so that it can be found.
+        warnings.warn(
+            f"work still running after {WORK_WAIT_SECONDS} s: "
+            + "; ".join(f"{task.get_name()} {task.get_coro()!r}" for task in pending),
+            stacklevel=2,
+        )
 
 
 @pytest.fixture(autouse=True)
