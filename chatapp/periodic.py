@@ -52,23 +52,20 @@ def periodic_tasks_install(*, schedule: dict | None = None) -> list[str]:
     every_so_often = {
         name: entry
         for name, entry in missing.items()
-        if set(entry) == {"task", "schedule"}
-        and isinstance(entry["schedule"], int | float)
-        and float(entry["schedule"]).is_integer()
+        if set(entry) == {"task", "schedule"} and isinstance(entry["schedule"], int | float)
     }
-    with transaction.atomic():
-        rows = [
-            PeriodicTask(
-                name=name,
-                task=entry["task"],
-                interval=IntervalSchedule.objects.get_or_create(
-                    every=int(entry["schedule"]), period=IntervalSchedule.SECONDS
-                )[0],
-            )
-            for name, entry in every_so_often.items()
-        ]
-        PeriodicTask.objects.bulk_create(rows)
-        if rows:
+    if every_so_often:
+        with transaction.atomic():
+            rows = []
+            for name, entry in every_so_often.items():
+                # beat's own lookup, which takes the first of rows staff made twice.
+                interval = IntervalSchedule.from_schedule(
+                    schedules.schedule(timedelta(seconds=entry["schedule"]))
+                )
+                if interval.pk is None:
+                    interval.save()
+                rows.append(PeriodicTask(name=name, task=entry["task"], interval=interval))
+            PeriodicTask.objects.bulk_create(rows)
             PeriodicTasks.update_changed()
     for name, entry in missing.items():
         if name not in every_so_often:

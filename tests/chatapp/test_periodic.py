@@ -152,3 +152,16 @@ def test_entries_of_other_kinds_are_made_as_beat_makes_them():
     sweep = PeriodicTask.objects.get(name="sweep-on-its-queue")
     assert (sweep.interval.every, sweep.queue) == (60, "slow")
     assert PeriodicTask.objects.get(name="memories-forget").interval.every != 1
+
+
+@pytest.mark.django_db
+def test_an_interval_staff_made_twice_does_not_stop_the_install():
+    """IntervalSchedule rows are not unique: staff can make the same interval twice in the
+    console, and the next migrate must still fill in the missing schedules."""
+    PeriodicTask.objects.filter(name="memories-forget").delete()
+    every = int(settings.CELERY_BEAT_SCHEDULE["memories-forget"]["schedule"])
+    IntervalSchedule.objects.create(every=every, period=IntervalSchedule.SECONDS)
+    IntervalSchedule.objects.create(every=every, period=IntervalSchedule.SECONDS)
+
+    assert periodic_tasks_install() == ["memories-forget"]
+    assert PeriodicTask.objects.get(name="memories-forget").interval.every == every
