@@ -14,15 +14,16 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+import environ
+
 from tests.built_once import ROOT, built_once, digest_of
 
 COLLECTED = ROOT / "build" / "test-static"
-_TRUE = {"1", "true", "yes", "on", "ok", "y"}
 
 
 def static_root(env: Mapping[str, str]) -> Path:
     """The folder of the static files collected for ``env``; made by :func:`static_collected`."""
-    production = env.get("PRODUCTION", "").strip().lower() in _TRUE
+    production = environ.Env.parse_value(env.get("PRODUCTION", "false"), bool)
     sources = [
         *(path for path in (ROOT / "static").rglob("*") if path.is_file()),
         *(ROOT / "requirements").glob("*.txt"),
