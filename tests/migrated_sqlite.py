@@ -5,10 +5,13 @@ migrate a database of its own: a Django start and every migration, seconds of pr
 server for the same tables each time. The first server of a kind migrates a template, under a
 lock the pytest-xdist workers share (tests/built_once.py), and every server copies it.
 
-A template is made for one state of the code and one environment: its name is a digest of every
-Python file of the app's packages (a changed migration, or code a migration imports, makes a new
-one), the lock files, and the environment but for what is each server's own (its database,
-folders, cache prefix) and pytest's per-test variables.
+A template is made for one state of the code and one configuration: its name is a digest of
+every Python file of the app's packages (a changed migration, or code a migration imports, makes
+a new one), the test servers' settings module, the lock files, and the variables the settings
+read (docs/configuration.yml lists them all; tests/test_docs.py keeps it so) but for what is each
+server's own (its database, folders, cache prefix, fake model server). Other variables (the
+shell's, pytest's) reach no migration: a run from another shell, or without workers, copies the
+same template.
 """
 
 from __future__ import annotations
@@ -21,23 +24,36 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+import yaml
+
 from tests.built_once import ROOT, built_once, digest_of
 
 TEMPLATES = ROOT / "build" / "test-templates"
 PACKAGES = ("chatapp", "agents_app", "memory_app", "sessions_app", "access_app", "core")
-_OWN_TO_EACH_SERVER = {"DATABASE_URL", "CACHE_KEY_PREFIX", "STATIC_ROOT", "ARTIFACTS_DIR"}
+_OWN_TO_EACH_SERVER = {
+    "DATABASE_URL",
+    "CACHE_KEY_PREFIX",
+    "STATIC_ROOT",
+    "ARTIFACTS_DIR",
+    "OPENAI_BASE_URL",  # a fake model server's, on a new port every run
+}
+_READ_BY_SETTINGS = {
+    "DJANGO_SETTINGS_MODULE",
+    *yaml.safe_load((ROOT / "docs" / "configuration.yml").read_text()),
+}
 
 
 def _template_name(env: Mapping[str, str]) -> str:
     return digest_of(
         [
             *(path for package in PACKAGES for path in (ROOT / package).rglob("*.py")),
+            ROOT / "tests" / "browser" / "server_settings.py",
             *(ROOT / "requirements").glob("*.txt"),
         ],
         settings=[
             f"{name}={env[name]}"
             for name in sorted(env)
-            if name not in _OWN_TO_EACH_SERVER and not name.startswith("PYTEST_")
+            if name in _READ_BY_SETTINGS and name not in _OWN_TO_EACH_SERVER
         ],
     )
 
