@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 from django.core.signals import request_finished, request_started
-from django.db import OperationalError, close_old_connections, connection
+from django.db import OperationalError, close_old_connections, connection, connections
 from rest_framework.test import APIClient
 
 from core.background import background_wait_idle
@@ -31,6 +31,16 @@ django_settings.WHITENOISE_AUTOREFRESH = True
 # deployed, by the multi-process suite (tests/multiprocess), whose servers have it.
 if django_settings.DATABASES["default"].get("OPTIONS", {}).pop("pool", None):
     django_settings.DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+# After each transactional test the suite's own connections empty the database with DELETE
+# rather than TRUNCATE, a quarter of a second less a test (tests/postgresql/base.py says why);
+# the servers the tests start run the app's backend as it is.
+if django_settings.DATABASES["default"]["ENGINE"] == "core.postgresql":
+    django_settings.DATABASES["default"]["ENGINE"] = "tests.postgresql"
+    # Django made this thread's connection as it loaded the models (for the name length of
+    # their tables): it is made again, of the tests' backend.
+    connections["default"].close()
+    del connections["default"]
 
 # The SQLite test database is a file under build/ (chatapp.settings); `make test` creates the
 # folder, a bare `pytest` on a fresh checkout would otherwise fail to open the database.
