@@ -40,6 +40,7 @@ from agents_app.chat.turn_claims import (
     turn_progress,
 )
 from agents_app.chat.turn_relay import (
+    RELAY_FLUSH_SECONDS,
     TurnRelay,
     turn_stop_ask,
     turn_watch_ask,
@@ -194,6 +195,7 @@ class ChatTurnDriver:
     async def _drive(self, turn: ChatTurn, text: str | None, begin: TurnBegin) -> None:
         while True:
             if begin.start is TurnStart.ANSWERED:
+                await self._relayed_end_wait(turn)
                 await turn.replay(begin.stored)
                 return
             if begin.start is TurnStart.RUNNING:
@@ -217,6 +219,15 @@ class ChatTurnDriver:
                 await self.error("session_not_found", "This session no longer exists.")
                 await turn.complete_send(duplicate=False)
                 return
+
+    async def _relayed_end_wait(self, turn: ChatTurn) -> None:
+        """A turn this socket watched, found ended in the database before its relayed end came:
+        its last frames may still be on their way (the socket that ran it lets them go for up
+        to ``RELAY_FLUSH_SECONDS``), so this socket waits as long for them, and the reply it
+        streamed ends as stored rather than a chunk short."""
+        if self.watched is turn and turn.watched_seq >= 0 and not self.watched_changed.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.watched_changed.wait(), RELAY_FLUSH_SECONDS)
 
     async def _watch(self, turn: ChatTurn) -> None:
         """Wait while another socket runs the turn: its frames are relayed here as it sends

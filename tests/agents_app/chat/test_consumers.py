@@ -305,6 +305,40 @@ async def test_a_turn_goes_on_after_its_socket_is_lost_and_streams_on_to_the_nex
     assert _chat_errors(caplog) == []
 
 
+async def test_a_reply_relayed_late_still_streams_to_its_end_on_the_next_socket(
+    settings, monkeypatch, cookie, chat_session
+):
+    """The channel layer lags: the reply's last chunk and its end reach the watching socket
+    after the turn was stored, later than that socket next looks at the database. The reply it
+    streamed still ends as stored, not a chunk short."""
+    settings.OFFLINE_MODEL_CHUNK_DELAY_SECONDS = 0.02
+    layer = get_channel_layer()
+    group_send = layer.group_send
+
+    async def late_last_chunk(group, message):
+        frame = message.get("frame") or {}
+        if frame.get("type") == "delta" and frame["text"].endswith("\u201d."):
+            await asyncio.sleep(1.3)
+        await group_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", late_last_chunk)
+    text = "tell me " + "a long story " * 20
+    communicator = await _open(chat_session.id, cookie)
+    await _send_message(communicator, text, "late-1")
+    await _until(communicator, "delta")
+    await communicator.disconnect()
+
+    communicator = await _open(chat_session.id, cookie)
+    await _send_message(communicator, text, "late-1")
+    frames = await _until(communicator, "turn_complete")
+
+    reply = frames[-2]["event"]
+    assert _streamed(frames) == _event_text(reply)
+    assert _event_text(reply).endswith("\u201d.")
+    await communicator.disconnect()
+    await turns_ended()
+
+
 async def test_a_cancel_after_a_reconnect_stops_the_turn_that_went_on(
     settings, cookie, chat_session
 ):
