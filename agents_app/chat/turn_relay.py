@@ -54,6 +54,8 @@ LISTEN_RETRY_SECONDS = 1.0
 WATCH = "turn.watch"
 STOP = "turn.stop"
 RELAYED = "turn.relay"
+# To a turn's own channel once it has ended: a listener still receiving stops.
+CLOSED = "turn.closed"
 # The frames a watcher gets: the rest (turn_started, turn_complete...) are each socket's own.
 RELAYED_FRAMES = frozenset({"delta", "event", "error"})
 
@@ -154,6 +156,7 @@ class TurnRelay:
         self.channel = ""
         self.listener: asyncio.Task | None = None
         self.publisher: asyncio.Task | None = None
+        self.closing = False
 
     def listen(self) -> None:
         """Listen for watchers on the turn's run group (in the background: the turn does not
@@ -202,7 +205,7 @@ class TurnRelay:
             logger.warning("turn %s: a frame for its watchers was dropped", self.user_event_id)
 
     async def _listen(self) -> None:
-        while True:
+        while not self.closing:
             try:
                 if not self.channel:
                     self.channel = await self.layer.new_channel()
@@ -213,7 +216,8 @@ class TurnRelay:
                 self.channel = ""
                 await asyncio.sleep(LISTEN_RETRY_SECONDS)
                 continue
-            self.asked(message)
+            if not self.closing:
+                self.asked(message)
 
     async def _publish(self) -> None:
         while True:
@@ -239,17 +243,29 @@ class TurnRelay:
     async def _close(self) -> None:
         """Let the frames queued for the watchers go (for a moment at most), then stop
         listening. Cancelled meanwhile, it still stops listening before it ends: a receive
-        left waiting would hold the channel layer's receiving to this event loop."""
+        left waiting would hold the channel layer's receiving to this event loop.
+
+        A receive of channels-redis can miss its cancellation and go on waiting in its
+        blocking pop (seen under load): a message to the turn's own channel then ends it, and
+        the listener, closing, stops. So a relay always ends, and with it the turn's tracked
+        work, which a graceful shutdown waits for."""
         tasks = {task for task in (self.listener, self.publisher) if task is not None}
         try:
             if tasks:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.outbox.join(), RELAY_FLUSH_SECONDS)
         finally:
+            self.closing = True
             for task in tasks:
                 task.cancel()
             if tasks:
-                await asyncio.wait(tasks)
+                _, going_on = await asyncio.wait(tasks, timeout=RELAY_FLUSH_SECONDS)
+                if going_on and self.channel:
+                    with contextlib.suppress(*REDIS_ERRORS):
+                        await self.layer.send(self.channel, {"type": CLOSED})
+                    _, going_on = await asyncio.wait(going_on, timeout=RELAY_FLUSH_SECONDS)
+                if going_on:
+                    logger.warning("turn %s: its relay did not stop", self.user_event_id)
             if self.channel:
                 with contextlib.suppress(*REDIS_ERRORS):
                     await self.layer.group_discard(self.run_group, self.channel)

@@ -25,9 +25,26 @@ async def turns_ended() -> None:
         # and every later wait costs the whole deadline. Named, so that it can be found.
         warnings.warn(
             f"work still running after {WORK_WAIT_SECONDS} s: "
-            + "; ".join(f"{task.get_name()} {task.get_coro()!r}" for task in pending),
+            + "; ".join(f"{task.get_name()} {_where(task)}" for task in pending)
+            + ". Every task of the loop: "
+            + "; ".join(
+                f"{task.get_name()} {_where(task)}"
+                for task in asyncio.all_tasks()
+                if task is not asyncio.current_task()
+            ),
             stacklevel=2,
         )
+
+
+def _where(task: asyncio.Task) -> str:
+    """Where ``task`` waits: each coroutine it is in, outermost first, at the line it awaits,
+    then what the innermost one awaits."""
+    places, awaited = [], task.get_coro()
+    while getattr(awaited, "cr_frame", None) is not None:
+        frame = awaited.cr_frame
+        places.append(f"{frame.f_code.co_qualname} ({frame.f_code.co_filename}:{frame.f_lineno})")
+        awaited = awaited.cr_await
+    return " > ".join([*places, repr(awaited)])
 
 
 @pytest.fixture(autouse=True)
