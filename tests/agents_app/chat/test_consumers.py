@@ -270,18 +270,25 @@ def _chat_errors(caplog):
     return [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
 
 
+async def _resent_after_a_lost_socket(session_id, cookie, text, client_message_id):
+    """Send a message, lose the socket at the reply's first ``delta``, then open another and
+    send the message again (a reload mid-reply): the new socket, and what the first one got."""
+    communicator = await _open(session_id, cookie)
+    await _send_message(communicator, text, client_message_id)
+    before = await _until(communicator, "delta")
+    await communicator.disconnect()
+    communicator = await _open(session_id, cookie)
+    await _send_message(communicator, text, client_message_id)
+    return communicator, before
+
+
 async def test_a_turn_goes_on_after_its_socket_is_lost_and_streams_on_to_the_next(
     settings, caplog, cookie, chat_session
 ):
     settings.OFFLINE_MODEL_CHUNK_DELAY_SECONDS = 0.05
-    text = "tell me " + "a long story " * 40
-    communicator = await _open(chat_session.id, cookie)
-    await _send_message(communicator, text, "lost-1")
-    before = await _until(communicator, "delta")
-    await communicator.disconnect()
-
-    communicator = await _open(chat_session.id, cookie)
-    await _send_message(communicator, text, "lost-1")
+    communicator, before = await _resent_after_a_lost_socket(
+        chat_session.id, cookie, "tell me " + "a long story " * 40, "lost-1"
+    )
     frames = await _until(communicator, "turn_complete")
 
     assert _types(frames)[:3] == ["event", "turn_running", "delta"]
@@ -322,14 +329,9 @@ async def test_a_reply_relayed_late_still_streams_to_its_end_on_the_next_socket(
         await group_send(group, message)
 
     monkeypatch.setattr(layer, "group_send", late_last_chunk)
-    text = "tell me " + "a long story " * 20
-    communicator = await _open(chat_session.id, cookie)
-    await _send_message(communicator, text, "late-1")
-    await _until(communicator, "delta")
-    await communicator.disconnect()
-
-    communicator = await _open(chat_session.id, cookie)
-    await _send_message(communicator, text, "late-1")
+    communicator, _ = await _resent_after_a_lost_socket(
+        chat_session.id, cookie, "tell me " + "a long story " * 20, "late-1"
+    )
     frames = await _until(communicator, "turn_complete")
 
     reply = frames[-2]["event"]
@@ -344,12 +346,7 @@ async def test_a_cancel_after_a_reconnect_stops_the_turn_that_went_on(
 ):
     settings.OFFLINE_MODEL_CHUNK_DELAY_SECONDS = 0.05
     text = "tell me " + "a long story " * 40
-    communicator = await _open(chat_session.id, cookie)
-    await _send_message(communicator, text, "lost-2")
-    await _until(communicator, "delta")
-    await communicator.disconnect()
-    communicator = await _open(chat_session.id, cookie)
-    await _send_message(communicator, text, "lost-2")
+    communicator, _ = await _resent_after_a_lost_socket(chat_session.id, cookie, text, "lost-2")
     frames = await _until(communicator, "delta")
 
     await communicator.send_json_to({"type": "cancel"})
