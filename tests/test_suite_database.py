@@ -40,7 +40,7 @@ def _tables_with_rows() -> list[str]:
     return [
         model._meta.db_table
         for model in apps.get_models()
-        if model._meta.managed and model.objects.exists()
+        if model._meta.managed and model._default_manager.exists()
     ]
 
 
