@@ -97,10 +97,12 @@ $(CHROMIUM):
 	$(SUDO) apt-get update
 	$(SUDO) apt-get install -y chromium-headless-shell
 
-# One pytest-xdist worker a core (TEST_WORKERS=0 runs in this process); each worker has its own
-# test database, Redis database and static files (tests/worker_isolation.py). The suite's time
-# is printed at the end.
-TEST_WORKERS ?= auto
+# One pytest-xdist worker a core and one more (TEST_WORKERS=0 runs in this process): the browser
+# and multi-process tests spend much of their time waiting on the servers and browsers they
+# drive, and the extra worker fills the cores meanwhile. Each worker has its own test database,
+# Redis database and static files (tests/worker_isolation.py). The suite's time is printed at
+# the end.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 test: install build lint $(CHROMIUM) $(HIGHLIGHT_JS) $(AXE_JS)
 	$(BIN)/python manage.py makemigrations --check --dry-run
