@@ -32,18 +32,21 @@ def digest_of(paths: Iterable[Path], *, settings: Iterable[str] = ()) -> str:
     return digest.hexdigest()[:24]
 
 
-def built_once(target: Path, build: Callable[[Path], None]) -> Path:
+def built_once(
+    target: Path, build: Callable[[Path], None], *, stale: Callable[[Path], bool] | None = None
+) -> Path:
     """``target`` (a file or a folder), made by ``build`` unless it is there already.
 
     ``build`` fills a scratch path beside ``target``, which then takes its place at once, so
     no one ever sees half of it. ``target``'s name must say what state of the code it was made
-    for: nothing here checks that it is still right.
+    for: nothing here checks that it is still right. ``stale`` says whether a ``target`` that
+    stands for something kept elsewhere (a database on a server) lost it: it is made again.
     """
     folder = target.parent
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / f"{target.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not target.exists():
+        if not target.exists() or (stale is not None and stale(target)):
             _prune(folder)
             scratch = folder / f"{target.stem}.building{target.suffix}"
             _remove(scratch)

@@ -1,16 +1,18 @@
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings as django_settings
 from django.core.signals import request_finished, request_started
 from django.db import OperationalError, close_old_connections, connection, connections
+from django.db.backends.base.creation import TEST_DATABASE_PREFIX
 from rest_framework.test import APIClient
 
 from core.background import background_wait_idle
 from tests.collected_static import static_collected
 from tests.factories import UserFactory
-from tests.migrated_sqlite import sqlite_migrated
+from tests.migrated_templates import postgresql_admin, postgresql_migrated, sqlite_migrated
 
 # Set before any test module imports chatapp.asgi, which starts the embedded mode's periodic
 # thread: that thread would run the real cleanup tasks against whichever test database is open,
@@ -50,13 +52,20 @@ if django_settings.USING_SQLITE:
 
 @pytest.fixture(scope="session")
 def django_db_keepdb(request, django_db_modify_db_settings) -> bool:
-    """On SQLite each worker's test database starts as a copy of the migrated template the
-    test servers copy too (tests/migrated_sqlite.py), kept as it is: Django then only finds
-    every migration applied, instead of running them all again in every worker."""
-    reuse = request.config.getvalue("reuse_db")
-    if reuse or not django_settings.USING_SQLITE:
+    """Each worker's test database starts as a copy of the migrated template the test servers
+    copy too (tests/migrated_templates.py), kept as it is: Django then only finds every
+    migration applied, instead of running them all again in every worker."""
+    if reuse := request.config.getvalue("reuse_db"):
         return reuse
-    sqlite_migrated(Path(django_settings.DATABASES["default"]["TEST"]["NAME"]), env=os.environ)
+    database = django_settings.DATABASES["default"]
+    name = database["TEST"].get("NAME") or f"{TEST_DATABASE_PREFIX}{database['NAME']}"
+    if django_settings.USING_SQLITE:
+        sqlite_migrated(Path(name), env=os.environ)
+        return True
+    url = urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{name}").geturl()
+    with postgresql_admin(url) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    postgresql_migrated(url, env=os.environ)
     return True
 
 

@@ -31,7 +31,7 @@ import environ
 from playwright.sync_api import Page, expect
 
 from tests.collected_static import static_collected
-from tests.migrated_sqlite import sqlite_migrated
+from tests.migrated_templates import postgresql_admin, postgresql_migrated, sqlite_migrated
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -56,9 +56,6 @@ WEBSOCKET_MAX_MESSAGE_BYTES = 2_000_000
 STARTUP_TIMEOUT_SECONDS = 60
 
 SET_UP = """
-from django.core.management import call_command
-if {migrate!r}:
-    call_command("migrate", interactive=False, verbosity=0)
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 password = make_password({password!r})
@@ -208,29 +205,17 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def _database(name: str) -> Iterator[str]:
-    """The DATABASE_URL of a fresh database for the server, removed afterwards."""
+    """The DATABASE_URL of a database for the server (not made yet), removed afterwards."""
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith(("postgres://", "postgresql://")):
         with tempfile.TemporaryDirectory(prefix="chat-browser-") as folder:
             yield f"sqlite:///{folder}/{name}.sqlite3"
         return
-    import psycopg
-
-    params = environ.Env.db_url_config(url)
-    database = f"{params['NAME']}_{name}"
-    admin = psycopg.connect(
-        dbname="postgres",
-        user=params.get("USER") or None,
-        password=params.get("PASSWORD") or None,
-        host=params.get("HOST") or None,
-        port=params.get("PORT") or None,
-        autocommit=True,
-    )
-    with admin:
-        admin.execute(f'CREATE DATABASE "{database}"')
-        try:
-            yield urlsplit(url)._replace(path=f"/{database}").geturl()
-        finally:
+    database = f"{environ.Env.db_url_config(url)['NAME']}_{name}"
+    try:
+        yield urlsplit(url)._replace(path=f"/{database}").geturl()
+    finally:
+        with postgresql_admin(url) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
@@ -251,7 +236,7 @@ def _wait_until_serving(process: subprocess.Popen, url: str, log_path: Path) -> 
 def running_server(
     log_dir: Path, *, chunk_delay: float = 0.05, extra_env: dict[str, str] | None = None
 ) -> Iterator[Server]:
-    """Migrate a fresh database (on SQLite, a copy of tests/migrated_sqlite.py's template),
+    """Make a fresh database (a copy of tests/migrated_templates.py's migrated template),
     create a pool of users and serve the app with daphne, set up as ``make run`` sets it up
     (DEBUG off, static files collected and served by whitenoise; collected once for the code
     as it is, tests/collected_static.py), but for ``WEBSOCKET_MAX_MESSAGE_BYTES`` and a fast
@@ -286,11 +271,12 @@ def running_server(
         env["STATIC_ROOT"] = str(static_collected(env))
         port = _free_port()
         log_path = log_dir / f"daphne-{port}.log"
-        sqlite = database_url.startswith("sqlite:///")
-        if sqlite:
+        if database_url.startswith("sqlite:///"):
             sqlite_migrated(Path(database_url.removeprefix("sqlite:///")), env=env)
+        else:
+            postgresql_migrated(database_url, env=env)
         with Console(env, log_dir / f"console-{port}.log") as console:
-            console.run(SET_UP.format(migrate=not sqlite, password=PASSWORD, count=USER_POOL_SIZE))
+            console.run(SET_UP.format(password=PASSWORD, count=USER_POOL_SIZE))
             command = [
                 *[sys.executable, "-m", "chatapp.webserver", "-b", "127.0.0.1", "-p", str(port)],
                 *["--websocket-max-message-size", str(WEBSOCKET_MAX_MESSAGE_BYTES)],

@@ -20,7 +20,7 @@ import pytest
 
 from agents_app.chat.protocol import max_frame_chars
 from chatapp.webserver import WEBSOCKET_DISCARD_MAX_BYTES
-from tests.migrated_sqlite import sqlite_migrated
+from tests.migrated_templates import sqlite_migrated
 from tests.multiprocess.stack import Browser, Daphne, embedded_environment
 
 # One worker runs the module, so its server starts once.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.migrated_sqlite import sqlite_migrated
+from tests.migrated_templates import sqlite_migrated
 from tests.multiprocess.stack import (
     OF_SESSION,
     TURN_TIMINGS,
