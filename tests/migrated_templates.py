@@ -73,17 +73,22 @@ def _shared_part(name: str, value: str) -> str:
     return value
 
 
+def _migrate(*, env: Mapping[str, str], database_url: str) -> None:
+    """Run every migration on ``database_url`` as ``manage.py migrate`` with ``env`` does."""
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"],
+        env={**env, "DATABASE_URL": database_url},
+        cwd=ROOT,
+        check=True,
+    )
+
+
 def sqlite_migrated(database: Path, *, env: Mapping[str, str]) -> None:
     """Put at ``database`` a fully migrated SQLite database, as ``manage.py migrate`` run with
     ``env`` would leave it."""
 
     def migrate(building: Path) -> None:
-        subprocess.run(
-            [sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"],
-            env={**env, "DATABASE_URL": f"sqlite:///{building}"},
-            cwd=ROOT,
-            check=True,
-        )
+        _migrate(env=env, database_url=f"sqlite:///{building}")
         _self_contained(building)
 
     template = built_once(TEMPLATES / f"{_template_name(env)}.sqlite3", migrate)
@@ -125,12 +130,7 @@ def postgresql_template(database_url: str, *, env: Mapping[str, str]) -> str:
             admin.execute(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
             admin.execute(f'CREATE DATABASE "{template}"')
             _postgresql_templates_prune(admin)
-        subprocess.run(
-            [sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"],
-            env={**env, "DATABASE_URL": parts._replace(path=f"/{template}").geturl()},
-            cwd=ROOT,
-            check=True,
-        )
+        _migrate(env=env, database_url=parts._replace(path=f"/{template}").geturl())
 
     def gone(marker: Path) -> bool:
         with postgresql_admin(database_url) as admin:
