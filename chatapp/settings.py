@@ -232,11 +232,17 @@ WORKER_HEARTBEAT_INTERVAL_SECONDS = env.float("WORKER_HEARTBEAT_INTERVAL_SECONDS
 # or a task still running or waiting would be sent twice (harmless, as tasks are idempotent,
 # but wasted). Kombu's default, an hour, would leave a killed worker's job waiting that long.
 TASK_VISIBILITY_TIMEOUT_SECONDS = env.int("TASK_VISIBILITY_TIMEOUT_SECONDS", default=900)
+TASK_RESTORE_INTERVAL_SECONDS = max(1.0, TASK_VISIBILITY_TIMEOUT_SECONDS / 10)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": TASK_VISIBILITY_TIMEOUT_SECONDS,
     # Workers look for such tasks a tenth of the timeout apart (kombu: every 100 s).
-    "unacked_restore_interval": max(1.0, TASK_VISIBILITY_TIMEOUT_SECONDS / 10),
+    "unacked_restore_interval": TASK_RESTORE_INTERVAL_SECONDS,
     "unacked_restore_throttle": 1,
+    # One worker looks at a time, under a lock in Redis; a worker killed while looking (a sweep
+    # of milliseconds) would hold it until it expires (kombu: 300 s), and every other worker
+    # would hand out nothing meanwhile. Restoring a task is a transaction of its own, so two
+    # sweeps overlapping once the lock expires cannot send a task twice.
+    "unacked_mutex_expire": TASK_RESTORE_INTERVAL_SECONDS,
 }
 
 # --- Sessions store ---------------------------------------------------------------
