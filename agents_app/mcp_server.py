@@ -289,6 +289,7 @@ def _past(principal: Principal, query: str, limit: int) -> dict[str, Any]:
         "turns": [
             {
                 "said": turn.excerpt,
+                **({"in_reply_to": turn.asked} if turn.asked else {}),
                 "said_at": turn.said_at.isoformat(),
                 "chat_title": turn.title,
                 "chat_id": turn.session_id,

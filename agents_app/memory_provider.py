@@ -228,6 +228,7 @@ def past_snippet_from(turn: selectors.PastTurn) -> PastConversationSnippet:
         date=f"{turn.said_at.day} {turn.said_at:%B %Y}",
         excerpt=turn.excerpt,
         score=turn.score,
+        asked=turn.asked,
     )
 
 

@@ -71,7 +71,8 @@ class MemorySnippet:
 @dataclass(frozen=True)
 class PastConversationSnippet:
     """A turn the user said in a past chat, as the prompt shows it, with its provenance: the
-    chat (id and title), the event, and the day it was said (filled by the memory app)."""
+    chat (id and title), the event, and the day it was said, and the question it answers ("" when
+    none) (filled by the memory app)."""
 
     session_id: str
     event_id: str
@@ -79,6 +80,7 @@ class PastConversationSnippet:
     date: str
     excerpt: str
     score: float = 0.0
+    asked: str = ""
 
 
 # The line before an attached file's bytes in a model request, naming it for the model.

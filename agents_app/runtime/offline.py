@@ -202,6 +202,7 @@ def _past_found(turns: list[dict[str, Any]]) -> str:
     lines = [
         f"- In \u201c{turn.get('chat_title') or 'a chat'}\u201d on {turn.get('date', '')}, "
         f"you said: \u201c{turn.get('excerpt', '')}\u201d"
+        + (f" (in reply to \u201c{turn['in_reply_to']}\u201d)" if turn.get("in_reply_to") else "")
         for turn in turns
     ]
     return "Here's where you said it in your past chats:\n" + "\n".join(lines)

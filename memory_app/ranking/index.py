@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -37,6 +38,11 @@ class MemoryIndex:
     BM25 slots, so adding and removing a memory cost time proportional to its text, not to the
     index size, and a search reads them as they are instead of rebuilding them per query. Search
     is exact over all memories: on 10,000 of them it is a few milliseconds of numpy work.
+
+    A memory may also have a context: words it is found by without saying them, such as the
+    question a turn answers ("Where are you flying?" before "Lisbon, for a conference."). They
+    are a field of their own (a second BM25 index over the contexts), so a search can count a
+    match there at a fraction of a match on the memory's own words.
     """
 
     def __init__(
@@ -44,6 +50,7 @@ class MemoryIndex:
     ) -> None:
         self.embedder: Embedder = embedder or NoEmbedder()
         self.bm25 = BM25Index(k1=k1, b=b)
+        self._contexts = BM25Index(k1=k1, b=b)  # doc id -> the words of its context
         self._matrix = np.zeros((0, 0), dtype=np.float32)  # row = BM25 slot; grows by doubling
         self._has_vector = np.zeros(0, dtype=bool)
         self._priors = np.zeros(0, dtype=np.float64)
@@ -51,6 +58,7 @@ class MemoryIndex:
         self._neighbours: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._turns: np.ndarray | None = None  # per slot: its turn's group, or -1
         self._speakers: dict[str, np.ndarray] | None = None  # speaker's term -> their slots
+        self._context_slots: np.ndarray | None = None  # per context slot: its memory's slot
 
     def __len__(self) -> int:
         return len(self.bm25)
@@ -66,16 +74,19 @@ class MemoryIndex:
         vectors: np.ndarray | None = None,
         priors: Sequence[float] | None = None,
         origins: Sequence[Origin | None] | None = None,
+        contexts: Sequence[str] | None = None,
     ) -> None:
         """Index several memories at once (one batch through the embedder when no vectors),
         replacing earlier versions of the same ids. ``priors`` default to 0; ``origins`` (where
         and by whom each was said, None when unknown) make memories said one after the other
         neighbours in search, link a memory to its speaker, and make a turn kept whole and the
-        facts drawn from it one result."""
+        facts drawn from it one result; ``contexts`` (empty: none) are words each is found by
+        without saying them (see the class)."""
         if len(doc_ids) != len(texts) or any(
-            values is not None and len(values) != len(texts) for values in (priors, origins)
+            values is not None and len(values) != len(texts)
+            for values in (priors, origins, contexts)
         ):
-            raise ValueError("doc_ids, texts, priors and origins differ in length")
+            raise ValueError("doc_ids, texts, priors, origins and contexts differ in length")
         if vectors is None and doc_ids:
             vectors = self.embedder.encode(list(texts))
         for i, (doc_id, text) in enumerate(zip(doc_ids, texts, strict=True)):
@@ -87,6 +98,9 @@ class MemoryIndex:
             self._has_vector[slot] = vectors is not None
             self._priors[slot] = 0.0 if priors is None else priors[i]
             self._origins.append(None if origins is None else origins[i])
+            context = tokenize(contexts[i]) if contexts is not None else []
+            if context:
+                self._contexts.add(doc_id=doc_id, tokens=context)
         self._derived_drop()
 
     def add(
@@ -115,13 +129,14 @@ class MemoryIndex:
         self._has_vector[last] = False
         self._priors[last] = 0.0
         self._origins.pop()
+        self._contexts.remove(doc_id=doc_id)
         self._derived_drop()
         return True
 
     def _derived_drop(self) -> None:
         """Forget the arrays built from the origins; the next search that needs them rebuilds
         them."""
-        self._neighbours = self._turns = self._speakers = None
+        self._neighbours = self._turns = self._speakers = self._context_slots = None
 
     def by_prior(self, *, limit: int) -> list[Ranked]:
         """The ``limit`` memories with the highest prior (recency and importance), ties by id:
@@ -212,6 +227,20 @@ class MemoryIndex:
             bonus[said] = np.maximum(bonus[said], speaker_weight)
         return bonus
 
+    def _lexical(self, weights: dict[str, float], *, context_weight: float) -> np.ndarray:
+        """BM25 score of every slot for the weighted query terms, a match in a memory's context
+        counting ``context_weight`` of one in its own words."""
+        scores = self.bm25.score_array(weights=weights)
+        if context_weight and len(self._contexts):
+            if self._context_slots is None:
+                self._context_slots = np.array(
+                    [self.bm25.slot_of(doc_id) for doc_id in self._contexts.ids], dtype=np.int64
+                )
+            scores[self._context_slots] += context_weight * self._contexts.score_array(
+                weights=weights
+            )
+        return scores
+
     def _ensure_rows(self, rows: int, dimension: int | None) -> None:
         if dimension is not None and self._matrix.shape[1] != dimension:
             if self._has_vector.any():
@@ -239,6 +268,7 @@ class MemoryIndex:
         name_weight: float = 0.0,
         speaker_weight: float = 0.0,
         neighbour_weight: float = 0.0,
+        context_weight: float = 0.0,
     ) -> list[Ranked]:
         """The ``limit`` memories most relevant to ``query``, best first (see :func:`rank`),
         each memory's prior counting ``prior_weight`` times.
@@ -250,20 +280,21 @@ class MemoryIndex:
         a name the query mentions, and of those said by the person of that name (see
         :meth:`_name_bonus`). ``neighbour_weight``: a memory gains that share of the best score
         of the memories said just before or after it (a question's answer often spans two
-        turns). A turn kept whole and the facts drawn from that turn say the same thing: only
+        turns). ``context_weight``: what a match in a memory's context counts against one in its
+        own words. A turn kept whole and the facts drawn from that turn say the same thing: only
         the best-ranked of them is returned.
         """
         n = len(self.bm25)
         if expand:
             weights = query_weights(query, bm25=self.bm25)
-            lexical = self.bm25.score_array(weights=weights)
+            lexical = self._lexical(weights, context_weight=context_weight)
             # BM25 adds up term by term, so the feedback pass scores only the terms it adds.
             expanded = feedback_weights(weights, bm25=self.bm25, scores=lexical)
             added = {term: weight for term, weight in expanded.items() if term not in weights}
             if added:
-                lexical = lexical + self.bm25.score_array(weights=added)
+                lexical = lexical + self._lexical(added, context_weight=context_weight)
         else:
-            lexical = self.bm25.score_array(query_tokens=tokenize(query))
+            lexical = self._lexical(dict(Counter(tokenize(query))), context_weight=context_weight)
         has_vector = self._has_vector[:n]
         if query_vector is None and has_vector.any():
             encoded = self.embedder.encode([query])

@@ -5,12 +5,13 @@ The documents are the user-authored events of the user's chats in an app, as the
 holds them now: not rewound, in a chat that is not temporary. Each process keeps a
 :class:`~memory_app.ranking.MemoryIndex` of them per (app, user, embedder), ranked as memories
 are (BM25 with stemming and query expansion, names and speakers, neighbouring turns, MiniLM
-when configured), and checks it on every search against the chats' ``last_sequence``: every
-append, rewind (an edit is one) bumps it in the transaction that writes the events, and a
-deleted chat is gone from the list (a chat made again under the same id has a new creation
-time, also checked), so a search never ranks a chat by an old copy of it. The
-turns chosen are then read again from the database, so nothing deleted or rewound a moment ago
-is returned even by a search racing the change.
+when configured), and each turn also by the question it answers when the turn before it (the
+assistant's reply, or another speaker's turn) ends with one. It is checked on every search
+against the chats' ``last_sequence``: every append, rewind (an edit is one) bumps it in the
+transaction that writes the events, and a deleted chat is gone from the list (a chat made
+again under the same id has a new creation time, also checked), so a search never ranks a chat
+by an old copy of it. The turns chosen are then read again from the database, so nothing
+deleted or rewound a moment ago is returned even by a search racing the change.
 
 Any door (the agent's tool and preload, later the MCP server) calls
 :func:`past_conversations_search`, which applies the person's choices itself.
@@ -41,12 +42,17 @@ DETAIL_MIN_TERMS = 3
 # to the question, not to the turns around the answer): chosen on the LoCoMo dev split
 # (docs/benchmarks.md, "Past conversations (issue 26)").
 PRIOR_WEIGHT = 0.1
+# A turn is also found by the question it answers ("Where are you flying?" before "Lisbon, for
+# a conference."), a match there counting this much of one in the turn's own words: 0.2-0.4
+# measured alike on the LoCoMo dev split (docs/benchmarks.md, "Past conversations (issue 26)").
+QUESTION_WEIGHT = 0.3
 
 
 @dataclass(frozen=True)
 class PastTurn:
     """A turn of a past chat that matched, with where it was said: the chat (id and title) and
-    the event, and when."""
+    the event, and when; ``asked`` is the question it answers ("" when none), without which a
+    short answer ("Lisbon, for a conference.") says little."""
 
     session_id: str
     event_id: str
@@ -55,6 +61,7 @@ class PastTurn:
     excerpt: str
     score: float
     speaker: str = ""
+    asked: str = ""
 
 
 @dataclass
@@ -65,6 +72,7 @@ class _PastIndex:
     index: MemoryIndex
     sessions: dict[str, tuple] = field(default_factory=dict)
     turns: dict[int, str] = field(default_factory=dict)  # event pk -> its chat
+    questions: dict[int, str] = field(default_factory=dict)  # event pk -> the question it answers
     by_session: dict[str, list[int]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -113,13 +121,23 @@ def _speaker(metadata: object) -> str:
     return " ".join(speaker.split()) if isinstance(speaker, str) else ""
 
 
+def _question_asked(text: str) -> str:
+    """The question ``text`` ends with ("Nice! Where are you flying?" -> "Where are you
+    flying?"), or "" when it ends otherwise."""
+    sentences = [s.strip() for s in sentences_split(text) if s.strip()]
+    return sentences[-1] if sentences and sentences[-1].endswith("?") else ""
+
+
 def _turn_rows(session_ids: list[str]):
+    """The events of the chats that hold words (the user's turns, and the replies and other
+    speakers' turns they may answer), in order; compaction summaries are no one's turn."""
     return (
-        EventRecord.objects.filter(
-            session_id__in=session_ids, author="user", rewound=False, content__isnull=False
-        )
+        EventRecord.objects.filter(session_id__in=session_ids, rewound=False, content__isnull=False)
+        .exclude(author="system")
         .order_by("session_id", "sequence")
-        .values_list("pk", "session_id", "sequence", "timestamp", "content", "custom_metadata")
+        .values_list(
+            "pk", "session_id", "sequence", "timestamp", "author", "content", "custom_metadata"
+        )
     )
 
 
@@ -141,19 +159,27 @@ def _refresh(entry: _PastIndex, *, current: dict[str, tuple], keep: str | None) 
         for pk in entry.by_session.pop(session_id, []):
             entry.index.remove(doc_id=pk)
             entry.turns.pop(pk, None)
+            entry.questions.pop(pk, None)
         entry.sessions.pop(session_id, None)
-    ids, texts, origins, priors = [], [], [], []
+    ids, texts, origins, priors, questions = [], [], [], [], []
+    before: tuple[str, str, str, str] = ("", "", "", "")  # chat, author, speaker, text
     for start in range(0, len(fresh), 200):
-        for pk, session_id, sequence, timestamp, content, metadata in _turn_rows(
+        for pk, session_id, sequence, timestamp, author, content, metadata in _turn_rows(
             fresh[start : start + 200]
         ).iterator(chunk_size=2000):
             text = " ".join(content_text(content).split())
             if not text:
                 continue
             speaker = _speaker(metadata)
+            asked_by_another = before[0] == session_id and before[1:3] != (author, speaker)
+            question = _question_asked(before[3]) if asked_by_another else ""
+            before = (session_id, author, speaker, text)
+            if author != "user":
+                continue
             said_at = datetime.fromtimestamp(timestamp, tz=UTC)
             ids.append(pk)
             texts.append(_indexed_text(text=text, speaker=speaker, said_at=said_at))
+            questions.append(question)
             priors.append(_turn_prior(text))
             origins.append(
                 Origin(conversation=session_id, position=sequence, speaker=speaker, whole_turn=True)
@@ -161,9 +187,13 @@ def _refresh(entry: _PastIndex, *, current: dict[str, tuple], keep: str | None) 
                 else None
             )
             entry.turns[pk] = session_id
+            if question:
+                entry.questions[pk] = question
             entry.by_session.setdefault(session_id, []).append(pk)
     if ids:
-        entry.index.add_many(doc_ids=ids, texts=texts, origins=origins, priors=priors)
+        entry.index.add_many(
+            doc_ids=ids, texts=texts, origins=origins, priors=priors, contexts=questions
+        )
     for session_id in fresh:
         entry.sessions[session_id] = current[session_id]
 
@@ -236,14 +266,19 @@ def past_conversations_search(
             name_weight=NAME_WEIGHT,
             speaker_weight=SPEAKER_WEIGHT,
             neighbour_weight=NEIGHBOUR_WEIGHT,
+            context_weight=QUESTION_WEIGHT,
         )
         chosen = [(r.doc_id, r.score) for r in ranked if entry.turns[r.doc_id] in current][:limit]
-    return past_turns_read(app_name=app_name, user_pk=user_pk, scores=dict(chosen))
+        asked = {pk: entry.questions[pk] for pk, _score in chosen if pk in entry.questions}
+    return past_turns_read(app_name=app_name, user_pk=user_pk, scores=dict(chosen), asked=asked)
 
 
-def past_turns_read(*, app_name: str, user_pk: int, scores: dict[int, float]) -> list[PastTurn]:
+def past_turns_read(
+    *, app_name: str, user_pk: int, scores: dict[int, float], asked: dict[int, str] | None = None
+) -> list[PastTurn]:
     """The turns of ``scores`` (event pk -> score) that are still there now, read fresh, in the
-    given order: the user's, not rewound, in a chat of the app that is not temporary."""
+    given order: the user's, not rewound, in a chat of the app that is not temporary; each with
+    the question of ``asked`` (event pk -> question) it answers."""
     if not scores:
         return []
     rows = EventRecord.objects.filter(
@@ -275,5 +310,6 @@ def past_turns_read(*, app_name: str, user_pk: int, scores: dict[int, float]) ->
             excerpt=text,
             score=scores[pk],
             speaker=_speaker(metadata),
+            asked=(asked or {}).get(pk, ""),
         )
     return [found[pk] for pk in scores if pk in found]

@@ -123,3 +123,37 @@ def test_a_turn_rewound_by_another_process_is_never_returned(owner):
     EventRecord.objects.filter(session__session_id=garden.id).update(rewound=True)
 
     assert search(owner, "tomato") == []
+
+
+def test_a_short_answer_is_found_by_the_question_it_answers(owner):
+    """ "Lisbon, for a conference." says nothing of flying; the assistant's question before it
+    does, and comes with it, since the answer alone says little. A match on the turn's own words
+    still ranks first."""
+    travel = session_make(owner)
+    session_services.session_rename(user_pk=owner.pk, session_id=travel.id, title="Travel")
+    turn_add(travel, "I have a busy month ahead.", reply="Sounds hectic! Where are you flying?")
+    turn_add(travel, "Lisbon, for a conference.", reply="Lovely.")
+    chat(owner, "Holidays", "I'm flying to Rome in May with my sister.")
+
+    found = search(owner, "Where was I flying to?")
+
+    assert [(t.excerpt, t.asked) for t in found] == [
+        ("I'm flying to Rome in May with my sister.", ""),
+        ("Lisbon, for a conference.", "Where are you flying?"),
+    ]
+
+
+def test_only_a_question_of_someone_else_just_before_a_turn_is_the_question_it_answers(owner):
+    """The user's own question is not answered by their next words, a reply that ends
+    otherwise asks nothing, and a question in another chat is not this chat's."""
+    asking = session_make(owner)
+    turn_add(asking, "Which bakery sells the rye bread?", reply=None)
+    turn_add(asking, "Also, remind me about the dentist.", reply="Will do. Anything else?")
+    plain = session_make(owner)
+    turn_add(plain, "I started knitting.", reply="Knitting is relaxing. I like it.")
+    turn_add(plain, "Scarves mostly, in wool.")
+
+    assert [t.asked for t in search(owner, "rye bakery")] == [""]
+    assert search(owner, "dentist")[0].asked == ""
+    assert search(owner, "scarves")[0].asked == ""
+    assert search(owner, "anything else") == []

@@ -94,6 +94,30 @@ def test_removing_a_memory_removes_it_from_results_and_statistics():
     )
 
 
+def test_a_memory_is_found_by_its_context_at_the_weight_asked_and_loses_it_when_it_goes():
+    index = ranking.MemoryIndex()
+    index.add_many(
+        doc_ids=["answer", "said", "other"],
+        texts=["Lisbon, for a conference.", "I fly to Rome in May.", "Tea with my sister."],
+        contexts=["Where are you flying next week?", "", "What do you drink?"],
+    )
+
+    def found(query, **weights):
+        return [(r.doc_id, round(r.lexical, 3)) for r in index.search(query=query, **weights)]
+
+    assert [doc for doc, _ in found("flying")] == ["said"]
+    ranked = found("flying", context_weight=0.3)
+    assert [doc for doc, _ in ranked] == ["said", "answer"]
+    assert 0 < ranked[1][1] < ranked[0][1]
+    assert found("flying", context_weight=0.3, expand=True)[1][0] == "answer"
+
+    index.add(doc_id="answer", text="Lisbon, for a conference.")
+    assert [doc for doc, _ in found("flying", context_weight=0.3)] == ["said"]
+    index.remove(doc_id="other")
+    assert found("drink", context_weight=1.0) == []
+    assert found("tea", context_weight=1.0) == []
+
+
 def test_adding_same_id_replaces_the_memory():
     index = make_index(KeywordEmbedder())
     index.add(doc_id="m4", text="User: I switched to drinking coffee only")

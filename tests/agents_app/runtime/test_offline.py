@@ -254,6 +254,25 @@ def test_past_turns_are_said_with_their_chat_and_day_and_none_found_says_so():
     assert none == "I couldn't find that in your past chats."
 
 
+def test_a_past_answer_is_said_with_the_question_it_answered():
+    found = {
+        "past_conversations": [
+            {
+                "chat_title": "Travel",
+                "date": "3 May 2026",
+                "in_reply_to": "Where are you flying next week?",
+                "excerpt": "Lisbon, for a conference.",
+            }
+        ]
+    }
+    decision = MODEL.respond(tool_turn(("search_past_conversations", found)))
+    assert decision == (
+        "Here's where you said it in your past chats:\n"
+        "- In \u201cTravel\u201d on 3 May 2026, you said: \u201cLisbon, for a conference.\u201d "
+        "(in reply to \u201cWhere are you flying next week?\u201d)"
+    )
+
+
 def test_empty_recall_says_so():
     decision = MODEL.respond(tool_turn(("load_memory", {"memories": []})))
     assert decision == "I don't have anything remembered about that yet."

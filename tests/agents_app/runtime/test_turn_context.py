@@ -64,3 +64,39 @@ def test_past_conversations_are_a_labelled_section_of_their_own_with_chat_and_da
     assert [row["excerpt"] for row in rows] == HOSTILE
     assert {(row["chat"], row["date"]) for row in rows} == {("Trip", "3 May 2026")}
     assert not re.search(r"[<>&]", body)
+
+
+def test_a_past_answer_carries_the_question_it_answered_as_quoted_data_too():
+    past = [
+        PastConversationSnippet(
+            session_id="s1",
+            event_id="e1",
+            title="Travel",
+            date="3 May 2026",
+            excerpt="Lisbon, for a conference.",
+            asked=HOSTILE[0],
+        ),
+        PastConversationSnippet(
+            session_id="s1",
+            event_id="e2",
+            title="Travel",
+            date="3 May 2026",
+            excerpt="I packed light.",
+        ),
+    ]
+
+    block = past_conversations_block(past, boundary="0123456789abcdef")
+
+    assert "the question the user was answering" in block
+    body = block.split("<past-conversations-0123456789abcdef>\n", 1)[1].rsplit("\n</", 1)[0]
+    rows = [json.loads(line) for line in body.split("\n")]
+    assert rows == [
+        {
+            "chat": "Travel",
+            "date": "3 May 2026",
+            "in_reply_to": HOSTILE[0],
+            "excerpt": "Lisbon, for a conference.",
+        },
+        {"chat": "Travel", "date": "3 May 2026", "excerpt": "I packed light."},
+    ]
+    assert not re.search(r"[<>&]", body)
