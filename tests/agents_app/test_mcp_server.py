@@ -318,25 +318,36 @@ from sessions_app import services
 from sessions_app.events import Event, new_invocation_id
 user = get_user_model().objects.get(username={username!r})
 session = services.session_create(app_name=settings.DEFAULT_APP_NAME, user_id=str(user.pk))
-services.event_append(
-    session=session,
-    event=Event(
-        invocation_id=new_invocation_id(),
-        author="user",
-        content=types.Content(role="user", parts=[types.Part(text={text!r})]),
-    ),
-)
+for author, text in {turns!r}:
+    services.event_append(
+        session=session,
+        event=Event(
+            invocation_id=new_invocation_id(),
+            author=author,
+            content=types.Content(
+                role="user" if author == "user" else "model", parts=[types.Part(text=text)]
+            ),
+        ),
+    )
 """
 
 
 def test_what_a_person_said_in_a_past_chat_is_found_only_with_their_token(server):
-    server.shell(SAY.format(username="reader-06", text="I planted tulips by the canal"))
+    said = [
+        ("user", "I planted tulips by the canal"),
+        ("assistant", "Lovely! Which colour are the tulips?"),
+        ("user", "Mostly yellow ones."),
+    ]
+    server.shell(SAY.format(username="reader-06", turns=said))
     _, mine = token_create(server, "--user", "reader-06")
     _, theirs = token_create(server, "--user", "reader-07")
 
     found = call(server, mine, "search_past_conversations", query="tulips")
 
-    assert [turn["said"] for turn in found["turns"]] == ["I planted tulips by the canal"]
+    assert [(turn["said"], turn.get("in_reply_to")) for turn in found["turns"]] == [
+        ("I planted tulips by the canal", None),
+        ("Mostly yellow ones.", "Which colour are the tulips?"),
+    ]
     assert call(server, theirs, "search_past_conversations", query="tulips") == {"turns": []}
     server.shell(SETTINGS.format(username="reader-06", create=True, use=False))
     assert call(server, mine, "search_past_conversations", query="tulips") == {"turns": []}
