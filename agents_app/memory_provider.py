@@ -20,6 +20,7 @@ from google.genai import types
 from agents_app.runtime.memory_hooks import MemoryPermissions
 from agents_app.runtime.tools import Tool, ToolContext, response_failed
 from agents_app.runtime.turn_context import past_snippet_dict
+from core.async_database import StoreRead
 from core.llm import MemorySnippet, PastConversationSnippet
 from memory_app import selectors, services
 from memory_app.models import HELD_FOR_REVIEW_NOTE, GenerationJob, MemoryScope
@@ -415,14 +416,25 @@ class DjangoMemoryProvider:
         """Use and create as the user chose, both off in a temporary chat. The same statement
         reads the session row's key, which the turn's searches, tools and trigger then take
         from here (``_turn_session``)."""
-        user_pk = user_pk_from_id(session.user_id)
-        if user_pk is None:
-            return MemoryPermissions(use=False, create=False)
-        access = await store_read_async(
-            selectors.session_memory_access_of_id_read(
-                app_name=session.app_name, user_pk=user_pk, session_id=session.id
-            )
+        read = self.permissions_read(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id
         )
+        return self.permissions_taken(session=session, answer=await store_read_async(read))
+
+    def permissions_read(self, *, app_name: str, user_id: str, session_id: str) -> StoreRead:
+        user_pk = user_pk_from_id(user_id)
+        if user_pk is None:
+            return StoreRead([], lambda results: None)
+        return selectors.session_memory_access_of_id_read(
+            app_name=app_name, user_pk=user_pk, session_id=session_id
+        )
+
+    def permissions_taken(
+        self, *, session: Session, answer: selectors.SessionMemoryAccess | None
+    ) -> MemoryPermissions:
+        if answer is None:
+            return MemoryPermissions(use=False, create=False)
+        access = answer
         _turn_session.set(
             None
             if access.session_key is None

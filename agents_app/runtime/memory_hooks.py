@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agents_app.runtime.tools import Tool
+from core.async_database import StoreRead
 from core.llm import MemorySnippet, PastConversationSnippet
 from sessions_app.types import Session
 
@@ -52,6 +53,17 @@ class MemoryPermissions:
 
 class MemoryProvider(Protocol):
     async def permissions(self, *, session: Session) -> MemoryPermissions: ...
+
+    def permissions_read(self, *, app_name: str, user_id: str, session_id: str) -> StoreRead:
+        """The read behind ``permissions``, for a caller to join with reads of its own (a turn
+        reads them with its session, in one round trip); its answer goes to
+        ``permissions_taken``."""
+        ...
+
+    def permissions_taken(self, *, session: Session, answer: Any) -> MemoryPermissions:
+        """``permissions`` from the answer of ``permissions_read``, read a moment ago for this
+        turn, in the task that runs the turn."""
+        ...
 
     async def preload(self, *, session: Session, query: str, limit: int) -> list[MemorySnippet]: ...
 
@@ -101,6 +113,12 @@ class MemoryProvider(Protocol):
 
 class NoMemoryProvider:
     async def permissions(self, *, session: Session) -> MemoryPermissions:
+        return MemoryPermissions(use=False, create=False, governs_profile=False)
+
+    def permissions_read(self, *, app_name: str, user_id: str, session_id: str) -> StoreRead:
+        return StoreRead([], lambda results: None)
+
+    def permissions_taken(self, *, session: Session, answer: Any) -> MemoryPermissions:
         return MemoryPermissions(use=False, create=False, governs_profile=False)
 
     async def preload(self, *, session: Session, query: str, limit: int) -> list[MemorySnippet]:

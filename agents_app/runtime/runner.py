@@ -48,7 +48,7 @@ from agents_app.runtime.tools import BUILTIN_TOOLS, Tool
 from agents_app.runtime.turn_context import (
     TurnContextReport,
     turn_request_build,
-    turn_session_load,
+    turn_start_load,
 )
 from agents_app.runtime.turn_store import TurnBlockedError, TurnStore
 from agents_app.runtime.turns import (
@@ -148,7 +148,9 @@ class Runner:
         event, and TurnBlockedError (its claim released) when the turn's next event id holds
         an event of another invocation.
         """
-        session, compaction = await self._session_load(user_id=user_id, session_id=session_id)
+        session, compaction, permissions = await self._session_load(
+            user_id=user_id, session_id=session_id
+        )
         client_message_id = client_message_id or server_message_id()
         user_event_id = user_event_id_for(client_message_id)
         own_claim = None
@@ -170,6 +172,7 @@ class Runner:
         events = self._user_turn(
             session=session,
             compaction=compaction,
+            permissions=permissions,
             new_message=new_message,
             user_event_id=user_event_id,
             client_message_id=client_message_id,
@@ -201,6 +204,7 @@ class Runner:
         *,
         session: Session,
         compaction: Event | None,
+        permissions: MemoryPermissions,
         new_message: types.Content,
         user_event_id: str,
         client_message_id: str,
@@ -239,6 +243,7 @@ class Runner:
         async for event in self._turn(
             session=session,
             compaction=compaction,
+            permissions=permissions,
             run=run,
             query=user_event.text(),
             steps_used=0,
@@ -258,7 +263,9 @@ class Runner:
         unless an earlier run of it already ended normally (with an error reply).
         Raises as ``run_async`` does (never DuplicateTurnError).
         """
-        session, compaction = await self._session_load(user_id=user_id, session_id=session_id)
+        session, compaction, permissions = await self._session_load(
+            user_id=user_id, session_id=session_id
+        )
         user_event = progress.events[0]
         log_context_bind(invocation_id=progress.invocation_id)
         run = TurnRun(
@@ -279,6 +286,7 @@ class Runner:
         async for event in self._turn(
             session=session,
             compaction=compaction,
+            permissions=permissions,
             run=run,
             query=user_event.text(),
             steps_used=progress.step_count(),
@@ -286,32 +294,37 @@ class Runner:
         ):
             yield event
 
-    async def _session_load(self, *, user_id: str, session_id: str) -> tuple[Session, Event | None]:
+    async def _session_load(
+        self, *, user_id: str, session_id: str
+    ) -> tuple[Session, Event | None, MemoryPermissions]:
+        """The session, its latest compaction and the turn's memory permissions, read in one
+        round trip."""
         self.store.turn_begin()
-        session, compaction = await turn_session_load(
+        session, compaction, permissions = await turn_start_load(
             app_name=self.agent.app_name,
             user_id=user_id,
             session_id=session_id,
             max_events=self.agent.compaction.max_events_loaded,
+            memory=self.memory,
         )
         if session is None:
             raise SessionNotFoundError(
                 f"Session {session_id!r} not found in app {self.agent.app_name!r}."
             )
-        return session, compaction
+        return session, compaction, permissions
 
     async def _turn(
         self,
         *,
         session: Session,
         compaction: Event | None,
+        permissions: MemoryPermissions,
         run: TurnRun,
         query: str,
         steps_used: int,
         notify_memory: bool,
     ) -> AsyncIterator[Event]:
         """The agent's part of a turn after the user's message, then its background hooks."""
-        permissions = await self.memory.permissions(session=session)
         report = TurnContextReport(
             model=self.model.name, offline=self.model.offline, memory_enabled=permissions.use
         )

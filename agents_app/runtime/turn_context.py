@@ -18,9 +18,10 @@ from agents_app.runtime.instruction_sections import (
     profile_section,
     quoted_json,
 )
-from agents_app.runtime.memory_hooks import MemoryPermissions
+from agents_app.runtime.memory_hooks import MemoryPermissions, MemoryProvider
 from agents_app.runtime.templating import ReadonlyContext, instruction_resolve
 from agents_app.runtime.tools import Tool
+from core.async_database import store_reads_joined
 from core.llm import LlmRequest, MemorySnippet, PastConversationSnippet
 from sessions_app import selectors
 from sessions_app.events import Event
@@ -86,6 +87,26 @@ async def turn_session_load(
     if session is None:
         return None, None
     return session, compaction
+
+
+async def turn_start_load(
+    *, app_name: str, user_id: str, session_id: str, max_events: int, memory: MemoryProvider
+) -> tuple[Session | None, Event | None, MemoryPermissions | None]:
+    """``turn_session_load`` and the turn's memory permissions (``memory.permissions``) in
+    the same round trip, as (session, compaction, permissions); (None, None, None) without
+    the session. A turn reads both before it stores anything, and nothing it stores changes
+    what the user allows."""
+    (compaction, session), answer = await selectors.store_read_async(
+        store_reads_joined(
+            selectors.session_since_compaction_read(
+                app_name=app_name, user_id=user_id, session_id=session_id, max_events=max_events
+            ),
+            memory.permissions_read(app_name=app_name, user_id=user_id, session_id=session_id),
+        )
+    )
+    if session is None:
+        return None, None, None
+    return session, compaction, memory.permissions_taken(session=session, answer=answer)
 
 
 def memory_block(memories: list[MemorySnippet], *, boundary: str | None = None) -> str:
