@@ -453,6 +453,11 @@ class DjangoMemoryProvider:
         shows their text and confidence only (so their sources are not read)."""
         read = _turn_index_versions.get()
         _turn_index_versions.set(None)
+        versions = read[1] if read is not None and read[0] == session.id else None
+        if versions is not None and not versions[0]:
+            # No memory of the user's was ever written (and the app's own are its guidance,
+            # not what is recalled of the person): nothing to search, no thread to wait for.
+            return []
         return await _search(
             app_name=session.app_name,
             user_id=session.user_id,
@@ -460,7 +465,7 @@ class DjangoMemoryProvider:
             query=query,
             limit=limit,
             sources=False,
-            index_versions=read[1] if read is not None and read[0] == session.id else None,
+            index_versions=versions,
         )
 
     async def preload_past(

@@ -101,8 +101,9 @@ class MemorySettings(models.Model):
     past_chats_enabled = models.BooleanField(
         default=True, help_text="Reference past chats: replies may search what the user said."
     )
-    # Replaced (by a random number) in the transaction of every write to the user's memories:
-    # a process's search index of the user is current while it is the one it was built at.
+    # Replaced (by a random number, never 0) in the transaction of every write to the user's
+    # memories: a process's search index of the user is current while it is the one it was
+    # built at. 0: no memory of the user's was ever written, so there is none to search.
     index_version = models.PositiveBigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 

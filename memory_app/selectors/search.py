@@ -257,14 +257,17 @@ def _index_get(
     """The (app, user) index of this process, rebuilt when a write replaced a version.
 
     ``versions`` as :func:`_versions` reads them, when the caller already has them. A user
-    with no settings row has no memories of their own: every write of a memory replaces its
-    user's version, which creates the row (``memory_index_invalidate``, also run for any
-    saved memory). Such users, a new user's first turns, all share the one index of the
-    app's shared memories, kept under the app's version: a turn does not index them again.
+    with no settings row, or whose version is still 0, has no memories of their own: every
+    write of a memory replaces its user's version by one that is not 0, creating the row
+    (``memory_index_invalidate``, also run for any saved memory). Such users, a new user's
+    first turns, all share the one index of the app's shared memories, kept under the app's
+    version: a turn does not index them again.
     """
     embedder = embedder_get()
     if versions is None:
         versions = _versions(app_name=app_name, user_pk=user_pk)
+    if not versions[0]:
+        versions = (None, versions[1])
     owner = user_pk if versions[0] is not None else None
     key = (app_name, owner, embedder.name)
     with _indexes_lock:

@@ -54,7 +54,7 @@ def memory_index_invalidate(
     if merged is not None:
         merged[(app_name, user_pk)] = merged.get((app_name, user_pk), False) or settings_create
         return
-    version = secrets.randbits(63)
+    version = secrets.randbits(63) or 1  # 0 says the user never had a memory
     if user_pk is None:
         if not AppIndexVersion.objects.filter(app_name=app_name).update(version=version):
             AppIndexVersion.objects.update_or_create(

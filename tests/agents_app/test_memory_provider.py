@@ -6,6 +6,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from google.genai import types
 
+from agents_app import memory_provider
 from agents_app.memory_provider import DjangoMemoryProvider
 from agents_app.runtime.agents import AgentConfig
 from agents_app.runtime.memory_hooks import memory_provider_get
@@ -81,6 +82,35 @@ async def test_preload_gives_the_best_memories_as_snippets(owner):
 
     assert (snippet.id, snippet.text, snippet.confidence) == (str(memory.id), memory.text, 0.9)
     assert snippet.score > 0
+
+
+async def test_a_user_who_never_had_a_memory_is_preloaded_nothing_without_a_search_then_is(
+    owner, monkeypatch
+):
+    """A new user's turns cost no search (the app's own memories are its guidance, not what
+    is recalled of them); their first memory is recalled at the next turn."""
+    searched = []
+    search = memory_provider._memory_search
+
+    def recorded(**arguments):
+        searched.append(arguments["query"])
+        return search(**arguments)
+
+    monkeypatch.setattr(memory_provider, "_memory_search", recorded)
+    session = await sync_to_async(session_make)(owner)
+    await sync_to_async(memory_make)(
+        text="Answer in British English.", scope=MemoryScope.APP, user=None
+    )
+
+    await provider.permissions(session=session)
+    assert await provider.preload(session=session, query="English please", limit=5) == []
+    assert searched == []
+
+    await sync_to_async(memory_make)(user=owner, text="The user writes in British English")
+    await provider.permissions(session=session)
+    found = await provider.preload(session=session, query="English please", limit=5)
+    assert [snippet.text for snippet in found] == ["The user writes in British English"]
+    assert searched == ["English please"]
 
 
 async def test_load_memory_returns_results_and_reports_them_as_used(owner):
