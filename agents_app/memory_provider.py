@@ -507,25 +507,53 @@ class DjangoMemoryProvider:
     def tools(self) -> list[Tool]:
         return [LOAD_MEMORY_TOOL, CREATE_MEMORY_TOOL, SEARCH_PAST_CONVERSATIONS_TOOL]
 
-    async def turn_completed(self, *, session: Session, invocation_id: str) -> None:
+    def turn_trigger_read(
+        self, *, app_name: str, user_id: str, session_id: str, invocation_id: str
+    ) -> StoreRead:
+        user_pk = user_pk_from_id(user_id)
+        if user_pk is None:
+            return StoreRead([], lambda results: None)
+        return selectors.turn_trigger_facts_of_id_read(
+            app_name=app_name, user_pk=user_pk, session_id=session_id, invocation_id=invocation_id
+        )
+
+    async def turn_completed(
+        self,
+        *,
+        session: Session,
+        invocation_id: str,
+        facts: selectors.TurnTriggerFacts | None = None,
+    ) -> None:
         """Enqueue generation if a turn trigger is due; the job runs after commit, elsewhere.
-        The check reads from the event loop; only a due trigger takes a database thread hop."""
+        The check reads from the event loop (nothing, given the ``facts`` read with the final
+        event); only a due trigger takes a database thread hop."""
         trigger = await self.turn_trigger_check(
             app_name=session.app_name,
             user_id=session.user_id,
             session_id=session.id,
             invocation_id=invocation_id,
+            facts=facts,
         )
         await self.turn_trigger_queue(session=session, trigger=trigger)
 
     async def turn_trigger_check(
-        self, *, app_name: str, user_id: str, session_id: str, invocation_id: str
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        invocation_id: str,
+        facts: selectors.TurnTriggerFacts | None = None,
     ) -> GenerationJob.Trigger | None:
         user_pk = user_pk_from_id(user_id)
         if user_pk is None:
             return None
         return await services.memory_turn_trigger_async(
-            app_name=app_name, user_pk=user_pk, session_id=session_id, invocation_id=invocation_id
+            app_name=app_name,
+            user_pk=user_pk,
+            session_id=session_id,
+            invocation_id=invocation_id,
+            facts=facts,
         )
 
     async def turn_trigger_queue(

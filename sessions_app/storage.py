@@ -321,10 +321,18 @@ def event_store(
 
 
 async def event_store_async(
-    *, session_id: str, app_name: str, user_pk: int, fields: dict[str, Any], scoped: ScopedState
-) -> tuple[int, float]:
+    *,
+    session_id: str,
+    app_name: str,
+    user_pk: int,
+    fields: dict[str, Any],
+    scoped: ScopedState,
+    then: async_database.StoreRead | None = None,
+) -> tuple[tuple[int, float], Any]:
     """``event_store`` from an event loop, on PostgreSQL: the same one statement, in
-    autocommit on the loop's own connection (``core.async_database``)."""
+    autocommit on the loop's own connection (``core.async_database``), and the answer of
+    ``then`` (None without): its statements follow in the same round trip, in the append's
+    transaction, so they read the event stored."""
     sql, params = _append_statement_postgresql(
         session_id=session_id,
         app_name=app_name,
@@ -333,5 +341,7 @@ async def event_store_async(
         scoped=scoped,
         now=time.time(),
     )
-    (rows,) = await async_database.fetch_each([(sql, params)], repeatable=False)
-    return _stored_place(rows[0] if rows else None, session_id, app_name)
+    statements = [(sql, params), *(then.statements if then is not None else ())]
+    rows, *after = await async_database.fetch_each(statements, repeatable=False)
+    place = _stored_place(rows[0] if rows else None, session_id, app_name)
+    return place, then.assemble(after) if then is not None else None

@@ -84,8 +84,19 @@ class MemoryProvider(Protocol):
         offers each only when allowed."""
         ...
 
-    async def turn_completed(self, *, session: Session, invocation_id: str) -> None:
-        """Called after a turn is stored; may enqueue memory generation, never waits for it."""
+    def turn_trigger_read(
+        self, *, app_name: str, user_id: str, session_id: str, invocation_id: str
+    ) -> StoreRead:
+        """What the turn triggers read of a stored turn, for the runner to make in the round
+        trip that stores its final event; its answer goes to ``turn_completed``."""
+        ...
+
+    async def turn_completed(
+        self, *, session: Session, invocation_id: str, facts: Any = None
+    ) -> None:
+        """Called after a turn is stored; may enqueue memory generation, never waits for it.
+        ``facts``: the answer of ``turn_trigger_read`` made with the final event (None: read
+        them here)."""
         ...
 
     async def turn_trigger_check(
@@ -135,7 +146,14 @@ class NoMemoryProvider:
     def tools(self) -> list[Tool]:
         return []
 
-    async def turn_completed(self, *, session: Session, invocation_id: str) -> None:
+    def turn_trigger_read(
+        self, *, app_name: str, user_id: str, session_id: str, invocation_id: str
+    ) -> StoreRead:
+        return StoreRead([], lambda results: None)
+
+    async def turn_completed(
+        self, *, session: Session, invocation_id: str, facts: Any = None
+    ) -> None:
         return None
 
     async def turn_trigger_check(

@@ -328,6 +328,15 @@ class Runner:
         report = TurnContextReport(
             model=self.model.name, offline=self.model.offline, memory_enabled=permissions.use
         )
+        hears = permissions.create and notify_memory
+        if hears:
+            # What the memory triggers read of the turn goes with its final event's store.
+            run.after_final = self.memory.turn_trigger_read(
+                app_name=session.app_name,
+                user_id=session.user_id,
+                session_id=session.id,
+                invocation_id=run.invocation_id,
+            )
         report.app_guidance = await self.memory.app_guidance(session=session)
         if permissions.use and self.agent.preload_memories:
             report.memories = await self.memory.preload(
@@ -352,8 +361,12 @@ class Runner:
         except asyncio.CancelledError as cancel:
             await self.store.cut_short(session, run, report, reason=cancel_reason(cancel))
             raise
-        if permissions.create and notify_memory:
-            await self.memory.turn_completed(session=session, invocation_id=run.invocation_id)
+        if hears:
+            await self.memory.turn_completed(
+                session=session,
+                invocation_id=run.invocation_id,
+                facts=run.after_final_answer if run.after_final_read else None,
+            )
         if compaction_due(
             events=session.events, compaction=compaction, config=self.agent.compaction
         ):

@@ -83,7 +83,13 @@ class TurnStore:
         if self.pii_redaction:
             event_redact(event)
         try:
-            stored = await self.sessions.append_event_stored(session, event)
+            if event.turn_complete and run.after_final is not None:
+                stored, run.after_final_answer = await self.sessions.append_event_stored_then(
+                    session, event, then=run.after_final
+                )
+                run.after_final, run.after_final_read = None, True
+            else:
+                stored = await self.sessions.append_event_stored(session, event)
         except DuplicateEventError:
             held = await selectors.store_read_async(
                 selectors.stored_event_of_id_get_read(
@@ -106,7 +112,8 @@ class TurnStore:
     async def final(
         self, session: Session, run: TurnRun, report: TurnContextReport, **fields: Any
     ) -> Event:
-        """Store the event that ends the turn (reply, error or interruption) with its context."""
+        """Store the event that ends the turn (reply, error or interruption) with its context,
+        and make the turn's ``after_final`` read in the same round trip."""
         return await self.event(
             session,
             run,

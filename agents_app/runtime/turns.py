@@ -18,9 +18,11 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.genai import types
 
+from core.async_database import StoreRead
 from sessions_app.events import TURN_EVENT_ID_PREFIX, Event
 
 # The final event of a turn whose process stopped before the turn ended (shutdown or crash).
@@ -63,6 +65,11 @@ class TurnRun:
         self.text_parts: list[str] = []
         self.reply_id: str | None = None
         self.unanswered: list[types.FunctionCall] = []
+        # A read to make in the round trip that stores the turn's final event, and its answer
+        # once made (``after_final_read``: whether it was).
+        self.after_final: StoreRead | None = None
+        self.after_final_answer: Any = None
+        self.after_final_read = False
 
     def next_id(self) -> str:
         """The id of the next event stored: its place in the turn (the fence between two

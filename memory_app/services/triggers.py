@@ -56,14 +56,22 @@ def memory_turn_trigger(
 
 
 async def memory_turn_trigger_async(
-    *, app_name: str, user_pk: int, session_id: str, invocation_id: str
+    *,
+    app_name: str,
+    user_pk: int,
+    session_id: str,
+    invocation_id: str,
+    facts: selectors.TurnTriggerFacts | None = None,
 ) -> GenerationJob.Trigger | None:
     """``memory_turn_trigger`` from an event loop, for the user's session of this id (ADK's)
     in the app: its read goes from the loop on PostgreSQL, so the check after every turn
-    takes nothing from the process's one database thread."""
+    takes nothing from the process's one database thread. ``facts``: the turn's, as
+    ``selectors.turn_trigger_facts_of_id_read`` read them after it was stored (then nothing
+    is read here)."""
     config = await selectors.trigger_config_get_async(app_name=app_name)
-    facts = None
-    if _facts_needed(config):
+    if not _facts_needed(config):
+        return None
+    if facts is None:
         facts = await session_selectors.store_read_async(
             selectors.turn_trigger_facts_of_id_read(
                 app_name=app_name,

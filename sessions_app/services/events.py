@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
+from core.async_database import StoreRead
 from sessions_app import selectors, storage
 from sessions_app.errors import (
     DuplicateEventError,
@@ -176,13 +177,16 @@ def event_append_stored(*, session: Session, event: Event) -> selectors.StoredEv
     return _append_end(session=session, event=event, pending=pending, place=place)
 
 
-async def event_append_stored_async(*, session: Session, event: Event) -> selectors.StoredEvent:
+async def event_append_stored_async(
+    *, session: Session, event: Event, then: StoreRead | None = None
+) -> tuple[selectors.StoredEvent, Any]:
     """``event_append_stored`` from an event loop, its one statement on the loop's own
-    connection (PostgreSQL)."""
+    connection (PostgreSQL); with the answer of ``then``, read in the same round trip just
+    after the event is stored (None without)."""
     pending = _append_begin(session=session, event=event)
     with _append_storing(event=event, pending=pending):
-        place = await storage.event_store_async(**pending.store_arguments)
-    return _append_end(session=session, event=event, pending=pending, place=place)
+        place, answer = await storage.event_store_async(**pending.store_arguments, then=then)
+    return _append_end(session=session, event=event, pending=pending, place=place), answer
 
 
 def _session_state_replay(

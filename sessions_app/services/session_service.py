@@ -82,8 +82,22 @@ class SessionService:
         """``append_event`` of an event that is not partial, answering it as stored: its
         place in the session with it, so that it can be shown without a read."""
         if async_database.available():
-            return await event_append_stored_async(session=session, event=event)
+            return (await event_append_stored_async(session=session, event=event))[0]
         return await sync_to_async(event_append_stored)(session=session, event=event)
+
+    async def append_event_stored_then(
+        self, session: Session, event: Event, *, then: async_database.StoreRead
+    ) -> tuple[selectors.StoredEvent, Any]:
+        """``append_event_stored``, then the read ``then`` once the event is stored: on
+        PostgreSQL in the same round trip (a turn's last write and what follows it cost one),
+        else just after; answers the stored event and ``then``'s answer."""
+        if async_database.available():
+            return await event_append_stored_async(session=session, event=event, then=then)
+
+        def appended_then() -> tuple[selectors.StoredEvent, Any]:
+            return event_append_stored(session=session, event=event), selectors.store_read_run(then)
+
+        return await sync_to_async(appended_then)()
 
     async def rewind_session(
         self, *, app_name: str, user_id: str, session_id: str, rewind_before_invocation_id: str

@@ -7,6 +7,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 from google.genai import types
 
+from core.async_database import StoreRead
 from sessions_app import selectors, services
 from sessions_app.errors import (
     InvalidEventError,
@@ -666,3 +667,25 @@ async def test_an_append_answers_the_event_as_a_read_gives_it_back():
         mode="json", exclude_none=True
     )
     assert "temp:scratch" not in answered.event.actions.state_delta
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_read_made_with_an_append_sees_the_event_stored():
+    """What follows a turn's last write (its memory trigger's read) goes with it and reads the
+    session as the write left it."""
+    user = await sync_to_async(UserFactory)()
+    service = SessionService()
+    session = await service.create_session(app_name=APP, user_id=str(user.pk))
+    await service.append_event(session, text_event("first"))
+    key = await sync_to_async(session_key)(session)
+    count = StoreRead(
+        [("SELECT count(*) FROM sessions_app_eventrecord WHERE session_id = %s", [key])],
+        lambda results: results[0][0][0],
+    )
+
+    answered, events = await service.append_event_stored_then(
+        session, text_event("second", author="assistant", step=2), then=count
+    )
+
+    assert (answered.sequence, events) == (2, 2)
+    assert [event.text() for event in session.events] == ["first", "second"]

@@ -104,7 +104,11 @@ class StaticMemory:
             Tool(types.FunctionDeclaration(name="load_memory"), load),
         ]
 
-    async def turn_completed(self, *, session, invocation_id):
+    def turn_trigger_read(self, *, app_name, user_id, session_id, invocation_id):
+        return StoreRead([], lambda results: invocation_id)
+
+    async def turn_completed(self, *, session, invocation_id, facts=None):
+        assert facts == invocation_id  # read with the final event, not again
         self.completed.append(invocation_id)
 
 
@@ -526,3 +530,35 @@ async def test_remember_with_creation_off_says_plainly_it_was_not_saved(owner, t
 
     assert events[-1].text() == f"I have not saved that: {reason}."
     assert memory.created == []
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_turn_reads_with_its_writes_where_it_can(owner, requires_postgres, monkeypatch):
+    """On PostgreSQL a turn's memory permissions go in the round trip that reads its session,
+    and what the memory triggers read of the turn in the one that stores its final event: each
+    read where a write or another read goes anyway, never a round trip of its own."""
+    from agents_app.memory_provider import DjangoMemoryProvider
+    from core import async_database
+
+    session = await new_session(owner)
+    runner = make_runner(memory=DjangoMemoryProvider())
+    await turn(runner, owner, session.id, "Warm up the process's caches")
+    trips = []
+    fetch_each = async_database.fetch_each
+
+    async def recorded(statements, **options):
+        trips.append(" ; ".join(sql for sql, _ in statements))
+        return await fetch_each(statements, **options)
+
+    monkeypatch.setattr(async_database, "fetch_each", recorded)
+
+    await turn(runner, owner, session.id, "How far is the lake?")
+
+    def trips_with(*fragments):
+        return [trip for trip in trips if all(fragment in trip for fragment in fragments)]
+
+    assert len(trips_with("m.use_enabled")) == 1
+    assert trips_with("m.use_enabled") == trips_with("m.use_enabled", "sessions_app_eventrecord")
+    assert len(trips_with("memory_app_generationjob")) == 1
+    [final] = trips_with("memory_app_generationjob")
+    assert final.startswith("WITH claim AS (UPDATE")
