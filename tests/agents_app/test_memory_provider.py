@@ -53,6 +53,19 @@ def tool(name):
     return {t.name: t for t in provider.tools()}[name]
 
 
+def queries_recorded(monkeypatch, module, name) -> list[str]:
+    """The queries ``module.name`` (a search) is called with from now on; it still searches."""
+    queries = []
+    search = getattr(module, name)
+
+    def recorded(**arguments):
+        queries.append(arguments["query"])
+        return search(**arguments)
+
+    monkeypatch.setattr(module, name, recorded)
+    return queries
+
+
 def test_the_app_registers_this_provider():
     assert isinstance(memory_provider_get(), DjangoMemoryProvider)
 
@@ -89,14 +102,7 @@ async def test_a_user_who_never_had_a_memory_is_preloaded_nothing_without_a_sear
 ):
     """A new user's turns cost no search (the app's own memories are its guidance, not what
     is recalled of them); their first memory is recalled at the next turn."""
-    searched = []
-    search = memory_provider._memory_search
-
-    def recorded(**arguments):
-        searched.append(arguments["query"])
-        return search(**arguments)
-
-    monkeypatch.setattr(memory_provider, "_memory_search", recorded)
+    searched = queries_recorded(monkeypatch, memory_provider, "_memory_search")
     session = await sync_to_async(session_make)(owner)
     await sync_to_async(memory_make)(
         text="Answer in British English.", scope=MemoryScope.APP, user=None
@@ -347,14 +353,7 @@ async def test_the_past_preload_searches_nothing_while_the_user_has_no_other_cha
 ):
     """The turn's permissions read whether the user has another chat of the app (not a
     temporary one): without one the preload answers at once, without a search."""
-    searched = []
-    search = memory_selectors.past_conversations_search
-
-    def counted(**kwargs):
-        searched.append(kwargs["query"])
-        return search(**kwargs)
-
-    monkeypatch.setattr(memory_selectors, "past_conversations_search", counted)
+    searched = queries_recorded(monkeypatch, memory_selectors, "past_conversations_search")
     session = await sync_to_async(session_make)(owner)
     await sync_to_async(turn_add)(session, "I booked the hotel in Alfama.")
     await sync_to_async(session_make)(owner, temporary=True)

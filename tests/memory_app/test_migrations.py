@@ -3,31 +3,17 @@ now says the user never had a memory, so memories kept from before index version
 read as none."""
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from memory_app import selectors
 from memory_app.models import MemorySettings
+from tests.migration_steps import migrated_to, migrated_to_latest
 
 BEFORE = [("memory_app", "0011_turn_records_retire")]
 
 
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-def _latest():
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
-
-
 @pytest.mark.django_db(transaction=True)
 def test_memories_kept_before_index_versions_are_still_found():
-    old = _migrate(BEFORE)
+    old = migrated_to(BEFORE)
     try:
         users = old.get_model("auth", "User").objects
         with_row, without_row, no_memory = (
@@ -41,7 +27,7 @@ def test_memories_kept_before_index_versions_are_still_found():
                 app_name="chat", scope="user", user_id=user.pk, text=text, source_type="explicit"
             )
     finally:
-        _latest()
+        migrated_to_latest()
 
     versions = dict(MemorySettings.objects.values_list("user_id", "index_version"))
     assert versions[with_row.pk] != 0 and versions[without_row.pk] != 0

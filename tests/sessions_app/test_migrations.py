@@ -1,11 +1,10 @@
 """The migration to session ids per (app, user): every stored row stays, under the same id."""
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from sessions_app import selectors, services
 from sessions_app.selectors.search import chats_search
+from tests.migration_steps import migrated_to, migrated_to_latest
 
 BEFORE = [
     ("sessions_app", "0009_event_memory_excluded"),
@@ -15,21 +14,9 @@ BEFORE = [
 AFTER = [("sessions_app", "0010_session_ids_per_app_user"), *BEFORE[1:]]
 
 
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-def _latest():
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
-
-
 @pytest.mark.django_db(transaction=True)
 def test_sessions_stored_with_global_ids_keep_everything_under_the_same_id():
-    old = _migrate(BEFORE)
+    old = migrated_to(BEFORE)
     try:
         user = old.get_model("auth", "User").objects.create(username="before")
         session = old.get_model("sessions_app", "SessionRecord").objects.create(
@@ -80,9 +67,9 @@ def test_sessions_stored_with_global_ids_keep_everything_under_the_same_id():
             renewed_at=1.0,
         )
 
-        new = _migrate(AFTER)
+        new = migrated_to(AFTER)
     finally:
-        _latest()
+        migrated_to_latest()
 
     record = new.get_model("sessions_app", "SessionRecord").objects.get()
     assert (record.key, record.session_id, record.title) == ("first-chat", "first-chat", "Trip")
