@@ -12,9 +12,7 @@ def forwards(apps, schema_editor):
     MemorySettings = apps.get_model("memory_app", "MemorySettings")
     version = secrets.randbits(63) or 1
     owners = Memory.objects.filter(user__isnull=False).values("user_id")
-    MemorySettings.objects.filter(index_version=0, user_id__in=owners).update(
-        index_version=version
-    )
+    MemorySettings.objects.filter(index_version=0, user_id__in=owners).update(index_version=version)
     without_row = (
         Memory.objects.filter(user__isnull=False, user__memory_settings__isnull=True)
         .values_list("user_id", flat=True)
