@@ -48,7 +48,7 @@ from agents_app.runtime.tools import BUILTIN_TOOLS, Tool
 from agents_app.runtime.turn_context import (
     TurnContextReport,
     turn_request_build,
-    turn_start_load,
+    turn_session_load,
 )
 from agents_app.runtime.turn_store import TurnBlockedError, TurnStore
 from agents_app.runtime.turns import (
@@ -300,7 +300,7 @@ class Runner:
         """The session, its latest compaction and the turn's memory permissions, read in one
         round trip."""
         self.store.turn_begin()
-        session, compaction, permissions = await turn_start_load(
+        session, compaction, permissions = await turn_session_load(
             app_name=self.agent.app_name,
             user_id=user_id,
             session_id=session_id,
@@ -365,7 +365,7 @@ class Runner:
             await self.memory.turn_completed(
                 session=session,
                 invocation_id=run.invocation_id,
-                facts=run.after_final_answer if run.after_final_read else None,
+                facts=run.after_final_answer,
             )
         if compaction_due(
             events=session.events, compaction=compaction, config=self.agent.compaction

@@ -18,7 +18,7 @@ from agents_app.runtime.instruction_sections import (
     profile_section,
     quoted_json,
 )
-from agents_app.runtime.memory_hooks import MemoryPermissions, MemoryProvider
+from agents_app.runtime.memory_hooks import MemoryPermissions, MemoryProvider, NoMemoryProvider
 from agents_app.runtime.templating import ReadonlyContext, instruction_resolve
 from agents_app.runtime.tools import Tool
 from core.async_database import store_reads_joined
@@ -69,33 +69,25 @@ def past_snippet_dict(snippet: PastConversationSnippet) -> dict[str, str]:
 
 
 async def turn_session_load(
-    *, app_name: str, user_id: str, session_id: str, max_events: int
-) -> tuple[Session | None, Event | None]:
-    """The session with the events a turn can use, and its latest compaction.
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    max_events: int,
+    memory: MemoryProvider | None = None,
+) -> tuple[Session | None, Event | None, MemoryPermissions | None]:
+    """The session with the events a turn can use, its latest compaction, and the turn's
+    memory permissions (``memory.permissions``; none without ``memory``); (None, None, None)
+    without the session.
 
     Events a compaction covers never reach the prompt (its summary stands in
     for them), so only those from its end on are read: a long session costs a
-    turn the events since its last summary, not ``max_events`` of them. The
-    compaction and the events go in one round trip, from the event loop on
-    PostgreSQL (``store_read_async``).
+    turn the events since its last summary, not ``max_events`` of them. All of it
+    goes in one round trip, from the event loop on PostgreSQL (``store_read_async``):
+    a turn reads the permissions before it stores anything, and nothing it stores
+    changes what the user allows.
     """
-    compaction, session = await selectors.store_read_async(
-        selectors.session_since_compaction_read(
-            app_name=app_name, user_id=user_id, session_id=session_id, max_events=max_events
-        )
-    )
-    if session is None:
-        return None, None
-    return session, compaction
-
-
-async def turn_start_load(
-    *, app_name: str, user_id: str, session_id: str, max_events: int, memory: MemoryProvider
-) -> tuple[Session | None, Event | None, MemoryPermissions | None]:
-    """``turn_session_load`` and the turn's memory permissions (``memory.permissions``) in
-    the same round trip, as (session, compaction, permissions); (None, None, None) without
-    the session. A turn reads both before it stores anything, and nothing it stores changes
-    what the user allows."""
+    memory = memory or NoMemoryProvider()
     (compaction, session), answer = await selectors.store_read_async(
         store_reads_joined(
             selectors.session_since_compaction_read(

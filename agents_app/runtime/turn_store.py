@@ -87,7 +87,7 @@ class TurnStore:
                 stored, run.after_final_answer = await self.sessions.append_event_stored_then(
                     session, event, then=run.after_final
                 )
-                run.after_final, run.after_final_read = None, True
+                run.after_final = None
             else:
                 stored = await self.sessions.append_event_stored(session, event)
         except DuplicateEventError:

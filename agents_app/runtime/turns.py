@@ -66,10 +66,9 @@ class TurnRun:
         self.reply_id: str | None = None
         self.unanswered: list[types.FunctionCall] = []
         # A read to make in the round trip that stores the turn's final event, and its answer
-        # once made (``after_final_read``: whether it was).
+        # once made (None until then).
         self.after_final: StoreRead | None = None
         self.after_final_answer: Any = None
-        self.after_final_read = False
 
     def next_id(self) -> str:
         """The id of the next event stored: its place in the turn (the fence between two

@@ -197,11 +197,10 @@ async def _agent_context(user, session_id: str, query: str) -> dict[str, Any]:
     app's guidance, the profile, the preloaded memories and past conversations, and the
     history."""
     agent = await sync_to_async(agent_for_app)(APP)
-    session, compaction = await turn_session_load(
-        app_name=APP, user_id=str(user.pk), session_id=session_id, max_events=400
-    )
     provider = DjangoMemoryProvider()
-    permissions = await provider.permissions(session=session)
+    session, compaction, permissions = await turn_session_load(
+        app_name=APP, user_id=str(user.pk), session_id=session_id, max_events=400, memory=provider
+    )
     report = TurnContextReport(model="matrix", offline=True, memory_enabled=permissions.use)
     report.memories = await provider.preload(session=session, query=query, limit=5)
     report.past_conversations = await provider.preload_past(session=session, query=query, limit=3)

@@ -365,7 +365,7 @@ async def test_a_rewind_to_a_turn_an_edit_took_out_brings_back_what_it_replaced(
         "My name is Ada",
         "I live in Porto",
     ]
-    session, _ = await turn_session_load(
+    session, _, _ = await turn_session_load(
         app_name=APP, user_id=str(user.pk), session_id=chat_session.id, max_events=50
     )
     said = [event.text() for event in session.events if event.content and event.author == "user"]

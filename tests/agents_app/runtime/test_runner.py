@@ -404,7 +404,7 @@ async def test_a_turn_reads_only_the_events_its_latest_compaction_does_not_cover
         await turn(runner, owner, session.id, text)
     await sync_to_async(background_wait_idle)()
 
-    loaded, compaction = await turn_session_load(
+    loaded, compaction, _ = await turn_session_load(
         app_name=APP, user_id=str(owner.pk), session_id=session.id, max_events=400
     )
     everything = await stored(owner, session.id)
