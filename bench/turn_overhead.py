@@ -25,13 +25,14 @@ every turn sees the same 1,000-event session.
 
 Per phase, timed around the runner's calls to its collaborators: the turn's
 claim (taken before the turn, released after it; "turn without its claim" is the
-whole turn less this phase, measured in the same run), session load
-(the session with its recent events and latest compaction, from the event
-loop on PostgreSQL, in the database thread on SQLite), memory permissions,
-memory preload (search of 10,000 memories with the process's embedder,
-lexical when torch is not installed), prompt build
-(history view, instruction, request), event appends (user message and reply),
-turn completed (memory trigger check); "other" is the rest (thread hops,
+whole turn less this phase, measured in the same run), session load and memory
+permissions (the session with its recent events and latest compaction, and what
+the user allows, in one round trip from the event loop on PostgreSQL, in the
+database thread on SQLite), memory preloads (search of 10,000 memories with the
+process's embedder, lexical when torch is not installed, and of the user's past
+chats), prompt build (history view, instruction, request), event appends (user
+message, and reply with the memory triggers' read), turn completed (memory
+trigger decision); "other" is the rest (thread hops,
 event construction, compaction check). "Until the reply is stored" is the
 part the user waits for: up to the stored final event, before the memory
 trigger and compaction checks. "CPU time of this process" is the turn's
@@ -65,9 +66,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 APP_NAME = "bench-turn"
 PHASES = (
     "turn claim (take, release)",
-    "session load",
-    "memory permissions",
-    "memory preload (search)",
+    "session load, memory permissions",
+    "memory preloads (search)",
     "prompt build",
     "event appends (2)",
     "turn completed (memory trigger)",
@@ -178,25 +178,35 @@ class Phases:
 
 
 class TimedMemory:
-    """The registered memory provider, its awaited calls timed."""
+    """The registered memory provider, its searches and its turn hook timed (its permissions
+    are read with the session, in that phase)."""
 
     def __init__(self, provider: Any, phases: Phases) -> None:
         self.provider = provider
-        self.permissions = phases.timed_async("memory permissions", provider.permissions)
-        self.preload = phases.timed_async("memory preload (search)", provider.preload)
+        self.preload = phases.timed_async("memory preloads (search)", provider.preload)
+        self.preload_past = phases.timed_async("memory preloads (search)", provider.preload_past)
         self.turn_completed = phases.timed_async(
             "turn completed (memory trigger)", provider.turn_completed
         )
 
-    def tools(self) -> list:
-        return self.provider.tools()
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.provider, name)
 
 
 class TimedSessions:
     """The session service, its appends timed."""
 
     def __init__(self, service: Any, phases: Phases) -> None:
-        self.append_event = phases.timed_async("event appends (2)", service.append_event)
+        self.service = service
+        self.append_event_stored = phases.timed_async(
+            "event appends (2)", service.append_event_stored
+        )
+        self.append_event_stored_then = phases.timed_async(
+            "event appends (2)", service.append_event_stored_then
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.service, name)
 
 
 def session_build(*, user_id: str, events: int, model: InstantModel) -> tuple[str, int]:
@@ -301,6 +311,7 @@ async def turns_run(
     phases: Phases,
     user_id: str,
     session_id: str,
+    session_key: str,
     last_sequence: int,
     texts: list[str],
     warm_up: int,
@@ -324,7 +335,7 @@ async def turns_run(
         stored = 0
         reply_stored = 0.0
         begin = await claim_take(
-            session_id=session_id,
+            session_id=session_key,
             user_event_id=user_event_id_for(client_message_id),
             holder=holder_name("bench"),
         )
@@ -420,7 +431,7 @@ def main(argv: list[str] | None = None) -> None:
         "prompt build", runner_module.turn_request_build
     )
     runner_module.turn_session_load = phases.timed_async(
-        "session load", runner_module.turn_session_load
+        "session load, memory permissions", runner_module.turn_session_load
     )
 
     texts = messages(args.turns + args.warm_up)
@@ -431,6 +442,9 @@ def main(argv: list[str] | None = None) -> None:
             phases=phases,
             user_id=str(user.pk),
             session_id=session_id,
+            session_key=selectors.session_key_get(
+                app_name=APP_NAME, user_pk=user.pk, session_id=session_id
+            ),
             last_sequence=last_sequence,
             texts=texts,
             warm_up=args.warm_up,
