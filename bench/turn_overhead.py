@@ -103,6 +103,9 @@ def arguments_parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--memories", type=int, default=10000, help="memories of the user")
     parser.add_argument("--turns", type=int, default=200, help="timed turns")
     parser.add_argument("--warm-up", type=int, default=10, help="untimed turns first")
+    parser.add_argument(
+        "--output", type=Path, help="where the figures go (build/bench-turn-overhead-<vendor>.json)"
+    )
     return parser.parse_args(argv)
 
 
@@ -459,6 +462,7 @@ def main(argv: list[str] | None = None) -> None:
         }
         for name in (*PHASES, MODEL, TOTAL, UNCLAIMED, REPLY, CPU)
     }
+    out = args.output or BASE_DIR / "build" / f"bench-turn-overhead-{connection.vendor}.json"
     results = {
         "machine": {
             "cpus": os.cpu_count(),
@@ -468,12 +472,11 @@ def main(argv: list[str] | None = None) -> None:
             "load_average_before": load_before,
             "load_average_after": os.getloadavg(),
         },
-        "arguments": vars(args),
+        "arguments": {**vars(args), "output": str(out)},
         "session_events": visible,
         "embedder": type(embedder).__name__,
         "figures": figures,
     }
-    out = BASE_DIR / "build" / f"bench-turn-overhead-{connection.vendor}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
     print(
@@ -485,7 +488,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in (*PHASES, TOTAL, UNCLAIMED, REPLY, CPU, MODEL):
         print(f"{name:<36} {figures[name]['p50_ms']:>8.2f} {figures[name]['p95_ms']:>8.2f}")
     print(f"bar: {TOTAL} p95 < 15 ms")
-    print(f"Figures written to {out.relative_to(BASE_DIR)}.")
+    print(f"Figures written to {out}.")
 
 
 if __name__ == "__main__":
