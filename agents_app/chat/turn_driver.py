@@ -267,9 +267,14 @@ class ChatTurnDriver:
         """
         claim = begin.claim
         turn_task = asyncio.current_task()
-        keeper = asyncio.create_task(
-            turn_claim_keep(claim=claim, lost=lambda: turn_task.cancel(CANCEL_TAKEN_OVER))
-        )
+
+        def lost() -> None:
+            # A turn already being cut short (a Stop, a shutdown) releases its claim as it
+            # ends: a renewal finding it gone then is that release, not another process.
+            if not turn_task.cancelling():
+                turn_task.cancel(CANCEL_TAKEN_OVER)
+
+        keeper = asyncio.create_task(turn_claim_keep(claim=claim, lost=lost))
 
         def stop() -> None:
             if self.running is turn and turn.final is None:

@@ -88,3 +88,43 @@ async def test_a_turn_whose_claim_cannot_be_released_still_ends_and_the_chat_goe
     assert frames[-1]["interrupted"] is False and frames[-1]["message_id"]
     assert await database_sync_to_async(TurnClaim.objects.count)() == 1
     await communicator.disconnect()
+
+
+async def test_a_stopped_turn_whose_claim_renewal_finds_it_released_still_ends(
+    user, session, settings, monkeypatch
+):
+    """A stopped (or shut down) turn releases its claim once its reply is stored; a renewal
+    that then finds the claim gone must not cut the turn short again as taken over, or the
+    chat never hears that it ended. Here the renewal's answer comes just before the
+    release's, as it can on a loaded machine."""
+    import asyncio
+
+    from agents_app.chat import turn_driver
+
+    settings.OFFLINE_MODEL_CHUNK_DELAY_SECONDS = 0.05
+    released = asyncio.Event()
+    release = turn_driver.turn_claim_release_if_ended_async
+
+    async def keep(*, claim, lost=None):
+        await released.wait()
+        lost()  # the renewal found no claim: the turn had just released it itself
+
+    async def release_then_renewal(*, claim):
+        done = await release(claim=claim)
+        released.set()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return done
+
+    monkeypatch.setattr(turn_driver, "turn_claim_keep", keep)
+    monkeypatch.setattr(turn_driver, "turn_claim_release_if_ended_async", release_then_renewal)
+    communicator = await _open(session.id, await database_sync_to_async(_cookie)(user))
+
+    await _send_message(communicator, "tell me " + "a long story " * 40, "p1")
+    frames = await _until(communicator, "delta")
+    await communicator.send_json_to({"type": "cancel"})
+    frames += await _until(communicator, "turn_complete")
+
+    assert frames[-1]["interrupted"] is True
+    assert released.is_set()
+    await communicator.disconnect()
