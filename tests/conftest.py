@@ -3,6 +3,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import channel_layers
 from django.conf import settings as django_settings
 from django.core.signals import request_finished, request_started
 from django.db import OperationalError, close_old_connections, connection, connections
@@ -172,6 +174,16 @@ def async_database_only_in_transactional_tests(request, monkeypatch):
     from core import async_database
 
     monkeypatch.setattr(async_database, "available", lambda: False)
+
+
+@pytest.fixture(autouse=True)
+def channel_layer_of_this_test():
+    """Each test its own channel layer, as each process has its own in production: the
+    layer keeps receive locks and cleanup tasks tied to the event loop that made them, and a
+    test's loop ends with the test, where a process's lives as long as the layer. A receive
+    cut off by one test's end would otherwise leave a lock bound to a closed loop for the
+    next test of the worker ("bound to a different event loop")."""
+    channel_layers.set(DEFAULT_CHANNEL_LAYER, channel_layers.make_backend(DEFAULT_CHANNEL_LAYER))
 
 
 @pytest.fixture(autouse=True)
