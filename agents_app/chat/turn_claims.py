@@ -57,6 +57,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -65,6 +66,7 @@ from django.db import IntegrityError, connection
 from agents_app.models import TurnClaim
 from agents_app.runtime.turns import TurnProgress
 from core import async_database
+from core.async_database import StoreRead
 from core.outages import DATABASE_UNAVAILABLE_ERRORS
 from sessions_app import selectors
 from sessions_app.errors import SessionNotFoundError
@@ -106,6 +108,9 @@ class TurnBegin:
     stored: list[selectors.StoredEvent]
     progress: TurnProgress
     claim: HeldClaim | None = None
+    # The answer of the read ``turn_begin_async`` was given to make with the claim, when it
+    # was made (a new turn, claimed in the same round trip).
+    with_answer: Any = None
 
 
 def turn_progress(stored: list[selectors.StoredEvent]) -> TurnProgress:
@@ -147,7 +152,12 @@ def turn_begin(
 
 
 async def turn_begin_async(
-    *, session_id: str, user_event_id: str, holder: str, retry: bool = False
+    *,
+    session_id: str,
+    user_event_id: str,
+    holder: str,
+    retry: bool = False,
+    with_read: StoreRead | None = None,
 ) -> TurnBegin:
     """``turn_begin`` from an event loop: on PostgreSQL its read and its claim go from the
     loop itself (``core.async_database``), so starting a turn never waits for the one
@@ -155,29 +165,39 @@ async def turn_begin_async(
 
     A new message, the common case, costs one round trip: the turn's events are read and
     its claim is taken in the same query, the claim only if the user's message is not
-    stored (so a re-sent message never claims an ended turn, not even for a moment). A
-    message already stored, or a Retry, takes its claim after the read, if it runs here.
+    stored (so a re-sent message never claims an ended turn, not even for a moment), and
+    ``with_read`` (what the turn reads first: its session) goes with them, its answer in
+    ``with_answer`` when the turn was claimed so. A message already stored, or a Retry,
+    takes its claim after the read, if it runs here, and leaves ``with_read`` to its caller.
     """
     if not async_database.available():
         return await database_sync_to_async(turn_begin)(
             session_id=session_id, user_event_id=user_event_id, holder=holder, retry=retry
         )
     read = selectors.stored_events_of_turn_read(session_key=session_id, user_event_id=user_event_id)
+    with_answer = None
     if retry:
         begin = _turn_begin_from(await selectors.store_read_async(read), retry=True)
         taken = None
     else:
         claim_new = _claim_insert_if_new(session_id, user_event_id, holder, time.time())
+        with_read = with_read or StoreRead([], lambda results: None)
+        count = len(read.statements)
         try:
-            *results, _, taken = await async_database.fetch_each(
-                [*read.statements, _COMMIT_UNFLUSHED, claim_new], repeatable=False
+            results = await async_database.fetch_each(
+                [*read.statements, _COMMIT_UNFLUSHED, claim_new, *with_read.statements],
+                repeatable=False,
             )
         except IntegrityError:
             raise SessionNotFoundError("The session is gone.") from None
-        begin = _turn_begin_from(read.assemble(results), retry=False)
+        begin = _turn_begin_from(read.assemble(results[:count]), retry=False)
+        taken = results[count + 1]
+        if taken:
+            with_answer = with_read.assemble(results[count + 2 :])
     if taken:
         # Taken only while the message was not stored, so the read, made just before, found
         # it not stored either (events go only with their session): the turn is new.
+        begin.with_answer = with_answer
         return _claimed(begin, HeldClaim(id=taken[0][0], fence=taken[0][1]))
     if begin.start in _CLAIMED:
         claim = await turn_claim_take_async(

@@ -116,12 +116,16 @@ class ChatTurnDriver:
             self.watched_changed.set()
 
     async def begin(self, turn: ChatTurn, *, retry: bool) -> TurnBegin:
-        """What the turn's message (or Retry) does now, with the claim when it runs here."""
+        """What the turn's message (or Retry) does now, with the claim when it runs here (and,
+        for a new message, the session the turn reads first, read in the same round trip)."""
         return await turn_begin_async(
             session_id=self.session_key,
             user_event_id=turn.user_event_id,
             holder=self.holder,
             retry=retry,
+            with_read=None
+            if retry
+            else self.runner.session_read(user_id=str(self.user_pk), session_id=self.session_id),
         )
 
     async def claim_release(self, claim: HeldClaim) -> None:
@@ -173,6 +177,8 @@ class ChatTurnDriver:
             await turn.complete_send(duplicate=False)
             return None
         turn.attachments = done.attachments
+        # The session read with the claim is the one before the rewind.
+        begin.with_answer = None
         await turn.rewind_send(done.rewind)
         return done.text
 
@@ -320,6 +326,7 @@ class ChatTurnDriver:
                 client_message_id=turn.client_message_id,
                 attachments=turn.attachments,
                 claim=claim,
+                session_answer=begin.with_answer,
             )
         else:
             await turn.resumed_send(begin.stored)

@@ -49,6 +49,8 @@ from agents_app.runtime.turn_context import (
     TurnContextReport,
     turn_request_build,
     turn_session_load,
+    turn_session_read,
+    turn_session_taken,
 )
 from agents_app.runtime.turn_store import TurnBlockedError, TurnStore
 from agents_app.runtime.turns import (
@@ -60,6 +62,7 @@ from agents_app.runtime.turns import (
     tool_calls_interrupted_content,
     user_event_id_for,
 )
+from core.async_database import StoreRead
 from core.llm import Llm, LlmChunk, ModelError, RetryPolicy, generate_with_retries
 from core.log_context import log_context_bind
 from sessions_app import selectors as session_selectors
@@ -127,6 +130,7 @@ class Runner:
         client_message_id: str | None = None,
         attachments: Sequence[ArtifactRecord] = (),
         claim: HeldClaim | None = None,
+        session_answer: Any = None,
     ) -> AsyncIterator[Event]:
         """Yield the invocation's events: the stored user event, partial text, stored replies.
 
@@ -141,6 +145,9 @@ class Runner:
         the runner claims the turn, renews the claim while the turn runs and gives it up once
         the turn has ended. A turn without a ``client_message_id`` gets one made here, kept in
         the user event's metadata like a client's, so that Retry can name it.
+        ``session_answer`` is the answer of ``session_read`` when the caller read the session
+        for this turn already (the chat socket does, with the claim): the turn then starts
+        without a round trip of its own.
 
         Raises SessionNotFoundError for a session the user does not have,
         DuplicateTurnError when ``client_message_id`` was already stored or its turn is
@@ -149,7 +156,7 @@ class Runner:
         an event of another invocation.
         """
         session, compaction, permissions = await self._session_load(
-            user_id=user_id, session_id=session_id
+            user_id=user_id, session_id=session_id, answer=session_answer
         )
         client_message_id = client_message_id or server_message_id()
         user_event_id = user_event_id_for(client_message_id)
@@ -294,19 +301,34 @@ class Runner:
         ):
             yield event
 
-    async def _session_load(
-        self, *, user_id: str, session_id: str
-    ) -> tuple[Session, Event | None, MemoryPermissions]:
-        """The session, its latest compaction and the turn's memory permissions, read in one
-        round trip."""
-        self.store.turn_begin()
-        session, compaction, permissions = await turn_session_load(
+    def session_read(self, *, user_id: str, session_id: str) -> StoreRead:
+        """What a turn of this runner reads before it stores anything (the session, its latest
+        compaction, the memory permissions), for a caller to join with reads of its own; its
+        answer goes to ``run_async`` as ``session_answer``."""
+        return turn_session_read(
             app_name=self.agent.app_name,
             user_id=user_id,
             session_id=session_id,
             max_events=self.agent.compaction.max_events_loaded,
             memory=self.memory,
         )
+
+    async def _session_load(
+        self, *, user_id: str, session_id: str, answer: Any = None
+    ) -> tuple[Session, Event | None, MemoryPermissions]:
+        """The session, its latest compaction and the turn's memory permissions, from
+        ``answer`` (``session_read``'s, read by the caller) or read in one round trip."""
+        self.store.turn_begin()
+        if answer is None:
+            session, compaction, permissions = await turn_session_load(
+                app_name=self.agent.app_name,
+                user_id=user_id,
+                session_id=session_id,
+                max_events=self.agent.compaction.max_events_loaded,
+                memory=self.memory,
+            )
+        else:
+            session, compaction, permissions = turn_session_taken(answer, memory=self.memory)
         if session is None:
             raise SessionNotFoundError(
                 f"Session {session_id!r} not found in app {self.agent.app_name!r}."

@@ -21,7 +21,7 @@ from agents_app.runtime.instruction_sections import (
 from agents_app.runtime.memory_hooks import MemoryPermissions, MemoryProvider, NoMemoryProvider
 from agents_app.runtime.templating import ReadonlyContext, instruction_resolve
 from agents_app.runtime.tools import Tool
-from core.async_database import store_reads_joined
+from core.async_database import StoreRead, store_reads_joined
 from core.llm import LlmRequest, MemorySnippet, PastConversationSnippet
 from sessions_app import selectors
 from sessions_app.events import Event
@@ -68,6 +68,45 @@ def past_snippet_dict(snippet: PastConversationSnippet) -> dict[str, str]:
     }
 
 
+def turn_session_read(
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    max_events: int,
+    memory: MemoryProvider | None = None,
+) -> StoreRead:
+    """The read behind ``turn_session_load``, for a caller to join with reads of its own (the
+    chat socket sends it with the turn's claim); its answer goes to ``turn_session_taken``.
+
+    Events a compaction covers never reach the prompt (its summary stands in
+    for them), so only those from its end on are read: a long session costs a
+    turn the events since its last summary, not ``max_events`` of them. A turn
+    reads the permissions before it stores anything, and nothing it stores
+    changes what the user allows, so they go in the same round trip.
+    """
+    memory = memory or NoMemoryProvider()
+    return store_reads_joined(
+        selectors.session_since_compaction_read(
+            app_name=app_name, user_id=user_id, session_id=session_id, max_events=max_events
+        ),
+        memory.permissions_read(app_name=app_name, user_id=user_id, session_id=session_id),
+    )
+
+
+def turn_session_taken(
+    answer: Any, *, memory: MemoryProvider | None = None
+) -> tuple[Session | None, Event | None, MemoryPermissions | None]:
+    """The session, its latest compaction and the turn's memory permissions from the answer
+    of ``turn_session_read``; (None, None, None) without the session. Called in the task that
+    runs the turn, which the permissions are taken for (``MemoryProvider.permissions_taken``)."""
+    memory = memory or NoMemoryProvider()
+    (compaction, session), permissions = answer
+    if session is None:
+        return None, None, None
+    return session, compaction, memory.permissions_taken(session=session, answer=permissions)
+
+
 async def turn_session_load(
     *,
     app_name: str,
@@ -77,28 +116,16 @@ async def turn_session_load(
     memory: MemoryProvider | None = None,
 ) -> tuple[Session | None, Event | None, MemoryPermissions | None]:
     """The session with the events a turn can use, its latest compaction, and the turn's
-    memory permissions (``memory.permissions``; none without ``memory``); (None, None, None)
-    without the session.
-
-    Events a compaction covers never reach the prompt (its summary stands in
-    for them), so only those from its end on are read: a long session costs a
-    turn the events since its last summary, not ``max_events`` of them. All of it
-    goes in one round trip, from the event loop on PostgreSQL (``store_read_async``):
-    a turn reads the permissions before it stores anything, and nothing it stores
-    changes what the user allows.
-    """
-    memory = memory or NoMemoryProvider()
-    (compaction, session), answer = await selectors.store_read_async(
-        store_reads_joined(
-            selectors.session_since_compaction_read(
-                app_name=app_name, user_id=user_id, session_id=session_id, max_events=max_events
-            ),
-            memory.permissions_read(app_name=app_name, user_id=user_id, session_id=session_id),
-        )
+    memory permissions (``memory.permissions``; none without ``memory``), in one round trip
+    (``turn_session_read``); (None, None, None) without the session."""
+    read = turn_session_read(
+        app_name=app_name,
+        user_id=user_id,
+        session_id=session_id,
+        max_events=max_events,
+        memory=memory,
     )
-    if session is None:
-        return None, None, None
-    return session, compaction, memory.permissions_taken(session=session, answer=answer)
+    return turn_session_taken(await selectors.store_read_async(read), memory=memory)
 
 
 def memory_block(memories: list[MemorySnippet], *, boundary: str | None = None) -> str:

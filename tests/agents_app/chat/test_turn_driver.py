@@ -128,3 +128,34 @@ async def test_a_stopped_turn_whose_claim_renewal_finds_it_released_still_ends(
     assert frames[-1]["interrupted"] is True
     assert released.is_set()
     await communicator.disconnect()
+
+
+async def test_a_new_message_reads_its_session_in_the_round_trip_of_its_claim(
+    user, session, requires_postgres, monkeypatch
+):
+    """On PostgreSQL a new message's turn sends the read of its session (with the memory
+    permissions) with the query that claims it, never in a round trip of its own; the turn
+    still sees the conversation so far."""
+    from core import async_database
+
+    communicator = await _open(session.id, await database_sync_to_async(_cookie)(user))
+    await _send_message(communicator, "My name is Ana.", "p1")
+    await _until(communicator, "turn_complete")
+    trips = []
+    fetch_each = async_database.fetch_each
+
+    async def recorded(statements, **options):
+        trips.append(" ; ".join(sql for sql, _ in statements))
+        return await fetch_each(statements, **options)
+
+    monkeypatch.setattr(async_database, "fetch_each", recorded)
+
+    await _send_message(communicator, "What is my name?", "p2")
+    frames = await _until(communicator, "turn_complete")
+
+    [claimed] = [trip for trip in trips if "INSERT INTO agents_app_turnclaim" in trip]
+    assert "m.use_enabled" in claimed
+    assert [trip for trip in trips if "m.use_enabled" in trip] == [claimed]
+    [reply] = [f for f in frames if f["type"] == "event" and f["event"]["author"] != "user"]
+    assert "Ana" in reply["event"]["content"]["parts"][0]["text"]
+    await communicator.disconnect()
