@@ -55,7 +55,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -80,12 +80,31 @@ def holder_name(label: str) -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{label}"[:200]
 
 
-@dataclass(frozen=True)
+@dataclass
 class HeldClaim:
     """A claim this process holds, as of the fence it took it with."""
 
     id: int
     fence: int
+    # Set as the turn's final event goes to be stored with the claim's release
+    # (``release_read``), cleared should that store fail: a renewal that finds the claim gone
+    # then found it released, not taken over, and nothing releases it again.
+    released_with_final: bool = field(default=False, compare=False)
+
+    def release_read(self) -> StoreRead:
+        """The claim's release as statements to send after the turn's final event, in the
+        round trip and the transaction that store it (``TurnStore``): a turn's end and the
+        release it calls for then cost one round trip, and the claim goes only if the event
+        was stored. Answers whether it released the claim."""
+        return StoreRead(
+            [
+                (
+                    f"DELETE FROM {_TABLE} WHERE id = %s AND fence = %s RETURNING id",
+                    [self.id, self.fence],
+                )
+            ],
+            lambda results: bool(results[0]),
+        )
 
 
 class TurnStart(Enum):
@@ -349,6 +368,8 @@ async def turn_claim_keep(*, claim: HeldClaim, lost: Callable[[], None] | None =
             logger.warning("turn claim %s not renewed, database unavailable: %s", claim.id, error)
             continue
         if not kept:
+            if claim.released_with_final:
+                return
             logger.warning("turn claim %s was taken over by another process", claim.id)
             if lost is not None:
                 lost()
@@ -357,12 +378,16 @@ async def turn_claim_keep(*, claim: HeldClaim, lost: Callable[[], None] | None =
 
 def turn_claim_release(*, claim: HeldClaim) -> None:
     """Give the claim up once the turn's final event is stored (a taken-over claim is left to
-    its new holder)."""
+    its new holder; one released with the final event is gone already)."""
+    if claim.released_with_final:
+        return
     TurnClaim.objects.filter(pk=claim.id, fence=claim.fence).delete()
 
 
 async def turn_claim_release_async(*, claim: HeldClaim) -> None:
     """``turn_claim_release`` from an event loop, on PostgreSQL without the database thread."""
+    if claim.released_with_final:
+        return
     if not async_database.available():
         await database_sync_to_async(turn_claim_release)(claim=claim)
         return
@@ -378,6 +403,8 @@ async def turn_claim_release_async(*, claim: HeldClaim) -> None:
 def turn_claim_release_if_ended(*, claim: HeldClaim) -> bool:
     """Release the claim if its turn has a final event (stored while it was cut short); an
     open turn keeps its claim, so that a re-send or the sweeper ends it. Whether released."""
+    if claim.released_with_final:
+        return True
     row = TurnClaim.objects.filter(pk=claim.id, fence=claim.fence).values_list(
         "session_id", "user_event_id"
     )

@@ -331,7 +331,10 @@ class ChatTurnDriver:
         else:
             await turn.resumed_send(begin.stored)
             events = self.runner.continue_async(
-                user_id=str(self.user_pk), session_id=self.session_id, progress=begin.progress
+                user_id=str(self.user_pk),
+                session_id=self.session_id,
+                progress=begin.progress,
+                claim=claim,
             )
         try:
             async for event in events:

@@ -184,6 +184,7 @@ class Runner:
             user_event_id=user_event_id,
             client_message_id=client_message_id,
             attachments=attachments,
+            claim=claim or own_claim,
         )
         if own_claim is None:
             async for event in events:
@@ -216,8 +217,10 @@ class Runner:
         user_event_id: str,
         client_message_id: str,
         attachments: Sequence[ArtifactRecord],
+        claim: HeldClaim,
     ) -> AsyncIterator[Event]:
-        """The turn of a new user message, its user event stored first."""
+        """The turn of a new user message, its user event stored first; its final event
+        releases ``claim``."""
         invocation_id = new_invocation_id()
         log_context_bind(invocation_id=invocation_id)
         user_event = Event(
@@ -247,6 +250,7 @@ class Runner:
             raise DuplicateTurnError(user_event.id) from None
         yield user_event
         run = TurnRun(invocation_id=invocation_id, user_event_id=user_event.id, position=1)
+        run.claim = claim
         async for event in self._turn(
             session=session,
             compaction=compaction,
@@ -259,7 +263,12 @@ class Runner:
             yield event
 
     async def continue_async(
-        self, *, user_id: str, session_id: str, progress: TurnProgress
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        progress: TurnProgress,
+        claim: HeldClaim | None = None,
     ) -> AsyncIterator[Event]:
         """Run a stored turn of a client message on from where its events leave it: one whose
         process died before its final event (resume), or one that ended interrupted or failed
@@ -267,7 +276,8 @@ class Runner:
 
         A tool call stored without its response is not run again: its response says it was
         interrupted, and the model goes on from there. Long-term memory hears of the turn once:
-        unless an earlier run of it already ended normally (with an error reply).
+        unless an earlier run of it already ended normally (with an error reply). The turn's
+        final event releases ``claim``, the claim its caller holds, in the same round trip.
         Raises as ``run_async`` does (never DuplicateTurnError).
         """
         session, compaction, permissions = await self._session_load(
@@ -280,6 +290,7 @@ class Runner:
             user_event_id=user_event.id,
             position=progress.next_position,
         )
+        run.claim = claim
         if progress.pending_calls:
             yield await self.store.event(
                 session,

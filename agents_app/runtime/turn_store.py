@@ -18,6 +18,7 @@ from agents_app.runtime.turns import (
     text_content,
     tool_calls_interrupted_content,
 )
+from core.async_database import StoreRead, store_reads_joined
 from sessions_app import selectors
 from sessions_app.errors import DuplicateEventError
 from sessions_app.events import Event
@@ -83,11 +84,8 @@ class TurnStore:
         if self.pii_redaction:
             event_redact(event)
         try:
-            if event.turn_complete and run.after_final is not None:
-                stored, run.after_final_answer = await self.sessions.append_event_stored_then(
-                    session, event, then=run.after_final
-                )
-                run.after_final = None
+            if event.turn_complete and (run.after_final or run.claim) is not None:
+                stored = await self._final_stored_then(session, run, event)
             else:
                 stored = await self.sessions.append_event_stored(session, event)
         except DuplicateEventError:
@@ -108,6 +106,31 @@ class TurnStore:
             ) from None
         self.written[event.id] = stored
         return stored.event
+
+    async def _final_stored_then(
+        self, session: Session, run: TurnRun, event: Event
+    ) -> selectors.StoredEvent:
+        """Store the turn's final event with what goes in its round trip: the turn's
+        ``after_final`` read, and the release of its claim (``run.claim``), which is marked
+        released before the statements leave, so that a renewal answered first knows why the
+        claim is gone."""
+        nothing = StoreRead([], lambda results: None)
+        claim = run.claim
+        then = store_reads_joined(
+            run.after_final or nothing, claim.release_read() if claim is not None else nothing
+        )
+        if claim is not None:
+            claim.released_with_final = True
+        try:
+            stored, (run.after_final_answer, _) = await self.sessions.append_event_stored_then(
+                session, event, then=then
+            )
+        except BaseException:
+            if claim is not None:
+                claim.released_with_final = False
+            raise
+        run.after_final = None
+        return stored
 
     async def final(
         self, session: Session, run: TurnRun, report: TurnContextReport, **fields: Any

@@ -18,12 +18,15 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
 from core.async_database import StoreRead
 from sessions_app.events import TURN_EVENT_ID_PREFIX, Event
+
+if TYPE_CHECKING:
+    from agents_app.chat.turn_claims import HeldClaim
 
 # The final event of a turn whose process stopped before the turn ended (shutdown or crash).
 SERVER_STOPPED = "server_stopped"
@@ -69,6 +72,9 @@ class TurnRun:
         # once made (None until then).
         self.after_final: StoreRead | None = None
         self.after_final_answer: Any = None
+        # The turn's claim (``agents_app.chat.turn_claims.HeldClaim``) when its final event is
+        # to release it, in the same round trip.
+        self.claim: HeldClaim | None = None
 
     def next_id(self) -> str:
         """The id of the next event stored: its place in the turn (the fence between two

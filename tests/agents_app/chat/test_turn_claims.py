@@ -13,6 +13,7 @@ from agents_app.chat.turn_claims import (
     TurnStart,
     turn_begin,
     turn_begin_async,
+    turn_claim_keep,
     turn_claim_release,
     turn_claim_release_async,
     turn_claim_release_if_ended,
@@ -24,6 +25,7 @@ from agents_app.models import TurnClaim
 from core import async_database
 from sessions_app import services
 from sessions_app.errors import SessionNotFoundError
+from sessions_app.selectors import store_read_run
 from tests.agents_app.chat.turns import agent_event, chat_message, claim_age
 from tests.factories import session_key
 
@@ -137,6 +139,23 @@ def test_a_claim_is_released_only_by_its_holder_and_only_once_the_turn_ended(ses
     assert TurnClaim.objects.count() == 1
     assert turn_claim_release_if_ended(claim=first) is True
     assert TurnClaim.objects.count() == 0
+
+
+async def test_a_claim_released_with_its_turns_reply_is_not_taken_for_lost(session, settings):
+    """A claim released in the transaction of its turn's final event (``release_read``): its
+    keeper, finding it gone at the next renewal, stops without calling the turn lost (taken
+    over by another process)."""
+    settings.TURN_LEASE_SECONDS = 0.03
+    key = await sync_to_async(session_key)(session)
+    claim = (await turn_begin_async(session_id=key, user_event_id="msg-m1", holder="a")).claim
+    claim.released_with_final = True
+    assert await sync_to_async(store_read_run)(claim.release_read()) is True
+    lost = []
+
+    await asyncio.wait_for(turn_claim_keep(claim=claim, lost=lambda: lost.append(True)), 5)
+
+    assert lost == []
+    assert await TurnClaim.objects.acount() == 0
 
 
 def test_two_processes_claiming_one_turn_at_once_get_it_once(session, requires_postgres):

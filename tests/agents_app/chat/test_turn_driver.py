@@ -66,30 +66,6 @@ async def test_a_turn_whose_place_is_taken_ends_with_an_error_and_releases_its_c
     await communicator.disconnect()
 
 
-async def test_a_turn_whose_claim_cannot_be_released_still_ends_and_the_chat_goes_on(
-    user, session, monkeypatch
-):
-    """The database gone at the turn's very end: the reply is stored, the claim stays (the
-    sweeper releases claims left on ended turns), and the chat is told the turn is over."""
-    from django.db import OperationalError
-
-    from agents_app.chat import turn_driver
-
-    async def unreachable(*, claim):
-        raise OperationalError("the database went away")
-
-    monkeypatch.setattr(turn_driver, "turn_claim_release_async", unreachable)
-    communicator = await _open(session.id, await database_sync_to_async(_cookie)(user))
-
-    await _send_message(communicator, "hello", "p1")
-    frames = await _until(communicator, "turn_complete")
-
-    assert [frame for frame in frames if frame["type"] == "error"] == []
-    assert frames[-1]["interrupted"] is False and frames[-1]["message_id"]
-    assert await database_sync_to_async(TurnClaim.objects.count)() == 1
-    await communicator.disconnect()
-
-
 async def test_a_stopped_turn_whose_claim_renewal_finds_it_released_still_ends(
     user, session, settings, monkeypatch
 ):
@@ -130,12 +106,13 @@ async def test_a_stopped_turn_whose_claim_renewal_finds_it_released_still_ends(
     await communicator.disconnect()
 
 
-async def test_a_new_message_reads_its_session_in_the_round_trip_of_its_claim(
+async def test_a_turns_claim_is_taken_with_its_session_read_and_released_with_its_reply(
     user, session, requires_postgres, monkeypatch
 ):
     """On PostgreSQL a new message's turn sends the read of its session (with the memory
-    permissions) with the query that claims it, never in a round trip of its own; the turn
-    still sees the conversation so far."""
+    permissions) with the query that claims it, and the release of its claim with the store
+    of its reply (one transaction: the claim goes only with the reply), never in round trips
+    of their own; the turn still sees the conversation so far, and no claim is left."""
     from core import async_database
 
     communicator = await _open(session.id, await database_sync_to_async(_cookie)(user))
@@ -156,6 +133,9 @@ async def test_a_new_message_reads_its_session_in_the_round_trip_of_its_claim(
     [claimed] = [trip for trip in trips if "INSERT INTO agents_app_turnclaim" in trip]
     assert "m.use_enabled" in claimed
     assert [trip for trip in trips if "m.use_enabled" in trip] == [claimed]
+    [released] = [trip for trip in trips if "DELETE FROM agents_app_turnclaim" in trip]
+    assert released.startswith("WITH claim AS (UPDATE")  # the reply's store
+    assert not await database_sync_to_async(TurnClaim.objects.exists)()
     [reply] = [f for f in frames if f["type"] == "event" and f["event"]["author"] != "user"]
     assert "Ana" in reply["event"]["content"]["parts"][0]["text"]
     await communicator.disconnect()
