@@ -14,21 +14,23 @@ long session is: a compaction event covers what lies outside the kept window,
 and the memory watermark stands at the last event, so no background job is
 due; then ``ANALYZE``, as after any bulk load. Each turn is then the chat
 consumer's: the turn's claim taken as the socket takes it (``turn_begin_async``:
-the turn's events read, the claim written), ``Runner.run_async`` with the app's
-agent and the registered memory provider (permissions, preload search of the user's memories,
-templated instruction, history, two appended events, the memory trigger
-check, the compaction check), then the claim released, the process tuned as servers are
+the turn's events read, the claim written, the session and memory permissions read),
+``Runner.run_async`` with the app's agent and the registered memory provider (preload
+search of the user's memories, templated instruction, history, two appended events, the
+last with the memory trigger check and the claim's release, the compaction check), the
+process tuned as servers are
 (``chatapp.process.process_tune_gc``). The model is a stub that answers at
 once; the time spent inside it is measured and subtracted, so "turn" is all
 but model time. After each turn its two events are deleted again (untimed), so
 every turn sees the same 1,000-event session.
 
 Per phase, timed around the runner's calls to its collaborators: the turn's
-claim (taken before the turn, released after it; "turn without its claim" is the
-whole turn less this phase, measured in the same run), session load and memory
-permissions (the session with its recent events and latest compaction, and what
-the user allows, in one round trip from the event loop on PostgreSQL, in the
-database thread on SQLite), memory preloads (search of 10,000 memories with the
+claim (taken before the turn with the session and memory permissions read: the
+session with its recent events and latest compaction, and what the user allows, in
+one round trip from the event loop on PostgreSQL; on SQLite, where the runner reads
+the session itself in the database thread, "session load, memory permissions";
+"turn without its claim" is the whole turn less the claim's phase, measured in the
+same run), memory preloads (search of 10,000 memories with the
 process's embedder, lexical when torch is not installed, and of the user's past
 chats), prompt build (history view, instruction, request), event appends (user
 message, and reply with the memory triggers' read), turn completed (memory
@@ -65,7 +67,7 @@ from google.genai import types
 BASE_DIR = Path(__file__).resolve().parent.parent
 APP_NAME = "bench-turn"
 PHASES = (
-    "turn claim (take, release)",
+    "turn claim (taken with the session read)",
     "session load, memory permissions",
     "memory preloads (search)",
     "prompt build",
@@ -321,11 +323,10 @@ async def turns_run(
 ) -> list[dict[str, float]]:
     from asgiref.sync import sync_to_async
 
-    from agents_app.chat.turn_claims import holder_name, turn_begin_async, turn_claim_release_async
+    from agents_app.chat.turn_claims import holder_name, turn_begin_async
     from agents_app.runtime.turns import user_event_id_for
 
     claim_take = phases.timed_async(CLAIM, turn_begin_async)
-    claim_release = phases.timed_async(CLAIM, turn_claim_release_async)
     delete = sync_to_async(turn_events_delete)
     samples = []
     for number, text in enumerate(texts, start=1):
@@ -341,6 +342,7 @@ async def turns_run(
             session_id=session_key,
             user_event_id=user_event_id_for(client_message_id),
             holder=holder_name("bench"),
+            with_read=runner.session_read(user_id=user_id, session_id=session_id),
         )
         if begin.claim is None:
             raise RuntimeError(f"turn {client_message_id} was not claimed: {begin.start}")
@@ -350,13 +352,13 @@ async def turns_run(
             new_message=message,
             client_message_id=client_message_id,
             claim=begin.claim,
+            session_answer=begin.with_answer,
         ):
             stored += not event.partial
             if event.error_code:
                 raise RuntimeError(f"turn failed: {event.error_code}: {event.error_message}")
             if event.turn_complete:
                 reply_stored = time.perf_counter() - started
-        await claim_release(claim=begin.claim)
         elapsed = time.perf_counter() - started
         cpu = time.process_time() - cpu_started
         if stored != 2:

@@ -2,8 +2,9 @@
 
 Every turn is claimed (a ``TurnClaim`` row) just before its user message is
 stored (by the chat socket, or by the runner when its caller holds no claim),
-and the claim is released once its final event (reply, error or interruption)
-is. While the turn runs, its process renews
+and the claim is released by the transaction that stores its final event
+(reply, error or interruption; ``HeldClaim.release_read``), or just after when
+that event was stored otherwise. While the turn runs, its process renews
 the claim a third of ``TURN_LEASE_SECONDS`` apart. So an open turn (stored,
 no final event) always has a claim row, and the row says whether a live
 process holds it:
@@ -35,8 +36,9 @@ renewal finds the fence moved on, and stops then.
 On a turn's path, on PostgreSQL, a claim is written without waiting for its
 commit to be flushed to disk (``synchronous_commit`` off for that transaction
 alone): the flush is what a commit costs (4 ms at p50 here, tens of ms when the
-disk is busy), and a turn writes its claim twice (taken, released). Losing such
-a write to a crash of the database server itself is harmless. A taken claim is
+disk is busy); a release that goes with the turn's final event is flushed with
+that event. Losing such a write to a crash of the database server itself is
+harmless. A taken claim is
 followed by the turn's own events, whose commits do wait for the flush, and
 PostgreSQL flushes its log in order, so a claim is on disk before any event it
 guards is; a takeover lost with nothing stored after it leaves the old, expired
