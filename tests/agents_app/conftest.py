@@ -25,3 +25,24 @@ def owner(transactional_db):
     """A user, made on the main thread: an async fixture's database context would leak into
     teardown."""
     return UserFactory()
+
+
+@pytest.fixture
+def round_trips_recorded(monkeypatch):
+    """Call it to record from then on each round trip the event loop makes to PostgreSQL
+    (``core.async_database.fetch_each``), as its statements' SQL joined by " ; "; it answers
+    the list the trips go to."""
+    from core import async_database
+
+    def start() -> list[str]:
+        trips: list[str] = []
+        fetch_each = async_database.fetch_each
+
+        async def recorded(statements, **options):
+            trips.append(" ; ".join(sql for sql, _ in statements))
+            return await fetch_each(statements, **options)
+
+        monkeypatch.setattr(async_database, "fetch_each", recorded)
+        return trips
+
+    return start

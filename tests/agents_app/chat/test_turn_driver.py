@@ -107,25 +107,16 @@ async def test_a_stopped_turn_whose_claim_renewal_finds_it_released_still_ends(
 
 
 async def test_a_turns_claim_is_taken_with_its_session_read_and_released_with_its_reply(
-    user, session, requires_postgres, monkeypatch
+    user, session, requires_postgres, round_trips_recorded
 ):
     """On PostgreSQL a new message's turn sends the read of its session (with the memory
     permissions) with the query that claims it, and the release of its claim with the store
     of its reply (one transaction: the claim goes only with the reply), never in round trips
     of their own; the turn still sees the conversation so far, and no claim is left."""
-    from core import async_database
-
     communicator = await _open(session.id, await database_sync_to_async(_cookie)(user))
     await _send_message(communicator, "My name is Ana.", "p1")
     await _until(communicator, "turn_complete")
-    trips = []
-    fetch_each = async_database.fetch_each
-
-    async def recorded(statements, **options):
-        trips.append(" ; ".join(sql for sql, _ in statements))
-        return await fetch_each(statements, **options)
-
-    monkeypatch.setattr(async_database, "fetch_each", recorded)
+    trips = round_trips_recorded()
 
     await _send_message(communicator, "What is my name?", "p2")
     frames = await _until(communicator, "turn_complete")

@@ -533,24 +533,18 @@ async def test_remember_with_creation_off_says_plainly_it_was_not_saved(owner, t
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_turn_reads_with_its_writes_where_it_can(owner, requires_postgres, monkeypatch):
+async def test_a_turn_reads_with_its_writes_where_it_can(
+    owner, requires_postgres, round_trips_recorded
+):
     """On PostgreSQL a turn's memory permissions go in the round trip that reads its session,
     and what the memory triggers read of the turn in the one that stores its final event: each
     read where a write or another read goes anyway, never a round trip of its own."""
     from agents_app.memory_provider import DjangoMemoryProvider
-    from core import async_database
 
     session = await new_session(owner)
     runner = make_runner(memory=DjangoMemoryProvider())
     await turn(runner, owner, session.id, "Warm up the process's caches")
-    trips = []
-    fetch_each = async_database.fetch_each
-
-    async def recorded(statements, **options):
-        trips.append(" ; ".join(sql for sql, _ in statements))
-        return await fetch_each(statements, **options)
-
-    monkeypatch.setattr(async_database, "fetch_each", recorded)
+    trips = round_trips_recorded()
 
     await turn(runner, owner, session.id, "How far is the lake?")
 
