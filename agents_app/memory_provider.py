@@ -20,7 +20,7 @@ from google.genai import types
 from agents_app.runtime.memory_hooks import MemoryPermissions
 from agents_app.runtime.tools import Tool, ToolContext, response_failed
 from agents_app.runtime.turn_context import past_snippet_dict
-from core.async_database import StoreRead
+from core.async_database import NOTHING_READ, StoreRead
 from core.llm import MemorySnippet, PastConversationSnippet
 from memory_app import selectors, services
 from memory_app.models import HELD_FOR_REVIEW_NOTE, GenerationJob, MemoryScope
@@ -424,7 +424,7 @@ class DjangoMemoryProvider:
     def permissions_read(self, *, app_name: str, user_id: str, session_id: str) -> StoreRead:
         user_pk = user_pk_from_id(user_id)
         if user_pk is None:
-            return StoreRead([], lambda results: None)
+            return NOTHING_READ
         return selectors.session_memory_access_of_id_read(
             app_name=app_name, user_pk=user_pk, session_id=session_id
         )
@@ -512,7 +512,7 @@ class DjangoMemoryProvider:
     ) -> StoreRead:
         user_pk = user_pk_from_id(user_id)
         if user_pk is None:
-            return StoreRead([], lambda results: None)
+            return NOTHING_READ
         return selectors.turn_trigger_facts_of_id_read(
             app_name=app_name, user_pk=user_pk, session_id=session_id, invocation_id=invocation_id
         )

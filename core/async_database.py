@@ -52,6 +52,11 @@ class StoreRead(NamedTuple):
     assemble: Callable[[list[list[tuple]]], Any]
 
 
+# A read of nothing, answering None: the part of a joined read that has nothing to ask (a user
+# without an account's memory, a turn with no claim to release).
+NOTHING_READ = StoreRead([], lambda results: None)
+
+
 def store_reads_joined(*reads: StoreRead) -> StoreRead:
     """The ``reads`` as one read: their statements in order, so that from an event loop they
     go in one round trip, answering a tuple of their answers."""

@@ -332,7 +332,8 @@ async def event_store_async(
     """``event_store`` from an event loop, on PostgreSQL: the same one statement, in
     autocommit on the loop's own connection (``core.async_database``), and the answer of
     ``then`` (None without): its statements follow in the same round trip, in the append's
-    transaction, so they read the event stored."""
+    transaction, so they read the event stored, and what they write is committed with it
+    or not at all."""
     sql, params = _append_statement_postgresql(
         session_id=session_id,
         app_name=app_name,

@@ -68,7 +68,7 @@ from django.db import IntegrityError, connection
 from agents_app.models import TurnClaim
 from agents_app.runtime.turns import TurnProgress
 from core import async_database
-from core.async_database import StoreRead
+from core.async_database import NOTHING_READ, StoreRead
 from core.outages import DATABASE_UNAVAILABLE_ERRORS
 from sessions_app import selectors
 from sessions_app.errors import SessionNotFoundError
@@ -202,7 +202,7 @@ async def turn_begin_async(
         taken = None
     else:
         claim_new = _claim_insert_if_new(session_id, user_event_id, holder, time.time())
-        with_read = with_read or StoreRead([], lambda results: None)
+        with_read = with_read or NOTHING_READ
         count = len(read.statements)
         try:
             results = await async_database.fetch_each(

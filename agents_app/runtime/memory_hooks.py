@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agents_app.runtime.tools import Tool
-from core.async_database import StoreRead
+from core.async_database import NOTHING_READ, StoreRead
 from core.llm import MemorySnippet, PastConversationSnippet
 from sessions_app.types import Session
 
@@ -127,7 +127,7 @@ class NoMemoryProvider:
         return MemoryPermissions(use=False, create=False, governs_profile=False)
 
     def permissions_read(self, *, app_name: str, user_id: str, session_id: str) -> StoreRead:
-        return StoreRead([], lambda results: None)
+        return NOTHING_READ
 
     def permissions_taken(self, *, session: Session, answer: Any) -> MemoryPermissions:
         return MemoryPermissions(use=False, create=False, governs_profile=False)
@@ -149,7 +149,7 @@ class NoMemoryProvider:
     def turn_trigger_read(
         self, *, app_name: str, user_id: str, session_id: str, invocation_id: str
     ) -> StoreRead:
-        return StoreRead([], lambda results: None)
+        return NOTHING_READ
 
     async def turn_completed(
         self, *, session: Session, invocation_id: str, facts: Any = None

@@ -18,7 +18,7 @@ from agents_app.runtime.turns import (
     text_content,
     tool_calls_interrupted_content,
 )
-from core.async_database import StoreRead, store_reads_joined
+from core.async_database import NOTHING_READ, store_reads_joined
 from sessions_app import selectors
 from sessions_app.errors import DuplicateEventError
 from sessions_app.events import Event
@@ -114,10 +114,10 @@ class TurnStore:
         ``after_final`` read, and the release of its claim (``run.claim``), which is marked
         released before the statements leave, so that a renewal answered first knows why the
         claim is gone."""
-        nothing = StoreRead([], lambda results: None)
         claim = run.claim
         then = store_reads_joined(
-            run.after_final or nothing, claim.release_read() if claim is not None else nothing
+            run.after_final or NOTHING_READ,
+            claim.release_read() if claim is not None else NOTHING_READ,
         )
         if claim is not None:
             claim.released_with_final = True

@@ -181,8 +181,8 @@ async def event_append_stored_async(
     *, session: Session, event: Event, then: StoreRead | None = None
 ) -> tuple[selectors.StoredEvent, Any]:
     """``event_append_stored`` from an event loop, its one statement on the loop's own
-    connection (PostgreSQL); with the answer of ``then``, read in the same round trip just
-    after the event is stored (None without)."""
+    connection (PostgreSQL); with the answer of ``then``, whose statements follow in the same
+    round trip and transaction (None without)."""
     pending = _append_begin(session=session, event=event)
     with _append_storing(event=event, pending=pending):
         place, answer = await storage.event_store_async(**pending.store_arguments, then=then)

@@ -88,9 +88,11 @@ class SessionService:
     async def append_event_stored_then(
         self, session: Session, event: Event, *, then: async_database.StoreRead
     ) -> tuple[selectors.StoredEvent, Any]:
-        """``append_event_stored``, then the read ``then`` once the event is stored: on
-        PostgreSQL in the same round trip (a turn's last write and what follows it cost one),
-        else just after; answers the stored event and ``then``'s answer."""
+        """``append_event_stored``, then the statements of ``then`` once the event is stored: on
+        PostgreSQL in the same round trip and transaction (a turn's last write and what
+        follows it cost one, and a write among them, such as the release of the turn's claim,
+        goes only with the event), else just after; answers the stored event and ``then``'s
+        answer."""
         if async_database.available():
             return await event_append_stored_async(session=session, event=event, then=then)
 

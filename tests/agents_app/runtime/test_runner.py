@@ -10,7 +10,7 @@ from agents_app.runtime.memory_hooks import MemoryPermissions, NoMemoryProvider
 from agents_app.runtime.offline import OfflineModel
 from agents_app.runtime.runner import DuplicateTurnError, Runner
 from agents_app.runtime.tools import Tool, ToolContext
-from core.async_database import StoreRead
+from core.async_database import NOTHING_READ, StoreRead
 from core.background import background_wait_idle
 from core.llm import LlmChunk, LlmRequest, MemorySnippet, ModelError, RetryPolicy
 from sessions_app import selectors, services
@@ -77,7 +77,7 @@ class StaticMemory:
         return self.allowed
 
     def permissions_read(self, *, app_name, user_id, session_id):
-        return StoreRead([], lambda results: None)
+        return NOTHING_READ
 
     def permissions_taken(self, *, session, answer):
         return self.allowed
