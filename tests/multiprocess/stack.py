@@ -396,31 +396,43 @@ def _socket_inodes(pid: int) -> set[int]:
     return inodes
 
 
-def _tcp_local_ports() -> dict[int, int]:
-    """The local port of every TCP socket of the machine, by the socket's inode."""
+def _client_ports_to(server_port: int) -> dict[int, int]:
+    """The local port of every TCP socket of the machine connected to ``server_port``, by the
+    socket's inode. Only those: Linux gives connections to different servers the same local
+    port number, so a socket to Redis may be numbered as another process's connection to the
+    database."""
     ports = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(OSError), open(table) as lines:
             next(lines)
             for line in lines:
                 fields = line.split()
-                ports[int(fields[9])] = int(fields[1].rpartition(":")[2], 16)
+                if int(fields[2].rpartition(":")[2], 16) == server_port:
+                    ports[int(fields[9])] = int(fields[1].rpartition(":")[2], 16)
     return ports
 
 
 def database_connections_by_process(stack: Stack) -> dict[str, int]:
     """The app's connections to its database now, counted by the process (with its children)
     that holds each: ``{"web-a": 5, "worker-1": 1, ...}``; ``"other"`` counts those of no
-    process of the stack (a test's own). Matched through each backend's client port."""
-    client_ports = [
-        port
-        for (port,) in stack.postgres.rows(
-            "SELECT client_port FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-            "AND backend_type = 'client backend'"
-        )
-    ]
-    ports_by_inode = _tcp_local_ports()
+    process of the stack (a test's own)."""
+    counts: dict[str, int] = {}
+    for (name, _), count in database_connections_by_process_and_application(stack).items():
+        counts[name] = counts.get(name, 0) + count
+    return counts
+
+
+def database_connections_by_process_and_application(stack: Stack) -> dict[tuple[str, str], int]:
+    """``database_connections_by_process`` by process and the ``application_name`` each
+    connection gave (``""`` for Django's own): ``{("web-a", "chatapp-async"): 4, ...}``, every
+    process named with ``""`` at least. Matched through each backend's client port, among the
+    sockets connected to the database's port."""
+    backends = stack.postgres.rows(
+        "SELECT client_port, application_name FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+        "AND backend_type = 'client backend'"
+    )
+    ports_by_inode = _client_ports_to(stack.postgres.port)
     owners: dict[int, str] = {}
     for process in stack.processes():
         if not process.alive():
@@ -429,10 +441,11 @@ def database_connections_by_process(stack: Stack) -> dict[str, int]:
             for inode in _socket_inodes(pid):
                 if inode in ports_by_inode:
                     owners[ports_by_inode[inode]] = process.name
-    counts = {process.name: 0 for process in stack.processes()}
-    counts["other"] = 0
-    for port in client_ports:
-        counts[owners.get(port, "other")] += 1
+    counts = {(process.name, ""): 0 for process in stack.processes()}
+    counts["other", ""] = 0
+    for port, application in backends:
+        key = (owners.get(port, "other"), application)
+        counts[key] = counts.get(key, 0) + 1
     return counts
 
 
