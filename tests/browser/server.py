@@ -53,7 +53,10 @@ USER_POOL_SIZE = 200
 # The server refuses longer messages unread (128 MiB in production): low enough for a test to
 # type one into the chat, above the message of a megabyte that the chat itself refuses.
 WEBSOCKET_MAX_MESSAGE_BYTES = 2_000_000
-STARTUP_TIMEOUT_SECONDS = 60
+# How long a server may take to answer after it is started before the tests give up (not an
+# assertion): seconds on a quiet machine, but a Django start is seconds of processor time, and
+# on two cores shared with the rest of the suite and its browsers one took more than a minute.
+STARTUP_TIMEOUT_SECONDS = 180
 
 SET_UP = """
 from django.contrib.auth import get_user_model
