@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pytest
-from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.models import Group
@@ -45,6 +44,7 @@ from sessions_app.uploads import uploads_check
 from tests.factories import AccessGrantFactory, MemoryFactory, StaffFactory, UserFactory
 from tests.memory_app.support import session_make, turn_add
 from tests.sample_files import image_bytes
+from tests.websocket_client import WebsocketClient
 
 # --- The data and who may read it ---------------------------------------------------------
 
@@ -701,7 +701,7 @@ async def _connect(path: str, cookie: bytes | None) -> tuple[bool, int | None]:
     headers = [(b"origin", b"http://testserver"), (b"host", b"testserver")]
     if cookie:
         headers.append((b"cookie", cookie))
-    communicator = WebsocketCommunicator(application, path, headers=headers)
+    communicator = WebsocketClient(application, path, headers=headers)
     connected, code = await communicator.connect(timeout=10)
     await communicator.disconnect()
     return connected, code
@@ -734,7 +734,7 @@ async def _frames_answered(path: str, cookie: bytes, frames: list[dict]) -> list
     from chatapp.asgi import application
 
     headers = [(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"cookie", cookie)]
-    communicator = WebsocketCommunicator(application, path, headers=headers)
+    communicator = WebsocketClient(application, path, headers=headers)
     connected, _ = await communicator.connect(timeout=10)
     assert connected
     answers = []

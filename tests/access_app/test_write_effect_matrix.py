@@ -28,7 +28,6 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
-from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -60,6 +59,7 @@ from tests.access_app.test_acl_matrix import _routes
 from tests.factories import StaffFactory, UserFactory, session_key
 from tests.memory_app.support import lexical_only, memory_make, session_make, turn_add  # noqa: F401
 from tests.sample_files import image_bytes
+from tests.websocket_client import WebsocketClient
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -825,7 +825,7 @@ async def _frames(path: str, cookie: bytes, frames: list[dict]) -> tuple[bool, l
     from chatapp.asgi import application
 
     headers = [(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"cookie", cookie)]
-    communicator = WebsocketCommunicator(application, path, headers=headers)
+    communicator = WebsocketClient(application, path, headers=headers)
     connected, _ = await communicator.connect(timeout=10)
     received = []
     turn_running = False

@@ -9,7 +9,6 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.db import connections
 from django.test import Client
@@ -22,6 +21,7 @@ from tests.agents_app.test_admin import _app_form
 from tests.chatapp.support import WAIT, chat_socket_open
 from tests.factories import StaffFactory
 from tests.fake_openai import HttpError, text_reply
+from tests.websocket_client import WebsocketClient
 
 
 def _staff() -> Client:
@@ -37,7 +37,7 @@ def _provider_set(app: App, provider: str, model: str) -> None:
     assert answer.status_code == 302, answer.context["adminform"].form.errors
 
 
-async def _reply(communicator: WebsocketCommunicator, text: str) -> str:
+async def _reply(communicator: WebsocketClient, text: str) -> str:
     await communicator.send_json_to(
         {"type": "user_message", "text": text, "client_message_id": uuid.uuid4().hex}
     )

@@ -4,24 +4,24 @@ import uuid
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.db import connections
 from django.test import Client
 
 from chatapp.asgi import application
 from sessions_app import services
+from tests.websocket_client import WebsocketClient
 
 WAIT = 20  # seconds a frame may take before the test gives up (not an assertion)
 
 
-async def chat_socket_open(user, session_id: str) -> WebsocketCommunicator:
+async def chat_socket_open(user, session_id: str) -> WebsocketClient:
     """A chat socket of ``session_id``, connected as the signed-in ``user`` from the site's
     own origin."""
     client = Client()
     await sync_to_async(client.force_login)(user)
     cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-    socket = WebsocketCommunicator(
+    socket = WebsocketClient(
         application,
         f"/ws/chat/{session_id}/",
         headers=[

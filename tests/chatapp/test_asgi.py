@@ -8,11 +8,11 @@ where they come from). A path no route answers is refused without an error."""
 import logging
 
 import pytest
-from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from chatapp.asgi import application
 from sessions_app import services
+from tests.websocket_client import WebsocketClient
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -37,9 +37,7 @@ def chat_socket(user, cookie):
         headers = [(b"cookie", cookie), (b"host", host), *extra]
         if origin is not None:
             headers.append((b"origin", origin))
-        communicator = WebsocketCommunicator(
-            application, f"/ws/chat/{session.id}/", headers=headers
-        )
+        communicator = WebsocketClient(application, f"/ws/chat/{session.id}/", headers=headers)
         communicator.scope["scheme"] = scheme
         connected, _ = await communicator.connect(timeout=WAIT)
         await communicator.disconnect()
@@ -110,7 +108,7 @@ async def test_a_trusted_origin_opens_the_socket(chat_socket, settings):
 
 @pytest.mark.parametrize("path", ["/ws/nothing/", "/ws/chat/", "/ws/chat/a/b/", "/elsewhere/"])
 async def test_a_path_no_route_answers_is_refused_without_an_error(cookie, caplog, path):
-    communicator = WebsocketCommunicator(
+    communicator = WebsocketClient(
         application,
         path,
         headers=[(b"cookie", cookie), (b"host", b"testserver"), (b"origin", b"http://testserver")],

@@ -18,7 +18,6 @@ from html.parser import HTMLParser
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import reverse
 
@@ -26,6 +25,7 @@ from chatapp.asgi import application
 from sessions_app import services
 from sessions_app.events import Event
 from tests.factories import MemoryFactory, UserFactory, session_key
+from tests.websocket_client import WebsocketClient
 
 MARKER = "pwned"
 HOSTILE = [
@@ -152,7 +152,7 @@ async def test_websocket_event_frames_carry_inert_html(user, settings):
     client = Client()
     await database_sync_to_async(client.force_login)(user)
     cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
-    socket = WebsocketCommunicator(
+    socket = WebsocketClient(
         application,
         f"/ws/chat/{session.id}/",
         headers=[(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"cookie", cookie)],

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from django.db import connection, connections
 from django.test import Client
@@ -46,6 +45,7 @@ from tests.memory_app.support import (
     session_make,
     turn_add,
 )
+from tests.websocket_client import WebsocketClient
 
 pytestmark = pytest.mark.usefixtures("lexical_only")
 
@@ -452,7 +452,7 @@ async def test_the_user_s_open_chat_gets_a_notice_from_the_job(monkeypatch):
     session = await sync_to_async(session_make)(owner)
     await sync_to_async(turn_add)(session, "I live in Porto.")
     job = await sync_to_async(job_for)(owner, session)
-    socket = WebsocketCommunicator(
+    socket = WebsocketClient(
         application,
         f"/ws/chat/{session.id}/",
         headers=[

@@ -9,7 +9,6 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from django.db import connections
 from django.test import Client
@@ -33,6 +32,7 @@ from tests.memory_app.support import (  # noqa: F401 (fixture)
     session_make,
     turn_add,
 )
+from tests.websocket_client import WebsocketClient
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -74,11 +74,11 @@ def _login(user) -> Client:
     return client
 
 
-async def _socket(user, session_id: str) -> WebsocketCommunicator:
+async def _socket(user, session_id: str) -> WebsocketClient:
     client = await sync_to_async(_login)(user)
     name = django_settings.SESSION_COOKIE_NAME
     cookie = f"{name}={client.cookies[name].value}".encode()
-    socket = WebsocketCommunicator(
+    socket = WebsocketClient(
         application,
         f"/ws/chat/{session_id}/",
         headers=[(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"cookie", cookie)],
@@ -88,7 +88,7 @@ async def _socket(user, session_id: str) -> WebsocketCommunicator:
     return socket
 
 
-async def _turn(socket: WebsocketCommunicator, text: str) -> dict:
+async def _turn(socket: WebsocketClient, text: str) -> dict:
     """Send a message; the turn_complete frame (notices met on the way are skipped)."""
     await socket.send_json_to(
         {"type": "user_message", "text": text, "client_message_id": uuid.uuid4().hex}
@@ -100,7 +100,7 @@ async def _turn(socket: WebsocketCommunicator, text: str) -> dict:
         assert frame["type"] != "error", frame
 
 
-async def _notice(socket: WebsocketCommunicator) -> dict:
+async def _notice(socket: WebsocketClient) -> dict:
     while True:
         frame = await socket.receive_json_from(timeout=WAIT)
         if frame["type"] == "notice":

@@ -8,7 +8,6 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.db import connections
 from django.test import Client
@@ -24,6 +23,7 @@ from sessions_app.uploads import uploads_check
 from tests.factories import UserFactory
 from tests.fake_gemini import Reply, final_chunk, text_chunk
 from tests.sample_files import image_bytes, pdf_bytes
+from tests.websocket_client import WebsocketClient
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -63,7 +63,7 @@ async def open_socket(user, session_id):
     await sync_to_async(client.force_login)(user)
     name = settings.SESSION_COOKIE_NAME
     cookie = f"{name}={client.cookies[name].value}".encode()
-    communicator = WebsocketCommunicator(
+    communicator = WebsocketClient(
         application,
         f"/ws/chat/{session_id}/",
         headers=[(b"host", b"testserver"), (b"origin", b"http://testserver"), (b"cookie", cookie)],

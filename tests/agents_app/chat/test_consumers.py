@@ -14,7 +14,6 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.db import connections
 from django.test import Client
@@ -33,6 +32,7 @@ from sessions_app.events import Event, new_invocation_id
 from sessions_app.models import EventRecord
 from tests.agents_app.chat.conftest import turns_ended
 from tests.factories import session_key
+from tests.websocket_client import WebsocketClient
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -82,7 +82,7 @@ def _communicator(session_id, *, cookie=None, origin=ORIGIN):
     headers = [(b"host", b"testserver")] + ([(b"origin", origin)] if origin else [])
     if cookie:
         headers.append((b"cookie", cookie))
-    return WebsocketCommunicator(application, f"/ws/chat/{session_id}/", headers=headers)
+    return WebsocketClient(application, f"/ws/chat/{session_id}/", headers=headers)
 
 
 async def _open(session_id, cookie):
