@@ -10,6 +10,9 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from tests.browser.server import CHROMIUM, CHROMIUM_ARGS, Server, running_server, sign_in
 
 EXPECT_TIMEOUT_MS = 15_000
+# How long background memory generation may take to show, on a machine busy with the rest of
+# the suite (not an assertion): as the tests that wait for it allow.
+GENERATION_TIMEOUT_SECONDS = 45
 WIDE = {"width": 1280, "height": 860}
 PHONE = {"width": 390, "height": 844}
 

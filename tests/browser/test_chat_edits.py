@@ -3,9 +3,12 @@ and the memories are right afterwards, and after a reload."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.browser.conftest import GENERATION_TIMEOUT_SECONDS
 from tests.sample_files import image_bytes
 
 pytestmark = pytest.mark.browser
@@ -36,9 +39,11 @@ def memory_texts(page: Page, *, without: str) -> list[str]:
     turn's memory is revised in the background, after the rewind committed)."""
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Memory").click()
     items = page.locator(".memory-item .memory-text")
-    for _ in range(20):
+    deadline = time.monotonic() + GENERATION_TIMEOUT_SECONDS
+    while True:
         expect(page.get_by_role("heading", level=1)).to_have_text("Memory")
-        if not page.locator(".memory-item", has_text=without).count():
+        gone = not page.locator(".memory-item", has_text=without).count()
+        if gone or time.monotonic() > deadline:
             break
         page.wait_for_timeout(250)
         page.reload()

@@ -12,6 +12,10 @@ from tests.browser.test_chat_follow import SCREENS
 pytestmark = pytest.mark.browser
 
 WORDS = 400
+# Shown once the reply is under way, early in its 400 words (about 7 s at the test server's
+# pace): the reload comes while most of it is still to be written however busy the machine,
+# rather than a fixed time after sending, which on a busy machine left too little of it.
+UNDER_WAY = "word9 word10"
 
 
 def reply(page: Page):
@@ -31,8 +35,7 @@ def test_a_reload_mid_reply_streams_on_from_where_it_was(new_page, server, viewp
     composer = page.get_by_role("textbox", name="Message")
     composer.fill(text)
     composer.press("Enter")
-    expect(page.locator("#messages .entry-agent.streaming")).to_be_visible()
-    page.wait_for_timeout(2000)
+    expect(page.locator("#messages .entry-agent.streaming")).to_contain_text(UNDER_WAY)
     written = words_shown(page)
 
     page.reload()
@@ -61,8 +64,7 @@ def test_stop_after_a_reload_stops_the_reply(new_page):
     composer = page.get_by_role("textbox", name="Message")
     composer.fill(" ".join(f"word{n}" for n in range(WORDS)))
     composer.press("Enter")
-    expect(page.locator("#messages .entry-agent.streaming")).to_be_visible()
-    page.wait_for_timeout(1000)
+    expect(page.locator("#messages .entry-agent.streaming")).to_contain_text(UNDER_WAY)
     page.reload()
     expect(page.locator("#messages .entry-agent.streaming")).to_be_visible()
 

@@ -8,8 +8,12 @@ and no ``javascript:`` link to click.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from playwright.sync_api import Page, expect
+
+from tests.browser.conftest import GENERATION_TIMEOUT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -71,9 +75,8 @@ def test_hostile_chat_and_memory_text_never_runs(chat_page: Page):
     send(page, "remember that my favourite tag is <img src=x onerror=\"window.pwned='memory'\">")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Memory").click()
     memory = page.locator(".memory-item", has_text="favourite tag").first
-    for _ in range(30):
-        if memory.count():
-            break
+    deadline = time.monotonic() + GENERATION_TIMEOUT_SECONDS
+    while not memory.count() and time.monotonic() < deadline:
         page.wait_for_timeout(500)
         page.reload()
     expect(memory).to_contain_text("<img src=x onerror=")
