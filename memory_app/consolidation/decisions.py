@@ -15,6 +15,7 @@ from memory_app.consolidation.preparation import (
     PreparedFacts,
     consolidation_prepare,
 )
+from memory_app.consolidation.subjects import claims_apply, claims_conflict
 from memory_app.consolidation.writes import ConsolidationReport, MemoryWrites
 from memory_app.extraction import (
     ExtractedFact,
@@ -39,14 +40,28 @@ class _Run:
     """One consolidation's decisions, over the user's active memories as its writes leave
     them."""
 
-    def __init__(self, *, known: KnownMemories, writes: MemoryWrites) -> None:
+    def __init__(
+        self, *, known: KnownMemories, writes: MemoryWrites, items: list[PreparedFact]
+    ) -> None:
         self.known = known
         self.writes = writes
         self.report = writes.report
+        self._stated: dict[str, set[tuple[str, str]]] = {}
+        for each in items:
+            for claim in each.claims:
+                if not claim.negated and claim.slot:
+                    for event_id in each.fact.event_ids:
+                        self._stated.setdefault(event_id, set()).add((claim.who, claim.slot))
 
-    def _wins(self, item: PreparedFact, known: KnownMemory) -> bool:
+    def replaced_slots(self, item: PreparedFact) -> set[tuple[str, str]]:
+        """The (who, subject) pairs an affirmative fact of the same message as ``item``
+        states: a negation of theirs is left to that fact's update."""
+        return {pair for event_id in item.fact.event_ids for pair in self._stated.get(event_id, ())}
+
+    def wins(self, item: PreparedFact, known: KnownMemory) -> bool:
         """Between two statements of the person (explicit or implicit), the newer; otherwise
-        trust first, then recency. A correction or retraction also wins a tie in time."""
+        trust first, then recency. A correction or retraction also wins a tie in time, and so
+        does a fact said after the one that wrote the memory in this run."""
         fact_source = SourceType(item.fact.source_type)
         memory_source = SourceType(known.memory.source_type)
         both_said = fact_source in PERSON_SOURCES and memory_source in PERSON_SOURCES
@@ -55,9 +70,11 @@ class _Run:
         fact_time = self.writes.fact_time(item)
         if fact_time != known.last_seen:
             return fact_time > known.last_seen
+        if known.memory.id in self.writes.written:
+            return True  # an earlier fact of this message: what is said after it is newer
         return item.fact.kind in (FactKind.CORRECTION, FactKind.RETRACTION)
 
-    def _said_reason(self, item: PreparedFact) -> str:
+    def said_reason(self, item: PreparedFact) -> str:
         """Why a memory changed, for the person: "You said you moved to Porto last week on 26
         Nov." for what they said; "newer information: <fact>" for another source."""
         if SourceType(item.fact.source_type) not in PERSON_SOURCES:
@@ -169,7 +186,7 @@ class _Run:
             return True
         if target is None:
             return False
-        if not self._wins(item, target):
+        if not self.wins(item, target):
             self.report.unchanged.append(target.memory)
         elif plan.operation == Operation.UPDATE:
             self.writes.update(target, item, reason=plan.reason, text=plan.text, vector=plan.vector)
@@ -186,10 +203,14 @@ class _Run:
         for known, jaccard, cosine in similar:
             same_text = known.memory.text.casefold() == item.text.casefold()
             close = jaccard >= DUPLICATE_JACCARD or cosine >= DUPLICATE_COSINE
-            other_value = bool(subject) and known.subject == subject and not same_text
+            other_value = (bool(subject) and known.subject == subject) or claims_conflict(
+                item.claims, known.claims
+            )
             if known.negated == negated and (same_text or (close and not other_value)):
                 self.writes.merge(known, item)
                 return
+        if claims_apply(self, item, replaced_slots=self.replaced_slots(item)):
+            return
         related = [
             known
             for known, jaccard, cosine in similar
@@ -197,10 +218,10 @@ class _Run:
         ]
         contradicted = next((k for k in related if k.negated != negated), None)
         if contradicted is not None:
-            if not self._wins(item, contradicted):
+            if not self.wins(item, contradicted):
                 self.report.unchanged.append(contradicted.memory)
                 return
-            self.writes.invalidate(contradicted, item, reason=self._said_reason(item))
+            self.writes.invalidate(contradicted, item, reason=self.said_reason(item))
         target = None
         if subject:
             same_subject = [k for k in self.known.by_id.values() if k.subject == subject]
@@ -219,10 +240,10 @@ class _Run:
             if contradicted is not None:
                 reason = f"replaces the invalidated memory {contradicted.memory.id}"
             self.writes.create(item, reason=reason)
-        elif not self._wins(item, target):
+        elif not self.wins(item, target):
             self.report.unchanged.append(target.memory)
         else:
-            self.writes.update(target, item, reason=self._said_reason(item))
+            self.writes.update(target, item, reason=self.said_reason(item))
 
 
 def _events_resolve(
@@ -300,7 +321,7 @@ def memories_consolidate(
             artifacts=artifacts,
             session_id=session_id,
         )
-        run = _Run(known=known, writes=writes)
+        run = _Run(known=known, writes=writes, items=prepared.items)
         for item in prepared.items:
             if not _from_rewound_turns_only(item.fact, events, rewound):
                 run.apply(item)

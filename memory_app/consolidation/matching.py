@@ -5,7 +5,7 @@ preference a switch replaces, and turn records by their words."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from django.db.models import Max
@@ -13,6 +13,7 @@ from django.db.models import Max
 from memory_app.consolidation.preparation import PreparedFact
 from memory_app.embedding import vector_from_bytes
 from memory_app.extraction import fact_is_turn_record, fact_negated, fact_subject
+from memory_app.extraction.offline.claims import Claim, fact_claims
 from memory_app.extraction.profile import profile_subject
 from memory_app.models import Memory, MemoryScope, MemorySource, MemoryStatus
 from memory_app.ranking import MemoryIndex, NoEmbedder, tokenize
@@ -33,6 +34,7 @@ class KnownMemory:
     event_pks: set[int]
     record: bool
     profile: str = ""  # the profile subject of its structured value (extraction.profile)
+    claims: list[Claim] = field(default_factory=list)  # what it says of which subject
 
 
 def _terms(text: str) -> frozenset[str]:
@@ -86,6 +88,7 @@ class KnownMemories:
             event_pks=events,
             record=fact_is_turn_record(text=memory.text, topic=memory.topic),
             profile=profile_subject(memory.structured),
+            claims=fact_claims(text=memory.text),
         )
         self.by_id[memory.id] = known
         if known.record:

@@ -3,13 +3,14 @@ verdict, PII redaction and the embedder's vectors (see :func:`consolidation_prep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memory_app.embedding import embedder_get
 from memory_app.extraction import ExtractedFact, fact_text_normalise, memory_model_configured
+from memory_app.extraction.offline.claims import Claim, fact_claims
 from memory_app.extraction.profile import profile_read
 from memory_app.models import MemoryScope
 from memory_app.safety import SafetyVerdict, memory_text_check, pii_redact, secrets_mask
@@ -30,6 +31,7 @@ class PreparedFact:
     vector: np.ndarray | None = None
     structured: dict[str, Any] | None = None  # the profile field it holds (extraction.profile)
     plan: PlannedOperation | None = None  # the model's operation (consolidation.model)
+    claims: list[Claim] = field(default_factory=list)  # what it says of which subject
 
 
 @dataclass(frozen=True)
@@ -68,12 +70,14 @@ def _fact_prepare(*, fact: ExtractedFact, app_name: str) -> PreparedFact:
         verdict = memory_text_check(text=fact.text)
     excerpt = secrets_mask(text=pii_redact(text=fact.excerpt, app_name=app_name))
     stored = pii_redact(text=text, app_name=app_name)
+    user_scope = verdict.ok and fact.scope == MemoryScope.USER
     return PreparedFact(
         fact=fact,
         text=stored,
         excerpt=excerpt,
         verdict=verdict,
         structured=_structured(fact=fact, text=stored, app_name=app_name) if verdict.ok else None,
+        claims=fact_claims(text=stored) if user_scope else [],
     )
 
 

@@ -87,6 +87,7 @@ class MemoryWrites:
         self.actor_user_pk = actor_user_pk
         self.known = known
         self.report = ConsolidationReport()
+        self.written: set[uuid.UUID] = set()  # memories this run created or updated
         self.ttl_days = memory_ttl_days(app_name=app_name)
 
     def _expiry(self, item: PreparedFact) -> datetime | None:
@@ -245,6 +246,7 @@ class MemoryWrites:
             self.known.remember(memory, last_seen=self.fact_time(item), events=linked)
             self.known.index_add(memory, item.vector)
         self.report.created.append(memory)
+        self.written.add(memory.id)
         return memory
 
     def session_merge(self, memory: Memory, item: PreparedFact) -> None:
@@ -330,6 +332,28 @@ class MemoryWrites:
             memory, last_seen=max(known.last_seen, self.fact_time(item)), events=known.event_pks
         )
         self.known.index_add(memory, vector)
+        self.report.updated.append(memory)
+        self.written.add(memory.id)
+
+    def revise(self, known: KnownMemory, item: PreparedFact, *, text: str, reason: str) -> None:
+        """``known`` keeps all it said but a clause the fact retired or replaced: its text
+        becomes ``text`` (an "updated" revision with before and after, the fact's event its
+        source); its vector is dropped, as it was made for the longer text."""
+        memory = known.memory
+        before = memory_snapshot(memory)
+        memory.text = text
+        memory.embedding, memory.embedding_model = None, ""
+        memory.save(update_fields=["text", "embedding", "embedding_model", "updated_at"])
+        self._revision(
+            memory,
+            action=MemoryRevision.Action.UPDATED,
+            before=before,
+            after=memory_snapshot(memory),
+            reason=reason,
+            item=item,
+        )
+        self.known.remember(memory, last_seen=known.last_seen, events=known.event_pks)
+        self.known.index_add(memory, None)
         self.report.updated.append(memory)
 
     def invalidate(self, known: KnownMemory, item: PreparedFact, *, reason: str = "") -> None:

@@ -82,6 +82,44 @@ def profile_read(*, text: str) -> dict[str, Any] | None:
     if favourite and _clean(favourite["value"]):
         what = " ".join(favourite["what"].casefold().split())
         return {PREFERENCES: {what: _clean(favourite["value"])}}
+    return _profile_from_claim(clean)
+
+
+_SAID_WORK = re.compile(
+    r"^the user\s+(?:(?:now|still|currently|also|back)\s+)*(?:is\s+(?:(?:now|still|currently|"
+    r"back|also)\s+)*|works\s+(?:as\s+)?|has been working\s+(?:as\s+)?|is working\s+(?:as\s+)?)?",
+    re.I,
+)
+# A stay bound to a time fills no field ("The user is in Berlin this week").
+_PASSING = re.compile(
+    r"\b(?:today|tonight|tomorrow|this\s+(?:week|weekend|morning|afternoon|evening)|next\s+week|"
+    r"for\s+the\s+(?:week|weekend)|on\s+holiday|on\s+vacation|on\s+a\s+trip)\b",
+    re.I,
+)
+_FOODS = frozenset(["meat", "fish", "chicken", "pork", "beef", "seafood", "red meat"])
+_SAID_TAIL = re.compile(r"\s+(?:now|these days|anymore|since \w+|again)$", re.I)
+
+
+def _profile_from_claim(text: str) -> dict[str, Any] | None:
+    """The field the first clause of a fact fills however it is worded ("The user is based in
+    Milan", "The user is a teacher now", "The user is back to vegetarian"), by its claim
+    (:mod:`memory_app.extraction.offline.claims`)."""
+    from memory_app.extraction.offline.claims import DIET, LOCATION, PARTNER, WORK, fact_claims
+
+    claim = next((c for c in fact_claims(text=text) if c.main and not c.who), None)
+    if claim is None or claim.negated or not claim.value.strip() or _PASSING.search(text):
+        return None
+    if claim.slot == DIET and claim.value.casefold() in _FOODS:
+        return {DIET: f"eats {claim.value.casefold()}"}
+    if claim.slot in (LOCATION, DIET):
+        return {claim.slot: _clean(claim.value)}
+    if claim.slot == WORK:
+        said = _SAID_WORK.sub("", text[claim.start : claim.end]).strip(" ,.")
+        said = _SAID_TAIL.sub("", said)
+        return {WORK: _clean(said)} if said else None
+    if claim.slot == PARTNER and " " in claim.value and claim.value.split()[-1][:1].isupper():
+        relation, name = claim.value.rsplit(" ", 1)
+        return {FAMILY: {relation: _clean(name)}}
     return None
 
 

@@ -202,6 +202,7 @@ PERSONAL_VERBS = frozenset(
         "book",
         "order",
         "wear",
+        "take",
     ]
 )
 # Things that happened in the user's life, said in the past, kept as said: "I quit smoking in
@@ -227,8 +228,24 @@ LIFE_EVENTS = frozenset(
         "decided",
         "chose",
         "picked",
+        "left",
+        "gave",
+        "went",
+        "got",
+        "became",
     ]
 )
+# Life events that say something only with the words after them: "I gave up coffee", "I went
+# back to Nairobi", "I got a new job at ...", "I left Spotify" (not "I left early").
+LIFE_EVENT_PHRASES = {
+    "used": r"^\s+to\s",
+    "gave": r"^\s+up\b",
+    "went": r"^\s+back\s+(?:to|home)\b",
+    "got": r"^\s+(?:a\s+(?:new\s+)?job|married|engaged|divorced|back\s+together|a\s+(?:new\s+)?"
+    r"(?:girlfriend|boyfriend|partner|dog|cat|puppy|kitten))\b",
+    "left": r"^\s+(?:my\s+|the\s+|(?-i:[A-Z]))",
+    "became": r"^\s+(?:a|an)\s",
+}
 # Decisions of the user's own life: "I settled on the 3-day itinerary", "I decided to ...".
 DECISIONS = frozenset(["settled", "decided", "chose", "picked"])
 # "I can read hiragana now": a skill of the user's, not "I can't log in" or "I can help".
@@ -238,7 +255,19 @@ CAN_SKILL = re.compile(
     re.I,
 )
 AGE_TURNED = re.compile(r"^\s+(?P<age>\d{1,3})\b")
-HAVE_BEEN = re.compile(r"^i\s+have\s+been\s+(?!\w+ing\b)(?P<rest>.+)$", re.I)
+HAVE_BEEN = re.compile(
+    r"^i\s+have\s+been\s+(?P<rest>(?!\w+ing\b).+|(?:living|working|studying)\b.+)$", re.I
+)
+FAVOURITE_NAMED = re.compile(
+    r"^(?:i\s+(?:think|guess|reckon|would\s+say)\s+)?(?P<value>(?-i:[A-Z])[^,;]{0,40}?)\s+is\s+"
+    r"(?:now\s+|still\s+)?my\s+(?P<what>(?:new\s+)?favou?rite\s+[\w' -]{1,30}?)"
+    r"(?:\s+(?P<when>now|these\s+days|at\s+the\s+moment))?$",
+    re.I,
+)
+# "Mia and I broke up", "Tom and I got married": the user and someone named, together.
+NAME_AND_I = re.compile(r"^(?P<name>(?-i:[A-Z][\w'-]+))\s+and\s+I\s+(?P<rest>[a-z].+)$", re.I)
+# "I am back at Google", "I am back to vegetarian": a return, not "I am back".
+BACK_TO = re.compile(r"^back\s+(?:to|at|on|in|with)\s", re.I)
 CANNOT_LIKE = re.compile(
     r"^i\s+(?:can't|cannot|can\s+not)\s+(?:stand|bear|get\s+into)\s+(?P<thing>.+)$", re.I
 )
@@ -259,7 +288,8 @@ HAVE_NOT_FACTS = re.compile(
 )
 PAST_PHRASES = {"moved": r"^\s+to\b", "grew": r"^\s+up\b", "was": r"^\s+born\b"}
 MOVED = re.compile(
-    r"^i\s+(?:have\s+)?(?:(?:just|recently|finally|also|actually)\s+)*moved\s+"
+    r"^i\s+(?:have\s+)?(?:(?:just|recently|finally|also|actually)\s+)*(?:moved|relocated)\s+"
+    r"(?:back\s+)?"
     r"(?:from\s+(?P<origin>[^,;]+?)\s+)?to\s+(?P<rest>.+)$",
     re.I,
 )

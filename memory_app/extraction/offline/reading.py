@@ -18,7 +18,7 @@ _SUBJECT = re.compile(
     r"was\s+born\s+on|is\s+called|is\s+named|is\s+married\s+to)\b)",
     re.I,
 )
-_NEGATION = re.compile(r"\b(?:not|no\s+longer|never|anymore)\b|n't\b", re.I)
+_NEGATION = re.compile(r"\b(?:not|no\s+longer|never|anymore|used\s+to)\b|n't\b", re.I)
 _MOVED_TO_PLACE = re.compile(
     r"^(?i:the\s+user\s+(?:has\s+)?(?:(?:just|recently|finally|also)\s+)*moved\s+"
     r"(?:from\s+.+?\s+)?to\s+(?:the\s+)?)[A-Z]"

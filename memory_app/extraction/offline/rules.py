@@ -28,7 +28,7 @@ from memory_app.extraction.offline.sentences import (
     sentences_split,
 )
 from memory_app.extraction.offline.session_scope import session_only_split
-from memory_app.extraction.offline.statements import statement_parse
+from memory_app.extraction.offline.statements import Statement, statement_parse
 from memory_app.models import MemoryScope, SourceType
 from memory_app.topics import EXPLICIT_INSTRUCTIONS, PERSONAL_INFO
 from sessions_app.events import Event
@@ -36,12 +36,41 @@ from sessions_app.events import Event
 _NO_AGAIN = re.compile(r"^no[,!.]\s+", re.I)  # "Wait, no, I ..."
 # An opening word before the statement: "Second, I'm writing my thesis", "Sadly, my ...".
 _OPENING_WORD = re.compile(r"^[^,\s]+,\s+(?=(?:I|[Mm]y)\b)")
+# Where a statement may start further in a sentence, and what before it rules that out.
+_FURTHER_START = re.compile(r"(?<![\w'])(?=(?:I|[Ww]e|[Mm]y)\b(?!')|[A-Z][\w'-]+\s+and\s+I\b)")
+_NOT_LEAD_IN = re.compile(
+    r"^\s*(?:please\s+|can\s+you\s+|could\s+you\s+)?(?:write|explain|tell|give|show|make|help|"
+    r"translate|summari[sz]e|list|find|create|draft|suggest|describe|generate|send|check|fix|"
+    r"remind|compare|recommend|plan|book|add|pretend|imagine|act|say|reply|respond|rewrite|"
+    r"edit|correct|proofread|play|role-?play)\b"
+    r"|\b(?:if|whether|unless|saying|says|said|asks?|asked|tells?|told|pretend|imagine|suppose|"
+    r"wish|maybe|would|could|should|might|he|she|they|someone|somebody|character|story|"
+    r"sentence|quote|example)\b|[\"“]",
+    re.I,
+)
 
 
 def _not_but_resolve(text: str) -> str:
     """'X is not A but B' -> 'X is B'; 'live not in A but in B' -> 'live in B'."""
     text = patterns.NOT_BUT_COPULA.sub(lambda m: f"{m['verb']} {m['new']}", text)
     return patterns.NOT_BUT_PREPOSITION.sub(lambda m: f"{m['prep']} {m['new']}", text)
+
+
+def _statement_further_in(text: str, *, dropped: str) -> Statement | None:
+    """The first-person statement standing further in the sentence, after words that only lead
+    into it ("Quick update on my life: I actually moved to Wroclaw", "So after a lot of back
+    and forth we finally moved to Denver", "Good news, Mia and I got back together"); none
+    after a request, a condition or reported words ("Write a story where I live in Rome",
+    "if I move to Oslo", "she said I ...")."""
+    for start in _FURTHER_START.finditer(text):
+        if start.start() == 0:
+            continue
+        if _NOT_LEAD_IN.search(text[: start.start()]):
+            return None
+        statement = statement_parse(sentence_clean(text[start.start() :]), dropped=dropped)
+        if statement is not None:
+            return statement
+    return None
 
 
 def _sentence_fact(*, sentence: str, event_id: str, dropped: str = "") -> ExtractedFact | None:
@@ -79,6 +108,8 @@ def _sentence_fact(*, sentence: str, event_id: str, dropped: str = "") -> Extrac
     opening = _OPENING_WORD.match(resolved)
     if statement is None and opening:
         statement = statement_parse(resolved[opening.end() :], dropped=dropped)
+    if statement is None:
+        statement = _statement_further_in(resolved, dropped=dropped)
     if statement is None:
         return None
     if statement.negated:

@@ -8,9 +8,15 @@ import re
 from memory_app.extraction.offline.patterns import SMALL_TALK_MARKERS, SMALL_TALK_WORDS
 
 _SENTENCE_SPLIT = re.compile(
-    r"(?<=[.!?;])\s+|\n+|,?\s+(?:and|but)\s+(?:(?:now|then|also|still)\s+)?(?=(?:I|my)\b)", re.I
+    r"(?<=[.!?;])\s+|\n+|,?\s+(?:and|but|so)\s+(?:(?:now|then|also|still)\s+)?(?=(?:I|my)\b)",
+    re.I,
 )
-_CLAUSE_SPLIT = re.compile(r",\s+(?=(?:I|[Mm]y|he|she|his|her)\b)")
+# ", I", ", my" ..., also after a word that only links or dates what follows: ", so I", ",
+# these days I", ", now I".
+_CLAUSE_SPLIT = re.compile(
+    r",\s+(?=(?:(?:so|and|but|now|these\s+days|nowadays|since\s+then)\s+)?(?:I|[Mm]y|he|she|his|"
+    r"her)\b)"
+)
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 _FILLER = re.compile(
     r"^(?:(?:oh|well|so|also|and|but|btw|by\s+the\s+way|ok|okay|hey|hi|hello|fyi)\b[,!:]?\s*)+",
@@ -18,12 +24,30 @@ _FILLER = re.compile(
 )
 
 
+# "Mia and I ...", "Good news, Tom and I ...": a name alone before "and I" is said with it.
+_NAME_AND = re.compile(r"(?:^|[,:;!]\s+)(?!I\b)[A-Z][\w'-]+$")
+
+
+def _sentences(text: str) -> list[str]:
+    """``text`` cut at ``_SENTENCE_SPLIT``, except "<Name> and I", which stays whole."""
+    pieces, start = [], 0
+    for match in _SENTENCE_SPLIT.finditer(text):
+        if match.group().strip(", ").lower().startswith("and") and _NAME_AND.search(
+            text[start : match.start()]
+        ):
+            continue
+        pieces.append(text[start : match.start()])
+        start = match.end()
+    pieces.append(text[start:])
+    return pieces
+
+
 def sentences_split(text: str) -> list[str]:
     """The sentences of a message, a sentence also ending before ", I", ", my", ", he", ", she",
     ", his" or ", her" when what precedes is more than an opening word ("Actually, I ..." and
     "No, my ..." stay whole)."""
     pieces = []
-    for sentence in _SENTENCE_SPLIT.split(text):
+    for sentence in _sentences(text):
         start = 0
         for match in _CLAUSE_SPLIT.finditer(sentence):
             head = _FILLER.sub("", sentence[start : match.start()].strip())
@@ -37,8 +61,10 @@ def sentences_split(text: str) -> list[str]:
 # Openings that say nothing of the fact that follows ("Yeah, I'm still a teacher", "These days I
 # can't stand coffee"); not "actually", which marks a correction.
 _OPENING = re.compile(
-    r"^(?:(?:yeah|yes|yep|perfect|great|sure|honestly|lately|these\s+days|nowadays|now|"
-    r"basically|anyway|mostly|quick\s+one|news|big\s+news|update)\b[,!:]?\s+)+(?=(?:I|my|we)\b)",
+    r"^(?:(?:yeah|yes|yep|perfect|great|sure|honestly|lately|these\s+days|nowadays|now|so|"
+    r"basically|anyway|mostly|quick\s+one|news|big\s+news|update|since\s+(?:then|"
+    r"(?-i:[A-Z])\w+(?:\s+\d{1,4})?|last\s+\w+|the\s+\w+)|as\s+of\s+(?:\w+\s+)?\w+)\b[,!:]?\s+)+"
+    r"(?=(?:I|my|we)\b)",
     re.I,
 )
 _CLOSING = re.compile(r",?\s+(?:by\s+the\s+way|btw|though|anyway|at\s+all(?:\s+though)?)$", re.I)
@@ -52,7 +78,15 @@ _WE = (
         r"I am \1 to",
     ),
     (re.compile(r"^we\s+(?:don't|do\s+not)\s+have\b", re.I), "I do not have"),
-    (re.compile(r"^we\s+(have|live|moved|settled|decided|chose|picked|booked)\b", re.I), r"I \1"),
+    (re.compile(r"^we(?:'re|\s+are)\s+(based|living|settled)\b", re.I), r"I am \1"),
+    (
+        re.compile(
+            r"^we\s+((?:just\s+|finally\s+|recently\s+|also\s+)*)(have|live|moved|relocated|"
+            r"bought|settled|decided|chose|picked|booked)\b",
+            re.I,
+        ),
+        r"I \1\2",
+    ),
 )
 
 

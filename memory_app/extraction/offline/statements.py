@@ -112,6 +112,10 @@ def _statement_i_am(text: str) -> Statement | None:
         and patterns.ACTIVITY_OBJECT.match(rest[len(first) :].strip())
     ):
         words = ["is", said]
+    elif neg and first.endswith("ing") and patterns.LASTING.search(text):
+        words = ["is", neg, rest]  # "I'm not teaching anymore"
+    elif patterns.BACK_TO.match(rest):
+        words = ["is", said]  # "I'm back at Google", not a passing "I'm back"
     elif first.endswith("ing") or first in patterns.PASSING_STATES:
         return None
     else:
@@ -177,7 +181,8 @@ def _statement_life_event(*, verb: str, rest: str, adverbs: str) -> Statement | 
         return Statement(
             text=f"The user is {age['age']}", topic=PERSONAL_INFO, negated=False, lasting=False
         )
-    if not rest.strip() or (verb == "used" and not rest.lstrip().startswith("to ")):
+    phrase = patterns.LIFE_EVENT_PHRASES.get(verb)
+    if not rest.strip() or (phrase and not re.match(phrase, rest, re.I)):
         return None
     said = " ".join(["The user", *adverbs.lower().split(), verb])
     return Statement(
@@ -185,6 +190,35 @@ def _statement_life_event(*, verb: str, rest: str, adverbs: str) -> Statement | 
         topic=KEY_CONVERSATION_DETAILS if verb in patterns.DECISIONS else PERSONAL_INFO,
         negated=False,
         lasting=False,
+    )
+
+
+def _statement_favourite_named(text: str) -> Statement | None:
+    """ "(I think) Vienna is my favourite city now" -> "The user's favourite city is Vienna
+    now": a favourite named before it is called one."""
+    match = patterns.FAVOURITE_NAMED.match(text)
+    if match is None:
+        return None
+    when = f" {match['when']}" if match["when"] else ""
+    return Statement(
+        text=f"The user's {match['what'].lower()} is {match['value']}{when}",
+        topic=PREFERENCES,
+        negated=False,
+        lasting=False,
+    )
+
+
+def _statement_name_and_i(text: str) -> Statement | None:
+    """ "Mia and I broke up last week" -> "The user and Mia broke up last week": something the
+    user and someone named did together."""
+    match = patterns.NAME_AND_I.match(text)
+    if match is None or match["rest"].split()[0].lower() in patterns.RELATION_NOT_VERBS:
+        return None
+    return Statement(
+        text=pronouns_third_person(f"The user and {match['name']} {match['rest'].strip()}"),
+        topic=PERSONAL_INFO,
+        negated=False,
+        lasting=bool(patterns.LASTING.search(text)),
     )
 
 
@@ -294,6 +328,7 @@ def statement_parse(text: str, *, dropped: str = "") -> Statement | None:
     if switched is not None:
         return switched
     parsers = (
+        _statement_favourite_named,
         _statement_my,
         _statement_relation,
         _statement_plan,
@@ -303,6 +338,7 @@ def statement_parse(text: str, *, dropped: str = "") -> Statement | None:
         _statement_can,
         _statement_cannot_like,
         _statement_answers,
+        _statement_name_and_i,
         _statement_i_verb,
     )
     for parse in parsers:
