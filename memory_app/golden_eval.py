@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_app.evaluation import Progress, session_ingest, silent, user_create
-from memory_app.extraction import memory_model_configured
+from memory_app.extraction import fact_negated, memory_model_configured
 from memory_app.models import Memory, MemoryStatus
 from memory_app.ranking import tokenize
 
@@ -84,12 +84,19 @@ def golden_evaluate(
     memories expected are those active after the last one. An expected memory may be
     ``{"text", "topic"}``: then ``by_topic`` gives precision, recall and F1 per topic (recall
     by the expected memory's topic, precision by the kept memory's).
+
+    A conversation may also name its ``family`` (how it is phrased: "negation", "past-tense"
+    ...) and list ``stale`` memories, the older values a correction replaced: it ends *exact*
+    when every expected memory is kept and no other active memory of the same polarity
+    carries a stale one. ``exact`` counts those conversations, ``by_family`` per family.
     """
     conversations = json.loads(Path(path).read_text())
     kept_total = expected_total = matched_total = 0
     details = []
     users = []
     topics: dict[str, dict[str, int]] = {}
+    families: dict[str, dict[str, int]] = {}
+    exact_total = 0
 
     def count(topic: str, key: str) -> None:
         if topic:
@@ -128,6 +135,22 @@ def golden_evaluate(
                 for i, j in pairs:
                     count(rows[i][1], "kept_matched")
                     count(entries[j].get("topic", ""), "matched")
+            paired = {i for i, _j in pairs}
+            stale = [
+                k
+                for i, k in enumerate(kept)
+                if i not in paired
+                for text in conversation.get("stale", [])
+                if fact_negated(text=k) == fact_negated(text=text)
+                and golden_matches(kept=[k], expected=[text])
+            ]
+            exact = len(pairs) == len(expected) and not stale
+            exact_total += exact
+            family = families.setdefault(
+                conversation.get("family", ""), {"conversations": 0, "exact": 0}
+            )
+            family["conversations"] += 1
+            family["exact"] += exact
             kept_total += len(kept)
             expected_total += len(expected)
             matched_total += len(pairs)
@@ -138,6 +161,8 @@ def golden_evaluate(
                         e for j, e in enumerate(expected) if j not in {p[1] for p in pairs}
                     ],
                     "unexpected": [k for i, k in enumerate(kept) if i not in {p[0] for p in pairs}],
+                    "stale": stale,
+                    "exact": exact,
                 }
             )
     finally:
@@ -156,6 +181,11 @@ def golden_evaluate(
         "recall": recall,
         "f1": f1,
         "match_threshold": GOLDEN_MATCH,
+        "exact": exact_total,
+        "by_family": {
+            name or "-": {**values, "rate": _ratio(values["exact"], values["conversations"])}
+            for name, values in sorted(families.items())
+        },
         "by_topic": {
             topic: _scores(
                 matched=values["matched"],
