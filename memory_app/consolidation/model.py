@@ -114,6 +114,16 @@ Between two things the user said, the newer wins, whether or not they asked you 
 the older one: "I moved to Porto" UPDATES "The user lives in Lisbon" even when that was an
 explicit request, and "I no longer eat meat" INVALIDATES "The user eats meat". Only tool output
 must never override what the user said.
+Match a fact to a memory by what both are about, not by their wording or where it stands in
+the sentence: where the user lives ("moved to", "is based in", "these days lives"), their work
+("is a teacher now", "quit nursing", "retired"), their studies, diet, partner and family
+members by name, a favourite or a preference. A newer fact about the same subject UPDATES the
+older memory (the history keeps what it said); a negation ("not ... anymore", "no longer",
+"quit", "stopped", "used to", "broke up with") INVALIDATES the memory it negates. When a memory
+joins several things ("The user lives in Gdansk, where they work as a ferry mechanic.") and the
+fact changes only one, UPDATE it to keep the rest true ("The user lives in Gdansk, where they
+teach welding."). A negation whose replacement another fact of the same message states
+("I quit nursing, I'm a teacher now") is NOTHING: that fact's UPDATE carries the change.
 Use only the memory ids listed under that fact. Give a short reason for each operation,
 written for the user ("You said you moved to Porto.")."""
 
