@@ -89,6 +89,12 @@ question and yields nothing):
    is dropped too (:func:`memory_app.extraction.facts.fact_is_request`). A fact whose topic
    the app turned off is dropped.
 
+Context: a job's events are read with what came before them in the conversation
+(:class:`ExtractionContext`: the compaction's rolling summary and the turns between it and the
+batch, bounded), which is never extracted itself: offline, the earlier turns tell the rules the
+assistant's last question (rule 4) and the people "he", "she" or a name stand for; the model
+gets both ahead of the transcript, marked as context.
+
 Attached files (:mod:`memory_app.extraction.files`): the model reads them and may draw facts from
 them (the file is the fact's source) or keep one as the memory's own file; the offline rules
 keep a file only when the user's message asks to remember it ("remember this logo").
@@ -101,7 +107,13 @@ from __future__ import annotations
 from django.conf import settings
 
 from core.llm import provider_configured
-from memory_app.extraction.facts import CREATE_MEMORY_TOOL, ExtractedFact, FactFile, FactKind
+from memory_app.extraction.facts import (
+    CREATE_MEMORY_TOOL,
+    ExtractedFact,
+    ExtractionContext,
+    FactFile,
+    FactKind,
+)
 from memory_app.extraction.files import attached_files_read, facts_kept_offline
 from memory_app.extraction.model import facts_from_model
 from memory_app.extraction.offline import (
@@ -150,7 +162,12 @@ def _not_saved_already(*, facts: list[ExtractedFact], events: list[Event]) -> li
 
 
 def facts_extract(
-    *, app_name: str, events: list[Event], topics: list[TopicSpec], user_pk: int | None = None
+    *,
+    app_name: str,
+    events: list[Event],
+    topics: list[TopicSpec],
+    user_pk: int | None = None,
+    context: ExtractionContext | None = None,
 ) -> list[ExtractedFact]:
     """The facts in ``events`` worth remembering for ``app_name``, in event order.
 
@@ -159,8 +176,10 @@ def facts_extract(
     user's messages are read too: the model gets them as parts and may draw facts from them or
     keep them; offline, an explicit "remember this" keeps them
     (:mod:`memory_app.extraction.files`). Only facts of the given (enabled) topics are
-    returned. Model errors propagate as ``ModelError``: transient ones are for the job layer
-    to retry.
+    returned. ``context``: what came before ``events`` in the conversation (the rolling
+    summary and the turns before them), which both paths read to understand ``events`` and
+    neither extracts from. Model errors propagate as ``ModelError``: transient ones are for
+    the job layer to retry.
     """
     topic_keys = {topic.key for topic in topics}
     files = (
@@ -169,9 +188,11 @@ def facts_extract(
         else {}
     )
     if memory_model_configured():
-        facts = facts_from_model(app_name=app_name, events=events, topics=topics, files=files)
+        facts = facts_from_model(
+            app_name=app_name, events=events, topics=topics, files=files, context=context
+        )
     else:
-        facts = facts_from_offline_rules(events=events) + facts_kept_offline(
+        facts = facts_from_offline_rules(events=events, context=context) + facts_kept_offline(
             events=events, files=files
         )
     facts = _not_saved_already(facts=facts, events=events)
@@ -183,6 +204,7 @@ def facts_extract(
 
 __all__ = [
     "ExtractedFact",
+    "ExtractionContext",
     "FactFile",
     "FactKind",
     "fact_is_turn_record",

@@ -56,6 +56,21 @@ class ExtractedFact:
     scope: str = MemoryScope.USER  # "session": it holds for the conversation it was said in only
 
 
+@dataclass(frozen=True)
+class ExtractionContext:
+    """What came before a job's events in the conversation, read to understand them and never
+    extracted itself: the rolling summary of the turns a compaction folded away (``summary``)
+    and the turns between it and the job's first event (``events``), both bounded
+    (``CONTEXT_EVENTS``, ``CONTEXT_CHARS``). An answer to a question asked before the batch
+    ("Where are you flying?" / "Lisbon"), a pronoun or a correction pointing back is read
+    through it."""
+
+    summary: str = ""
+    events: list[Any] = field(default_factory=list)  # sessions_app.events.Event
+
+
+CONTEXT_EVENTS = 8
+CONTEXT_CHARS = 4000
 IMPORTANCE = {EXPLICIT_INSTRUCTIONS: 0.8, PERSONAL_INFO: 0.7}
 DEFAULT_IMPORTANCE = 0.5
 

@@ -18,10 +18,12 @@ from django.conf import settings
 from google.genai import types
 
 from core.llm import ModelError, provider_model
+from memory_app.extraction.context import context_text
 from memory_app.extraction.facts import (
     EXCERPT_CHARS,
     USER_AUTHOR,
     ExtractedFact,
+    ExtractionContext,
     FactFile,
     FactKind,
     fact_is_request,
@@ -140,8 +142,10 @@ def _system_instruction(*, app_name: str, topics: list[TopicSpec]) -> str:
         "A request, a question, a task the user brings ('Explain how photosynthesis works', "
         "'Write a haiku about autumn leaves'), a greeting, thanks, and whatever the assistant "
         "said are not facts about the user: return nothing for them.",
-        "When the user changes or corrects something they said before ('I moved to Porto', "
-        "'I no longer eat meat', 'actually, my sister lives in Braga'), give the fact as it now "
+        "When the user changes or corrects something they said before, in any words and "
+        "wherever it stands in the sentence ('Quick update: I actually moved to Wroclaw', "
+        "'I no longer eat meat', 'I quit nursing, I'm a teacher now', 'these days I ...', "
+        "'since May I ...', 'actually, my sister lives in Braga'), give the fact as it now "
         "stands with kind 'correction', or 'retraction' when it only says something is no "
         "longer true.",
         "For each fact give: its topic (one of the keys below); its source_type: 'explicit' "
@@ -161,6 +165,9 @@ def _system_instruction(*, app_name: str, topics: list[TopicSpec]) -> str:
         "conversation only ('for this trip', 'in this chat') has scope 'session'.",
         "Never record instructions about how the assistant should behave, secrets (passwords, "
         "keys, tokens), or anything the assistant said that the user did not confirm.",
+        "What came earlier in the conversation may be given first, marked as context: read "
+        "the conversation through it (an answer to a question asked there, who 'he' or 'she' "
+        "is, what a correction corrects) but extract nothing from it.",
         "Return an empty list when there is nothing worth remembering.",
         "",
         "Topics:",
@@ -358,8 +365,10 @@ def facts_from_model(
     events: list[Event],
     topics: list[TopicSpec],
     files: dict[str, list[ArtifactRecord]] | None = None,
+    context: ExtractionContext | None = None,
 ) -> list[ExtractedFact]:
-    """The facts the model finds in ``events`` and in ``files`` (the files attached to them, by
+    """The facts the model finds in ``events`` (read after ``context``, from which it
+    extracts nothing) and in ``files`` (the files attached to them, by
     event id), parsed and checked by :func:`_facts_parse`, less those that only record a
     request, a question or the assistant's words (:func:`fact_is_request`); no call when
     there is nothing to read."""
@@ -367,6 +376,9 @@ def facts_from_model(
     transcript = _transcript(events=events, files=files)
     if not transcript:
         return []
+    earlier = context_text(context)
+    if earlier:
+        transcript = [types.Part(text=earlier), *transcript]
     topic_keys = [topic.key for topic in topics]
     answer = model_json(
         system_instruction=_system_instruction(app_name=app_name, topics=topics),

@@ -23,6 +23,7 @@ from memory_app.consolidation import (
     memories_consolidate,
 )
 from memory_app.extraction import ExtractedFact, facts_extract
+from memory_app.extraction.context import extraction_context_read
 from memory_app.models import (
     GenerationJob,
     MemoryWatermark,
@@ -259,6 +260,13 @@ def memory_job_run(*, job_id: str) -> GenerationJob:
                 events=batch.events,
                 topics=topics_for_app(app_name=job.app_name),
                 user_pk=job.user_id,
+                context=extraction_context_read(
+                    app_name=job.app_name,
+                    user_pk=job.user_id,
+                    session_id=job.session_id,
+                    events=batch.events,
+                    after_sequence=batch.after,
+                ),
             )
             if batch.events
             else []

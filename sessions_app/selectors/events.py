@@ -77,6 +77,29 @@ def stored_events_page(
     )
 
 
+def stored_events_before(
+    *, session_key: str, before_sequence: int, limit: int, for_memory: bool = False
+) -> list[StoredEvent]:
+    """The last ``limit`` events of the history of the session row ``session_key`` up to
+    ``before_sequence`` included (rewound ones left out; with ``for_memory``, those
+    ``stored_events_page`` leaves out for memory too), in order."""
+    if limit <= 0:
+        return []
+    queryset = EventRecord.objects.filter(
+        session_id=session_key, sequence__lte=before_sequence, rewound=False
+    )
+    if for_memory:
+        excluded_turns = EventRecord.objects.filter(
+            session_id=session_key, author="user", memory_excluded=True
+        ).exclude(invocation_id="")
+        queryset = queryset.exclude(memory_excluded=True).exclude(
+            invocation_id__in=excluded_turns.values("invocation_id")
+        )
+    rows = list(queryset.order_by("-sequence").values_list(*STORED_EVENT_COLUMNS)[:limit])
+    rows.reverse()
+    return [_stored_event_from_row(row) for row in rows]
+
+
 def stored_events_recent(*, session_key: str, limit: int) -> list[StoredEvent]:
     """The last ``limit`` events of the history of the session row ``session_key`` (rewound
     ones left out), in order."""

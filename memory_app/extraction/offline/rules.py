@@ -14,6 +14,7 @@ from memory_app.extraction.facts import (
     IMPORTANCE,
     USER_AUTHOR,
     ExtractedFact,
+    ExtractionContext,
     FactKind,
 )
 from memory_app.extraction.offline import patterns
@@ -134,11 +135,22 @@ def time_bound_days(text: str) -> int | None:
     return next((days for pattern, days in patterns.TIME_BOUND if pattern.search(text)), None)
 
 
-def facts_from_offline_rules(*, events: list[Event]) -> list[ExtractedFact]:
+def facts_from_offline_rules(
+    *, events: list[Event], context: ExtractionContext | None = None
+) -> list[ExtractedFact]:
     """The facts rules 1-3 (:mod:`memory_app.extraction`) find in the users' messages, in event
     order. A sentence no rule reads (a request, a question, small talk) yields nothing: what
-    was said is the session store's, not a memory."""
+    was said is the session store's, not a memory. The ``context`` events are read for the
+    people they name and the question the assistant last asked, and yield nothing."""
     facts, referents, asked = [], Referents(), None
+    for event in context.events if context else []:
+        text = event.text()
+        if event.author != USER_AUTHOR:
+            asked = asked_question(text) if text.strip() else asked
+            continue
+        asked = None
+        for said in sentences_split(text):
+            referents.note(said)
     for event in events:
         if event.author != USER_AUTHOR:
             asked = asked_question(event.text()) if event.text().strip() else asked
