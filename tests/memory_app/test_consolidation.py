@@ -704,3 +704,80 @@ def test_an_age_said_again_corrects_the_one_asked_to_remember(user, session):
 
     assert report.updated == [age]
     assert active(user) == ["The user is 35."]
+
+
+# --- Corrections by subject (issue 45) -------------------------------------------------------
+
+
+def test_a_move_said_mid_sentence_updates_where_the_user_lives(user, session):
+    [home] = remember(user, session, "I live in Gdansk.").created
+
+    remember(user, session, "Quick update on my life: I actually moved to Wroclaw last month.")
+
+    home.refresh_from_db()
+    assert active(user) == ["The user lives in Wroclaw, having moved there last month."]
+    assert home.text == active(user)[0] and home.structured == {"location": "Wroclaw"}
+    assert actions(home) == ["created", "updated"]
+
+
+def test_a_job_negated_inside_a_combined_memory_is_cut_and_the_new_one_kept(user, session):
+    said = "I live in Gdansk, where I work as a ferry mechanic."
+    [combined] = remember(user, session, said).created
+
+    remember(user, session, "And I'm not a ferry mechanic anymore, I now teach welding.")
+
+    combined.refresh_from_db()
+    assert active(user) == ["The user lives in Gdansk.", "The user now teaches welding."]
+    cut = combined.revisions.get(action="updated")
+    assert cut.before["text"] == "The user lives in Gdansk, where they work as a ferry mechanic."
+    assert cut.after["text"] == "The user lives in Gdansk."
+
+
+def test_quitting_a_job_for_another_updates_the_job_with_its_history(user, session):
+    [work] = remember(user, session, "I work as a nurse.").created
+
+    remember(user, session, "I quit nursing last month, I'm a teacher now.")
+
+    work.refresh_from_db()
+    assert active(user) == ["The user is a teacher now."]
+    assert work.text == "The user is a teacher now." and work.structured == {"work": "a teacher"}
+    assert work.revisions.get(action="updated").before["text"] == "The user works as a nurse."
+
+
+def test_a_negation_retires_what_it_names_in_other_words(user, session):
+    remember(user, session, "I drink three coffees a day.", "I love horror films.")
+
+    remember(user, session, "I've stopped drinking coffee.", "I can't stand horror films anymore.")
+
+    assert active(user) == [
+        "The user does not like horror films anymore.",
+        "The user has stopped drinking coffee.",
+    ]
+
+
+def test_a_correction_of_a_correction_keeps_the_newest(user, session):
+    remember(user, session, "I work at Google.")
+    remember(user, session, "Actually I work at Meta now.")
+
+    remember(user, session, "Wait, no, I'm back at Google since May.")
+
+    assert active(user) == ["The user is back at Google since May."]
+
+
+def test_a_relatives_move_changes_that_relative_only(user, session):
+    remember(user, session, "My sister Ana lives in Braga.", "I live in Porto.")
+
+    remember(user, session, "Guess what, my sister moved to Lisbon last week.")
+
+    assert active(user) == [
+        "The user lives in Porto.",
+        "The user's sister moved to Lisbon last week.",
+    ]
+
+
+def test_a_stay_bound_to_a_time_replaces_no_home(user, session):
+    remember(user, session, "I live in Lisbon.")
+
+    remember(user, session, "I'm in Berlin this week.")
+
+    assert "The user lives in Lisbon." in active(user)

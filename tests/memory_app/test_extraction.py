@@ -7,6 +7,7 @@ import pytest
 from core.llm import ModelError
 from memory_app.extraction import (
     ExtractedFact,
+    ExtractionContext,
     FactKind,
     fact_is_turn_record,
     fact_subject,
@@ -881,3 +882,55 @@ class TestRememberedOnce:
     )
     def test_a_remembered_fact_is_filed_under_its_topic(self, text, topic):
         assert fact_topic(text=text, default="explicit_instructions") == topic
+
+
+class TestContext:
+    """What came before a job's events is read to understand them and never extracted."""
+
+    def test_an_answer_to_a_question_asked_before_the_batch_is_read_through_it(self, offline):
+        earlier = ExtractionContext(
+            events=[user_says("I'm planning a trip."), agent_says("Where are you flying?")]
+        )
+        answer = user_says("Lisbon.")
+
+        with_context = facts_extract(
+            app_name=APP, events=[answer], topics=list(MANAGED_TOPICS), context=earlier
+        )
+
+        assert [fact.text for fact in with_context] == ["The user is flying to Lisbon."]
+        assert extract(answer) == []
+
+    def test_a_pronoun_reads_as_the_person_the_context_named(self, offline):
+        earlier = ExtractionContext(events=[user_says("My sister Ana lives in Braga.")])
+
+        facts = facts_extract(
+            app_name=APP,
+            events=[user_says("She moved to Lisbon last week.")],
+            topics=list(MANAGED_TOPICS),
+            context=earlier,
+        )
+
+        assert [fact.text for fact in facts] == ["The user's sister Ana moved to Lisbon last week."]
+
+    def test_the_model_reads_the_summary_and_earlier_turns_marked_as_context(self, fake_gemini):
+        gemini_answers(fake_gemini, {"facts": []})
+        earlier = ExtractionContext(
+            summary="The user is planning a trip to Portugal in May.",
+            events=[agent_says("Where are you flying?")],
+        )
+
+        answer = user_says("Lisbon.")
+        facts_extract(app_name=APP, events=[answer], topics=list(MANAGED_TOPICS), context=earlier)
+
+        request = fake_gemini.requests[0]
+        sent = "\n".join(
+            part.get("text", "")
+            for content in request.body["contents"]
+            for part in content.get("parts", [])
+        )
+        head, _, transcript = sent.partition("The conversation to extract from:")
+        assert "extract nothing from it" in head
+        assert "Summary: The user is planning a trip to Portugal in May." in head
+        assert "assistant: Where are you flying?" in head
+        assert "] user: Lisbon." in transcript
+        assert "marked as context" in request.system_text()

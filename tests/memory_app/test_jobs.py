@@ -115,6 +115,19 @@ def test_only_events_after_the_watermark_are_processed(user, enqueued, monkeypat
     assert (job.first_sequence, job.last_sequence) == (3, 3)
 
 
+def test_a_job_reads_the_turns_before_its_batch_as_context(user, enqueued):
+    session = session_make(user)
+    turn_add(session, "I'm planning a trip.", reply="Where are you flying?")
+    run(job_for(user, session))
+
+    turn_add(session, "Lisbon.", reply="Lovely!")
+    run(job_for(user, session))
+
+    texts = Memory.objects.filter(user=user, status="active").values_list("text", flat=True)
+    assert "The user is flying to Lisbon." in texts
+    assert sorted(texts).count("The user is planning a trip.") == 1
+
+
 def test_a_job_rechecks_the_users_choice_when_it_runs(user, enqueued):
     session = session_make(user)
     turn_add(session, "I live in Porto.")
