@@ -80,3 +80,37 @@ def porto_replaced_lisbon(page: Page, *, moved: str) -> None:
         )
     )
     expect(page.locator(".memory-text", has_text="Lisbon")).to_have_count(0)
+
+
+def test_a_correction_said_mid_sentence_reaches_the_page_the_profile_and_a_new_chat(
+    quick_page: Page, quick_server: Server
+):
+    page = quick_page
+    username = quick_server.usernames[0]
+    send(page, "My name is Dana and I live in Gdansk.")
+    leave_and_wait(page, quick_server, username, "Gdansk")
+
+    send(page, "Quick update on my life: I actually moved to Wroclaw last month.")
+    leave_and_wait(page, quick_server, username, "Wroclaw")
+    send(page, "Where do I live these days?")
+
+    expect(replies(page).last).to_contain_text("Wroclaw")
+    expect(replies(page).last).not_to_contain_text("Gdansk")
+    open_memory_page(page)
+    profile = page.locator(".memory-profile")
+    expect(profile).to_contain_text("Wroclaw")
+    expect(profile).not_to_contain_text("Gdansk")
+    moved = page.locator(".memory-item", has_text="lives in Wroclaw")
+    expect(moved).to_have_count(1)
+    expect(moved.locator(".memory-change")).to_contain_text("it was “The user lives in Gdansk.”")
+    expect(page.locator(".memory-text", has_text="Gdansk")).to_have_count(0)
+
+
+def leave_and_wait(page: Page, server: Server, username: str, word: str) -> None:
+    """Leave the chat for a new one and wait until what was said there is remembered."""
+    page.get_by_role("link", name="New chat").click()
+    expect(page.get_by_role("textbox", name="Message")).to_be_focused()
+    deadline = time.monotonic() + GENERATION_TIMEOUT_SECONDS
+    while not any(word in text for text in _active_memories(server, username)):
+        assert time.monotonic() < deadline, "the chat left behind was never generated"
+        time.sleep(0.5)
