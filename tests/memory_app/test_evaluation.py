@@ -233,3 +233,24 @@ def test_locomo_past_conversations_alone_generates_no_memory(tmp_path):
 
     assert (result["sources"], result["memories"], result["recall@5"]) == (["past"], 0, 1.0)
     assert not Memory.objects.exists()
+
+
+def test_the_corrections_set_counts_exact_conversations_per_phrasing_family(tmp_path):
+    """The corrections set (issue 45): each conversation names its phrasing family and the
+    older values it corrected; it is exact when the newest is active and no older one is."""
+    corrections = json.loads((GOLDEN.parent / "conversations_corrections.json").read_text())
+    assert len(corrections) >= 60 and all(c["family"] and c["stale"] for c in corrections)
+    by_id = {c["id"]: c for c in corrections}
+    quit_nursing = by_id["quit-nursing-teacher"]
+    never_corrected = {**quit_nursing, "id": "never-corrected", "family": "control"}
+    never_corrected["sessions"] = quit_nursing["sessions"][:1]
+    never_corrected["expected"] = ["The user is a teacher now."]
+    path = tmp_path / "golden.json"
+    path.write_text(json.dumps([by_id["wroclaw-quick-update"], quit_nursing, never_corrected]))
+
+    result = run_eval("golden", str(path))
+
+    assert result["exact"] == 2
+    assert result["by_family"]["control"] == {"conversations": 1, "exact": 0, "rate": 0.0}
+    assert result["by_family"]["mid-sentence"]["rate"] == 1.0
+    assert result["details"][2]["stale"] == ["The user works as a nurse."]
