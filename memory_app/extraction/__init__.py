@@ -24,7 +24,11 @@ going to ...", "we (don't) have ...", "we settled on / decided / chose / booked 
 the first person; an opening "he", "she", "his", "her" or a name reads as the person or
 animal of the user's life the conversation last named, when one fits ("my dad" then "he's
 into woodworking" -> "my dad's into woodworking"; "a dog named Rex" then "Rex turned ten" ->
-"my dog Rex turned ten"; "she" never stands for a brother); a sentence ending in "?" is a
+"my dog Rex turned ten"; "she" never stands for a brother); a statement standing further in a
+sentence, after words that only lead into it ("Quick update on my life: I actually moved to
+Wroclaw", "So after a lot of back and forth we finally moved to Denver", "Good news, Mia and I
+got back together") is read too, but not after a request, a condition or reported words
+("Write a story where I live in Rome", "if I move ..."); a sentence ending in "?" is a
 question and yields nothing):
 
 1. "remember (that) X", "please remember X", "don't forget (that) X", "keep in mind (that) X"
@@ -67,6 +71,11 @@ question and yields nothing):
    - "I moved (from Y) to <Place> ..." with a named place (a capital letter; the place ends
      at a comma or before "last", "this", "for", "in 2019", "in May" ...): "The user lives in
      <Place>, having moved there (from Y) ...", so the move fills the "lives in" slot;
+   - "I relocated (back) to <Place>" as "I moved"; "I've been living/working/studying ..."; "I
+     gave up X", "I went back to X", "I left X", "I got a new job ...", "I became a ..." as
+     life events; "I'm back at/to/on X" (not a passing "I'm back"); "I'm not <doing>
+     anymore"; "<Name> and I ..." -> "The user and <Name> ..."; "(I think) X is my favourite
+     Y" -> "The user's favourite Y is X";
    - "I (have) switched/changed (over) (from Y) to X": "The user switched from Y to X",
      ``preferences``, stated as lasting (source ``explicit``, confidence 0.9); without "from",
      Y is what an earlier sentence of the same message said the user no longer likes ("I
