@@ -934,3 +934,20 @@ class TestContext:
         assert "assistant: Where are you flying?" in head
         assert "] user: Lisbon." in transcript
         assert "marked as context" in request.system_text()
+
+
+@pytest.mark.parametrize(
+    ("said", "read"),
+    [
+        (
+            "Quick update on my life: I actually moved to Wroclaw last month.",
+            ["The user lives in Wroclaw, having moved there last month."],
+        ),
+        ("Good news, Mia and I got back together!", ["The user and Mia got back together."]),
+        ("Since May I've been working at Globex.", ["The user has been working at Globex."]),
+        ("Write a story where I live in Rome.", []),
+        ("Two weeks, visiting my wife's family in Osaka too.", []),
+    ],
+)
+def test_a_statement_further_in_a_sentence_is_read_unless_it_is_no_statement(said, read, offline):
+    assert [fact.text for fact in extract(user_says(said))] == read

@@ -39,6 +39,10 @@ _NO_AGAIN = re.compile(r"^no[,!.]\s+", re.I)  # "Wait, no, I ..."
 _OPENING_WORD = re.compile(r"^[^,\s]+,\s+(?=(?:I|[Mm]y)\b)")
 # Where a statement may start further in a sentence, and what before it rules that out.
 _FURTHER_START = re.compile(r"(?<![\w'])(?=(?:I|[Ww]e|[Mm]y)\b(?!')|[A-Z][\w'-]+\s+and\s+I\b)")
+_OBJECT_BEFORE = re.compile(
+    r"\b(?:to|for|with|of|about|from|at|in|on|by|like|than|as|into|\w+ing)\s*$", re.I
+)
+_POSSESSIVE = re.compile(r"[Mm]y\s+[\w-]+'s\b")
 _NOT_LEAD_IN = re.compile(
     r"^\s*(?:please\s+|can\s+you\s+|could\s+you\s+)?(?:write|explain|tell|give|show|make|help|"
     r"translate|summari[sz]e|list|find|create|draft|suggest|describe|generate|send|check|fix|"
@@ -68,6 +72,8 @@ def _statement_further_in(text: str, *, dropped: str) -> Statement | None:
             continue
         if _NOT_LEAD_IN.search(text[: start.start()]):
             return None
+        if _OBJECT_BEFORE.search(text[: start.start()]) or _POSSESSIVE.match(text, start.start()):
+            continue  # "visiting my wife's family": an object, not a statement
         statement = statement_parse(sentence_clean(text[start.start() :]), dropped=dropped)
         if statement is not None:
             return statement
