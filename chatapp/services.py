@@ -145,7 +145,6 @@ def user_data_delete(*, user, delete_account: bool) -> DataDeletionReport:
         if shared:
             memory_index_invalidate(app_name=app_name, user_pk=None)
     memory_selectors.index_cache_drop(user_pk=user_pk)
-    memory_selectors.past_index_cache_drop(user_pk=user_pk)
     memory_change_notice_send(
         user_pk=user_pk,
         notice={

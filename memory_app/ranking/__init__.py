@@ -8,7 +8,7 @@ id) and needs no LLM: see docs/memory-retrieval.md for the method and its LoCoMo
 
 from .bm25 import BM25Index, DocId
 from .embedders import Embedder, MiniLMEmbedder, NoEmbedder
-from .expansion import terms_related
+from .expansion import terms_related, words_related
 from .fusion import Ranked, rank, rank_arrays, recency_prior
 from .index import MemoryIndex, Origin
 from .text import STOPWORDS, normalise, stem, tokenize
@@ -30,4 +30,5 @@ __all__ = [
     "stem",
     "terms_related",
     "tokenize",
+    "words_related",
 ]

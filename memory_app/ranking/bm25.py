@@ -24,11 +24,17 @@ class BM25Index:
     are always those of the documents currently held, so a removed memory leaves no trace.
     IDF is Lucene's ``log(1 + (N - df + 0.5) / (df + 0.5))``: positive for every term, so a term
     present in most memories still counts a little instead of going negative.
+
+    ``documents``: when the index holds a sample of a larger collection (the turns a database
+    search found, out of a person's whole history), the size of that collection, which N is
+    then; the document frequencies stay those of the sample, exact for every term whose
+    matches the sample holds all of.
     """
 
-    def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75, documents: int | None = None) -> None:
         self.k1 = k1
         self.b = b
+        self.documents = documents
         self.ids: list[DocId] = []
         self._slots: dict[DocId, int] = {}
         self._terms: list[dict[str, int]] = []  # per slot: term -> count
@@ -124,7 +130,11 @@ class BM25Index:
     def idf(self, term: str) -> float:
         """Lucene's always-positive IDF of ``term`` over the documents held now."""
         df = self.document_frequency(term)
-        return math.log(1.0 + (len(self.ids) - df + 0.5) / (df + 0.5))
+        return math.log(1.0 + (self._collection_size() - df + 0.5) / (df + 0.5))
+
+    def _collection_size(self) -> int:
+        """N of the IDF: the documents held, or the collection they were drawn from."""
+        return max(len(self.ids), self.documents or 0)
 
     def score_array(
         self,
@@ -142,6 +152,7 @@ class BM25Index:
         scores = np.zeros(n)
         if not n:
             return scores
+        size = self._collection_size()
         norm = self.k1 * (
             1.0 - self.b + self.b * self._lengths[:n] / (self._total_length / n or 1.0)
         )
@@ -156,7 +167,7 @@ class BM25Index:
                     np.fromiter(posting.values(), dtype=np.float64, count=len(posting)),
                 )
             slots, tf = arrays
-            idf = math.log(1.0 + (n - len(slots) + 0.5) / (len(slots) + 0.5)) * query_count
+            idf = math.log(1.0 + (size - len(slots) + 0.5) / (len(slots) + 0.5)) * query_count
             scores[slots] += idf * tf * (self.k1 + 1.0) / (tf + norm[slots])
         return scores
 

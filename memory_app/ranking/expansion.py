@@ -239,6 +239,21 @@ def terms_related(terms: Iterable[str]) -> set[str]:
     return found
 
 
+def words_related(terms: Iterable[str]) -> list[str]:
+    """The words of the table (as written, not stemmed) that share a group with one of
+    ``terms`` (stemmed) and are not themselves one of them, sorted: what a database's
+    full-text search is also asked for, since it matches words, not stems."""
+    wanted = set(terms)
+    words = {
+        word
+        for group in RELATED_GROUPS
+        if wanted & {stem(word) for word in group}
+        for word in group
+        if stem(word) not in wanted
+    }
+    return sorted(words)
+
+
 def query_weights(query: str, *, bm25: BM25Index) -> dict[str, float]:
     """The query's terms with weight 1 per occurrence, plus their sub-word and related terms
     at ``SUBWORD_WEIGHT`` and ``RELATED_WEIGHT`` (only terms the index holds count)."""

@@ -43,14 +43,23 @@ class MemoryIndex:
     question a turn answers ("Where are you flying?" before "Lisbon, for a conference."). They
     are a field of their own (a second BM25 index over the contexts), so a search can count a
     match there at a fraction of a match on the memory's own words.
+
+    ``documents``: the size of the collection the index samples, when it holds only the
+    candidates a database search found (see :class:`BM25Index`).
     """
 
     def __init__(
-        self, *, embedder: Embedder | None = None, k1: float = 1.2, b: float = 0.5
+        self,
+        *,
+        embedder: Embedder | None = None,
+        k1: float = 1.2,
+        b: float = 0.5,
+        documents: int | None = None,
     ) -> None:
         self.embedder: Embedder = embedder or NoEmbedder()
-        self.bm25 = BM25Index(k1=k1, b=b)
-        self._contexts = BM25Index(k1=k1, b=b)  # doc id -> the words of its context
+        self.bm25 = BM25Index(k1=k1, b=b, documents=documents)
+        # doc id -> the words of its context
+        self._contexts = BM25Index(k1=k1, b=b, documents=documents)
         self._matrix = np.zeros((0, 0), dtype=np.float32)  # row = BM25 slot; grows by doubling
         self._has_vector = np.zeros(0, dtype=bool)
         self._priors = np.zeros(0, dtype=np.float64)

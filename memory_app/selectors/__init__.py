@@ -52,7 +52,6 @@ from memory_app.selectors.past_conversations import (
     PastTurn,
     past_conversations_allowed,
     past_conversations_search,
-    past_index_cache_drop,
 )
 from memory_app.selectors.search import (
     ScoredMemory,
@@ -87,7 +86,6 @@ __all__ = [
     "memory_settings_get",
     "past_conversations_allowed",
     "past_conversations_search",
-    "past_index_cache_drop",
     "profile_active",
     "profile_entries",
     "session_memory_access",

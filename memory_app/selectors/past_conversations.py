@@ -2,37 +2,42 @@
 memories, never stored as memories.
 
 The documents are the user-authored events of the user's chats in an app, as the session store
-holds them now: not rewound, in a chat that is not temporary. Each process keeps a
-:class:`~memory_app.ranking.MemoryIndex` of them per (app, user, embedder), ranked as memories
-are (BM25 with stemming and query expansion, names and speakers, neighbouring turns, MiniLM
-when configured), and each turn also by the question it answers when the turn before it (the
-assistant's reply, or another speaker's turn) ends with one. It is checked on every search
-against the chats' ``last_sequence``: every append, rewind (an edit is one) bumps it in the
-transaction that writes the events, and a deleted chat is gone from the list (a chat made
-again under the same id has a new creation time, also checked), so a search never ranks a chat
-by an old copy of it. The turns chosen are then read again from the database, so nothing
-deleted or rewound a moment ago is returned even by a search racing the change.
+holds them now: not rewound, in a chat that is not temporary. The database is the index: its
+full-text index (sessions_app migration 0008, through
+:func:`sessions_app.selectors.search.turn_windows`) finds the turns holding a word of the query
+or of the words the query relates to, each word its most recent ``CANDIDATES_PER_WORD``
+matches, and reads them with the turns around them, in one statement. Only those are ranked
+here, in a :class:`~memory_app.ranking.MemoryIndex` made for the search and dropped after it,
+as memories are ranked (BM25 with stemming and query expansion, names and speakers,
+neighbouring turns, priors), and each turn also by the question it answers when the turn
+before it (the assistant's reply, or another speaker's turn) ends with one. BM25's document
+frequencies are those of the turns read, exact for every word whose matches are all there;
+its collection size is the person's whole history (:class:`~memory_app.ranking.BM25Index`).
 
-Any door (the agent's tool and preload, later the MCP server) calls
+No process builds or keeps anything of a person's history, so any process answers anyone as
+fast, and what a search reads grows with the turns its words match, not with the history. A
+deleted or edited chat is gone from results at once: the database answers each search. The
+turns chosen are read again at the end, so nothing deleted or rewound a moment ago is returned
+even by a search racing the change.
+
+Any door (the agent's tool and preload, the MCP server) calls
 :func:`past_conversations_search`, which applies the person's choices itself.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.conf import settings
+import numpy as np
 
-from memory_app.embedding import embedder_get
 from memory_app.extraction.offline.sentences import sentences_split
 from memory_app.models import MemorySettings
-from memory_app.ranking import MemoryIndex, Origin, tokenize
+from memory_app.ranking import MemoryIndex, NoEmbedder, Origin, stem, tokenize, words_related
 from memory_app.selectors.generation import content_text
 from memory_app.selectors.search import NAME_WEIGHT, NEIGHBOUR_WEIGHT, SPEAKER_WEIGHT
 from sessions_app.models import EventRecord, SessionRecord
+from sessions_app.selectors.search import turn_windows
 
 EXCERPT_CHARS = 300
 # Fewer index terms than this and a turn says nothing worth finding again ("ok", "thanks!").
@@ -46,6 +51,15 @@ PRIOR_WEIGHT = 0.1
 # a conference."), a match there counting this much of one in the turn's own words: 0.2-0.4
 # measured alike on the LoCoMo dev split (docs/benchmarks.md, "Past conversations (issue 26)").
 QUESTION_WEIGHT = 0.3
+# The database's candidates (docs/benchmarks.md, "Past conversations searched by the
+# database"): each word of the query, then each word it relates to, up to CANDIDATE_WORDS
+# words, brings its CANDIDATES_PER_WORD most recent matching events, each with the events
+# from WINDOW_BEFORE before it to WINDOW_AFTER after it (the question it answers, its
+# neighbours, in a person's chat or a transcript of two speakers).
+CANDIDATE_WORDS = 16
+CANDIDATES_PER_WORD = 40
+WINDOW_BEFORE = 2
+WINDOW_AFTER = 2
 
 
 @dataclass(frozen=True)
@@ -65,20 +79,12 @@ class PastTurn:
 
 
 @dataclass
-class _PastIndex:
-    """One user's indexed turns, valid for the chats' (``last_sequence``, creation time) in
-    ``sessions``."""
+class _Candidates:
+    """The user turns a search ranks, in the index made for it, with the question each
+    answers (event pk -> question)."""
 
     index: MemoryIndex
-    sessions: dict[str, tuple] = field(default_factory=dict)
-    turns: dict[int, str] = field(default_factory=dict)  # event pk -> its chat
-    questions: dict[int, str] = field(default_factory=dict)  # event pk -> the question it answers
-    by_session: dict[str, list[int]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-_indexes: OrderedDict[tuple[str, int, str], _PastIndex] = OrderedDict()
-_indexes_lock = threading.Lock()
+    questions: dict[int, str]
 
 
 def past_conversations_allowed(*, user_pk: int, session_id: str | None = None) -> bool:
@@ -128,97 +134,75 @@ def _question_asked(text: str) -> str:
     return sentences[-1] if sentences and sentences[-1].endswith("?") else ""
 
 
-def _turn_rows(session_ids: list[str]):
-    """The events of the chats that hold words (the user's turns, and the replies and other
-    speakers' turns they may answer), in order; compaction summaries are no one's turn."""
-    return (
-        EventRecord.objects.filter(session_id__in=session_ids, rewound=False, content__isnull=False)
-        .exclude(author="system")
-        .order_by("session_id", "sequence")
-        .values_list(
-            "pk", "session_id", "sequence", "timestamp", "author", "content", "custom_metadata"
-        )
-    )
+def _candidate_words(query: str) -> list[tuple[str, ...]]:
+    """The words the database is asked for, each as its forms (the word and its stem, which
+    match the words starting with them): the query's own words, then those it relates to
+    (``words_related``), at most ``CANDIDATE_WORDS``."""
+    own = list(dict.fromkeys(tokenize(query, stemming=False)))
+    related = words_related(stem(word) for word in own)
+    words = []
+    for word in [*own, *related][:CANDIDATE_WORDS]:
+        forms = dict.fromkeys([word, stem(word)])
+        words.append(tuple(form for form in forms if form))
+    return words
 
 
-def _refresh(entry: _PastIndex, *, current: dict[str, tuple], keep: str | None) -> None:
-    """Bring ``entry`` to the chats of ``current``: chats gone (deleted, now temporary) are
-    dropped, changed and new ones read again; ``keep`` (the chat searched from, left out of
-    ``current``) stays as it was, to be filtered out at search time."""
-    stale = [
-        session_id
-        for session_id, version in entry.sessions.items()
-        if current.get(session_id) != version and session_id != keep
-    ]
-    fresh = [
-        session_id
-        for session_id, version in current.items()
-        if entry.sessions.get(session_id) != version
-    ]
-    for session_id in {*stale, *fresh}:
-        for pk in entry.by_session.pop(session_id, []):
-            entry.index.remove(doc_id=pk)
-            entry.turns.pop(pk, None)
-            entry.questions.pop(pk, None)
-        entry.sessions.pop(session_id, None)
-    ids, texts, origins, priors, questions = [], [], [], [], []
-    before: tuple[str, str, str, str] = ("", "", "", "")  # chat, author, speaker, text
-    for start in range(0, len(fresh), 200):
-        for pk, session_id, sequence, timestamp, author, content, metadata in _turn_rows(
-            fresh[start : start + 200]
-        ).iterator(chunk_size=2000):
-            text = " ".join(content_text(content).split())
-            if not text:
-                continue
-            speaker = _speaker(metadata)
-            asked_by_another = before[0] == session_id and before[1:3] != (author, speaker)
-            question = _question_asked(before[3]) if asked_by_another else ""
-            before = (session_id, author, speaker, text)
-            if author != "user":
-                continue
-            said_at = datetime.fromtimestamp(timestamp, tz=UTC)
-            ids.append(pk)
-            texts.append(_indexed_text(text=text, speaker=speaker, said_at=said_at))
-            questions.append(question)
-            priors.append(_turn_prior(text))
-            origins.append(
-                Origin(conversation=session_id, position=sequence, speaker=speaker, whole_turn=True)
-                if priors[-1]
-                else None
+def _semantic_vectors(event_pks: list[int]) -> np.ndarray | None:
+    """Each candidate turn's stored vector, in order, for the semantic score of the ranking
+    (``MemoryIndex`` blends it with the lexical one); None while turns have no stored vectors,
+    the ranking then lexical. A search never embeds the turns it ranks."""
+    return None
+
+
+def _candidates_rank(rows: list[tuple], *, events: int) -> _Candidates:
+    """The user turns among ``rows`` (events in chat and sequence order, see
+    :func:`turn_windows`) in an index of their own, each found also by the question it
+    answers, neighbours of the turns said next to them."""
+    pks, texts, origins, priors, contexts = [], [], [], [], []
+    questions: dict[int, str] = {}
+    before: tuple[str, int, str, str, str] = ("", 0, "", "", "")  # chat, sequence, author, ...
+    stretch = 0
+    for pk, session_key, sequence, timestamp, author, content, metadata in rows:
+        text = " ".join(content_text(content).split())
+        if not text:
+            continue
+        speaker = _speaker(metadata)
+        adjacent = before[0] == session_key and sequence - before[1] <= WINDOW_BEFORE
+        if not adjacent:
+            stretch += 1  # rows read apart are no one's neighbours
+        asked_by_another = adjacent and before[2:4] != (author, speaker)
+        question = _question_asked(before[4]) if asked_by_another else ""
+        before = (session_key, sequence, author, speaker, text)
+        if author != "user":
+            continue
+        said_at = datetime.fromtimestamp(timestamp, tz=UTC)
+        pks.append(pk)
+        texts.append(_indexed_text(text=text, speaker=speaker, said_at=said_at))
+        contexts.append(question)
+        priors.append(_turn_prior(text))
+        origins.append(
+            Origin(
+                conversation=f"{session_key}/{stretch}",
+                position=sequence,
+                speaker=speaker,
+                whole_turn=True,
             )
-            entry.turns[pk] = session_id
-            if question:
-                entry.questions[pk] = question
-            entry.by_session.setdefault(session_id, []).append(pk)
-    if ids:
-        entry.index.add_many(
-            doc_ids=ids, texts=texts, origins=origins, priors=priors, contexts=questions
+            if priors[-1]
+            else None
         )
-    for session_id in fresh:
-        entry.sessions[session_id] = current[session_id]
-
-
-def _index_get(*, app_name: str, user_pk: int) -> _PastIndex:
-    """The process's index of the user's turns in the app, as last refreshed (new: empty);
-    as many are kept as of memory indexes (``MEMORY_INDEX_CACHE_SIZE``)."""
-    embedder = embedder_get()
-    key = (app_name, user_pk, embedder.name)
-    with _indexes_lock:
-        entry = _indexes.get(key)
-        if entry is None:
-            entry = _PastIndex(index=MemoryIndex(embedder=embedder))
-            _indexes[key] = entry
-        _indexes.move_to_end(key)
-        while len(_indexes) > settings.MEMORY_INDEX_CACHE_SIZE:
-            _indexes.popitem(last=False)
-    return entry
-
-
-def past_index_cache_drop(*, user_pk: int) -> None:
-    """Forget this process's index of the user's past turns, with the texts it holds."""
-    with _indexes_lock:
-        for key in [key for key in _indexes if key[1] == user_pk]:
-            del _indexes[key]
+        if question:
+            questions[pk] = question
+    index = MemoryIndex(embedder=NoEmbedder(), documents=events)
+    if pks:
+        index.add_many(
+            doc_ids=pks,
+            texts=texts,
+            vectors=_semantic_vectors(pks),
+            origins=origins,
+            priors=priors,
+            contexts=contexts,
+        )
+    return _Candidates(index=index, questions=questions)
 
 
 def past_conversations_search(
@@ -244,33 +228,29 @@ def past_conversations_search(
         return []
     if not choices_read and not past_conversations_allowed(user_pk=user_pk, session_id=session_id):
         return []
-    current = {
-        chat: (sequence, created_at)
-        for chat, sequence, created_at in SessionRecord.objects.filter(
-            user_id=user_pk, app_name=app_name, temporary=False
-        )
-        .exclude(pk=session_id or "")
-        .values_list("pk", "last_sequence", "created_at")
-    }
-    if not current:
-        return []
-    entry = _index_get(app_name=app_name, user_pk=user_pk)
-    with entry.lock:
-        _refresh(entry, current=current, keep=session_id)
-        hidden = len(entry.by_session.get(session_id or "", []))
-        ranked = entry.index.search(
-            query=query,
-            limit=limit + hidden,
-            prior_weight=PRIOR_WEIGHT,
-            expand=True,
-            name_weight=NAME_WEIGHT,
-            speaker_weight=SPEAKER_WEIGHT,
-            neighbour_weight=NEIGHBOUR_WEIGHT,
-            context_weight=QUESTION_WEIGHT,
-        )
-        chosen = [(r.doc_id, r.score) for r in ranked if entry.turns[r.doc_id] in current][:limit]
-        asked = {pk: entry.questions[pk] for pk, _score in chosen if pk in entry.questions}
-    return past_turns_read(app_name=app_name, user_pk=user_pk, scores=dict(chosen), asked=asked)
+    windows = turn_windows(
+        user_pk=user_pk,
+        app_name=app_name,
+        words=_candidate_words(query),
+        per_word=CANDIDATES_PER_WORD,
+        before=WINDOW_BEFORE,
+        after=WINDOW_AFTER,
+        session_key=session_id,
+    )
+    candidates = _candidates_rank(windows.rows, events=windows.events)
+    ranked = candidates.index.search(
+        query=query,
+        limit=limit,
+        prior_weight=PRIOR_WEIGHT,
+        expand=True,
+        name_weight=NAME_WEIGHT,
+        speaker_weight=SPEAKER_WEIGHT,
+        neighbour_weight=NEIGHBOUR_WEIGHT,
+        context_weight=QUESTION_WEIGHT,
+    )
+    scores = {r.doc_id: r.score for r in ranked}
+    asked = {pk: candidates.questions[pk] for pk in scores if pk in candidates.questions}
+    return past_turns_read(app_name=app_name, user_pk=user_pk, scores=scores, asked=asked)
 
 
 def past_turns_read(

@@ -187,3 +187,107 @@ def chats_search(*, user_pk: int, app_name: str, query: str) -> list[SearchHit]:
             snippet_marks=word_marks(snippet, words),
         )
     return list(hits.values())
+
+
+_PG_WORD_MATCHES = (
+    "SELECT event.session_id, event.sequence FROM sessions_app_eventrecord AS event "
+    'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
+    f"WHERE event.content IS NOT NULL AND {_PG_TSVECTOR} @@ to_tsquery('simple', %s) "
+    "AND session.user_id = %s AND session.app_name = %s AND NOT session.temporary "
+    "AND session.\"key\" <> %s AND NOT event.rewound AND event.author <> 'system' "
+    "ORDER BY event.timestamp DESC, event.id DESC LIMIT %s"
+)
+_SQLITE_WORD_MATCHES = (
+    "SELECT event.session_id, event.sequence FROM sessions_app_event_search AS found "
+    "JOIN sessions_app_eventrecord AS event ON event.id = found.rowid "
+    'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
+    "WHERE sessions_app_event_search MATCH %s "
+    "AND session.user_id = %s AND session.app_name = %s AND NOT session.temporary "
+    "AND session.\"key\" <> %s AND NOT event.rewound AND event.author <> 'system' "
+    "ORDER BY event.timestamp DESC, event.id DESC LIMIT %s"
+)
+_TURN_WINDOWS = (
+    "WITH found AS ({matches}) "
+    "SELECT event.id, event.session_id, event.sequence, event.timestamp, event.author, "
+    "{content}, {metadata}, "
+    "(SELECT coalesce(sum(session.last_sequence), 0) FROM sessions_app_sessionrecord AS session "
+    "WHERE session.user_id = %s AND session.app_name = %s AND NOT session.temporary) "
+    "FROM sessions_app_eventrecord AS event WHERE event.id IN ("
+    "SELECT near.id FROM sessions_app_eventrecord AS near JOIN found "
+    "ON near.session_id = found.session_id "
+    "AND near.sequence BETWEEN found.sequence - %s AND found.sequence + %s) "
+    "AND event.content IS NOT NULL AND NOT event.rewound AND event.author <> 'system' "
+    "ORDER BY event.session_id, event.sequence"
+)
+
+
+@dataclass(frozen=True)
+class TurnWindows:
+    """Events around the matches of a search in one user's chats (see :func:`turn_windows`):
+    rows of (event pk, session key, sequence, timestamp, author, content, custom metadata),
+    in chat and sequence order, and ``events``, how many events the chats searched hold (the
+    size of the collection the rows were drawn from)."""
+
+    rows: list[tuple]
+    events: int
+
+
+def _word_match(forms: tuple[str, ...], vendor: str) -> str:
+    if vendor == "postgresql":
+        return " | ".join(f"{form}:*" for form in forms)
+    return " OR ".join(f'"{form}"*' for form in forms)
+
+
+def turn_windows(
+    *,
+    user_pk: int,
+    app_name: str,
+    words: list[tuple[str, ...]],
+    per_word: int,
+    before: int,
+    after: int,
+    session_key: str | None = None,
+) -> TurnWindows:
+    """The user's events of the app around those holding one of ``words`` (each word as its
+    forms, any of which matches the words starting with it), in one statement through the
+    full-text index of migration 0008.
+
+    Each word brings its ``per_word`` most recent matching events, so a rare word's matches are
+    all there and a common one's bounded; each match brings the events from ``before`` before
+    it to ``after`` after it in its chat (what it answers, its neighbours). Only the text events
+    of the user's chats of the app as they stand are read: not temporary, not the chat
+    ``session_key`` (the one searched from), not rewound, not compaction summaries. What is read
+    grows with the words and ``per_word``, never with the history.
+
+    Forms must be letters and digits only (as ``search_words`` and ``tokenize`` make them): they
+    are written into each database's match syntax.
+    """
+    words = [forms for forms in words if forms]
+    if not words:
+        return TurnWindows(rows=[], events=0)
+    vendor = connection.vendor
+    one = _PG_WORD_MATCHES if vendor == "postgresql" else _SQLITE_WORD_MATCHES
+    matches = " UNION ALL ".join(
+        f"SELECT * FROM ({one}) AS word_{number}" for number in range(len(words))
+    )
+    params: list[object] = []
+    for forms in words:
+        params += [_word_match(forms, vendor), user_pk, app_name, session_key or "", per_word]
+    params += [user_pk, app_name, before, after]
+    if vendor == "postgresql":
+        content, metadata = "event.content::text", "event.custom_metadata::text"
+    else:
+        content, metadata = "event.content", "event.custom_metadata"
+    sql = _TURN_WINDOWS.format(matches=matches, content=content, metadata=metadata)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        fetched = cursor.fetchall()
+    rows = [
+        (pk, key, sequence, timestamp, author, _json(content), _json(metadata))
+        for pk, key, sequence, timestamp, author, content, metadata, _events in fetched
+    ]
+    return TurnWindows(rows=rows, events=int(fetched[0][-1]) if fetched else 0)
+
+
+def _json(value: object) -> object:
+    return json.loads(value) if isinstance(value, str) else value

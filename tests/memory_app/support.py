@@ -11,7 +11,6 @@ from google.genai import types
 from memory_app import services
 from memory_app.embedding import embedder_get
 from memory_app.models import GenerationJob, Memory, MemoryScope, MemorySource, SourceType
-from memory_app.selectors import past_conversations as past_selectors
 from memory_app.selectors import search as search_selectors
 from sessions_app import services as session_services
 from sessions_app.events import Event, new_invocation_id
@@ -28,11 +27,9 @@ def lexical_only(settings):
     settings.MEMORY_EMBEDDER = "none"
     embedder_get.cache_clear()
     search_selectors._indexes.clear()
-    past_selectors._indexes.clear()
     yield
     embedder_get.cache_clear()
     search_selectors._indexes.clear()
-    past_selectors._indexes.clear()
 
 
 def session_make(user, *, app_name: str = APP, temporary: bool = False) -> Session:

@@ -1,13 +1,17 @@
 """Search of past conversations: the user's own turns, read from the session store as it is."""
 
 from datetime import UTC, datetime
+from unittest import mock
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from memory_app import selectors, services
 from memory_app.models import Memory
+from memory_app.selectors import past_conversations as past_selectors
 from sessions_app import services as session_services
-from sessions_app.models import EventRecord
+from sessions_app.models import EventRecord, SessionRecord
 from tests.factories import UserFactory, session_key
 from tests.memory_app.support import (
     APP,
@@ -157,3 +161,73 @@ def test_only_a_question_of_someone_else_just_before_a_turn_is_the_question_it_a
     assert search(owner, "dentist")[0].asked == ""
     assert search(owner, "scarves")[0].asked == ""
     assert search(owner, "anything else") == []
+
+
+def history_make(user, *, turns: int, needles: int = 3) -> None:
+    """A chat of ``turns`` user turns, one in ``turns // needles`` about the piano, written in
+    bulk as a long history would be (replies left out: they change nothing here)."""
+    session = session_make(user)
+    record = SessionRecord.objects.get(session_id=session.id, user=user)
+    every = turns // needles
+    EventRecord.objects.bulk_create(
+        EventRecord(
+            session=record,
+            sequence=number,
+            event_id=f"e-{number}",
+            author="user",
+            timestamp=1_700_000_000 + number,
+            content={
+                "role": "user",
+                "parts": [
+                    {
+                        "text": f"My piano lesson number {number} went well."
+                        if number % every == 0
+                        else f"Filler remark {number} about the weather and the traffic."
+                    }
+                ],
+            },
+        )
+        for number in range(1, turns + 1)
+    )
+    SessionRecord.objects.filter(pk=record.pk).update(last_sequence=turns)
+
+
+def search_read(user, query):
+    """The search's statements and the rows its database search handed back."""
+    read: list[int] = []
+    found_windows = past_selectors.turn_windows
+
+    def counted(**kwargs):
+        windows = found_windows(**kwargs)
+        read.append(len(windows.rows))
+        return windows
+
+    with (
+        mock.patch.object(past_selectors, "turn_windows", counted),
+        CaptureQueriesContext(connection) as queries,
+    ):
+        found = search(user, query)
+    return found, len(queries), sum(read)
+
+
+def test_a_search_reads_what_its_words_match_not_the_history():
+    """A first search of a person, as any process serves it: the statements and rows read
+    are the same for 50 and 500 turns of history holding the same three matches."""
+    short, long = UserFactory(), UserFactory()
+    history_make(short, turns=50)
+    history_make(long, turns=500)
+
+    found_short, statements_short, rows_short = search_read(short, "How was my piano lesson?")
+    found_long, statements_long, rows_long = search_read(long, "How was my piano lesson?")
+
+    assert len(found_short) == len(found_long)
+    assert all("piano lesson" in turn.excerpt for turn in found_short[:3] + found_long[:3])
+    assert statements_short == statements_long <= 3
+    assert rows_short == rows_long <= 3 * 5
+
+
+def test_turns_of_a_temporary_chat_are_never_returned(owner):
+    chat(owner, "Secret", "The tomato seeds are in the drawer.", temporary=True)
+    chat(owner, "Garden", "My tomato plants are on the balcony.")
+
+    assert [t.title for t in search(owner, "Where are the tomato seeds?")] == ["Garden"]
