@@ -56,10 +56,10 @@ QUESTION_WEIGHT = 0.3
 # words, brings its CANDIDATES_PER_WORD most recent matching events, each with the events
 # from WINDOW_BEFORE before it to WINDOW_AFTER after it (the question it answers, its
 # neighbours, in a person's chat or a transcript of two speakers).
-CANDIDATE_WORDS = 16
-CANDIDATES_PER_WORD = 40
-WINDOW_BEFORE = 2
-WINDOW_AFTER = 2
+CANDIDATE_WORDS = 10
+CANDIDATES_PER_WORD = 20
+WINDOW_BEFORE = 1
+WINDOW_AFTER = 1
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,8 @@ def _turn_prior(text: str) -> float:
     person looks for in their past chats."""
     if len(tokenize(text)) < DETAIL_MIN_TERMS:
         return 0.0
+    if "?" not in text:
+        return 1.0
     sentences = [s for s in sentences_split(text) if s.strip()]
     return 0.0 if all(s.rstrip().endswith("?") for s in sentences) else 1.0
 
@@ -130,6 +132,8 @@ def _speaker(metadata: object) -> str:
 def _question_asked(text: str) -> str:
     """The question ``text`` ends with ("Nice! Where are you flying?" -> "Where are you
     flying?"), or "" when it ends otherwise."""
+    if "?" not in text:
+        return ""
     sentences = [s.strip() for s in sentences_split(text) if s.strip()]
     return sentences[-1] if sentences and sentences[-1].endswith("?") else ""
 
