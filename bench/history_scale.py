@@ -464,6 +464,12 @@ def plot(results: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
+def results_save(results: dict[str, Any]) -> None:
+    """Keep the figures so far (a run stopped midway keeps the subjects it measured)."""
+    RESULTS_PATH.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS_PATH.write_text(json.dumps(results, indent=1))
+
+
 def main(argv: list[str] | None = None) -> None:
     args = arguments_parse(argv)
     if args.worker:
@@ -530,11 +536,11 @@ def main(argv: list[str] | None = None) -> None:
                     ),
                 }
             )
+            results_save(results)
     if args.served:
         print(f"one process serving {args.served} people", file=sys.stderr)
         [results["served"]] = workers_run([{**base, "kind": "served", "served": args.served}])
-    RESULTS_PATH.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS_PATH.write_text(json.dumps(results, indent=1))
+    results_save(results)
     print(f"{events:,} events stored; {args.memories:,} memories a subject")
     print("\n".join(table_lines(results)))
     try:
