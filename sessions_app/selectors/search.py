@@ -207,16 +207,16 @@ _SQLITE_WORD_MATCHES = (
     "ORDER BY event.timestamp DESC, event.id DESC LIMIT %s"
 )
 _TURN_WINDOWS = (
-    "WITH found AS ({matches}) "
+    "WITH found AS ({matches}), shift(step) AS (VALUES {steps}), "
+    "spots AS (SELECT DISTINCT found.session_id, found.sequence + shift.step AS sequence "
+    "FROM found CROSS JOIN shift) "
     "SELECT event.id, event.session_id, event.sequence, event.timestamp, event.author, "
     "{content}, {metadata}, "
     "(SELECT coalesce(sum(session.last_sequence), 0) FROM sessions_app_sessionrecord AS session "
     "WHERE session.user_id = %s AND session.app_name = %s AND NOT session.temporary) "
-    "FROM sessions_app_eventrecord AS event WHERE event.id IN ("
-    "SELECT near.id FROM sessions_app_eventrecord AS near JOIN found "
-    "ON near.session_id = found.session_id "
-    "AND near.sequence BETWEEN found.sequence - %s AND found.sequence + %s) "
-    "AND event.content IS NOT NULL AND NOT event.rewound AND event.author <> 'system' "
+    "FROM spots JOIN sessions_app_eventrecord AS event "
+    "ON event.session_id = spots.session_id AND event.sequence = spots.sequence "
+    "WHERE event.content IS NOT NULL AND NOT event.rewound AND event.author <> 'system' "
     "ORDER BY event.session_id, event.sequence"
 )
 
@@ -273,12 +273,13 @@ def turn_windows(
     params: list[object] = []
     for forms in words:
         params += [_word_match(forms, vendor), user_pk, app_name, session_key or "", per_word]
-    params += [user_pk, app_name, before, after]
+    params += [user_pk, app_name]
+    steps = ", ".join(f"({step})" for step in range(-before, after + 1))
     if vendor == "postgresql":
         content, metadata = "event.content::text", "event.custom_metadata::text"
     else:
         content, metadata = "event.content", "event.custom_metadata"
-    sql = _TURN_WINDOWS.format(matches=matches, content=content, metadata=metadata)
+    sql = _TURN_WINDOWS.format(matches=matches, steps=steps, content=content, metadata=metadata)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         fetched = cursor.fetchall()
