@@ -139,6 +139,16 @@ def _memory_job_request(
     )
 
 
+def _turn_embeddings_request(
+    *, app_name: str, user_pk: int, session_id: str, session_key: str | None
+) -> None:
+    key = session_key or selectors.memory_session_key(
+        app_name=app_name, user_pk=user_pk, session_id=session_id
+    )
+    if key is not None:
+        services.turn_embeddings_request(session_key=key)
+
+
 def _memory_session_presence(*, opened: bool, app_name: str, user_pk: int, session_id: str) -> None:
     key = selectors.memory_session_key(app_name=app_name, user_pk=user_pk, session_id=session_id)
     if key is None:
@@ -535,6 +545,22 @@ class DjangoMemoryProvider:
             facts=facts,
         )
         await self.turn_trigger_queue(session=session, trigger=trigger)
+        await self.turn_embeddings_queue(session=session)
+
+    async def turn_embeddings_queue(self, *, session: Session) -> None:
+        """Have the turn's words embedded once, in the background (nothing without an
+        embedder, so the offline default's turn takes no hop for it)."""
+        user_pk = user_pk_from_id(session.user_id)
+        if user_pk is None or services.embedder_active() is None:
+            return
+        await sync_to_async(_turn_embeddings_request)(
+            app_name=session.app_name,
+            user_pk=user_pk,
+            session_id=session.id,
+            session_key=_turn_session_key(
+                app_name=session.app_name, user_id=session.user_id, session_id=session.id
+            ),
+        )
 
     async def turn_trigger_check(
         self,

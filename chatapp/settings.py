@@ -376,6 +376,14 @@ MEMORY_PRUNE_BELOW_CONFIDENCE = env.float("MEMORY_PRUNE_BELOW_CONFIDENCE", defau
 MEMORY_PRIOR_WEIGHT = env.float("MEMORY_PRIOR_WEIGHT", default=0.1)
 MEMORY_RECENCY_HALF_LIFE_DAYS = env.float("MEMORY_RECENCY_HALF_LIFE_DAYS", default=30.0)
 MEMORY_INDEX_CACHE_SIZE = env.int("MEMORY_INDEX_CACHE_SIZE", default=256)
+# Bytes of memory indexes (texts, postings, vectors) a process keeps at most, whoever they
+# are of: a process's memory does not grow with the people it serves.
+MEMORY_INDEX_CACHE_BYTES = env.int("MEMORY_INDEX_CACHE_BYTES", default=256 * 1024 * 1024)
+# Embeddings are made once, in the background: this many texts per embedder call, and every
+# MEMORY_EMBEDDING_SWEEP_SECONDS what has no vector yet (turns stored through ADK's API, a lost
+# task) is embedded by the sweep.
+MEMORY_EMBEDDING_BATCH_SIZE = env.int("MEMORY_EMBEDDING_BATCH_SIZE", default=64)
+MEMORY_EMBEDDING_SWEEP_SECONDS = env.float("MEMORY_EMBEDDING_SWEEP_SECONDS", default=300.0)
 CELERY_BEAT_SCHEDULE |= {
     "memory-sessions-idle": {
         "task": "memory_app.tasks.memory_sessions_idle_enqueue",
@@ -396,6 +404,10 @@ CELERY_BEAT_SCHEDULE |= {
     "memories-forget": {
         "task": "memory_app.tasks.memories_forget",
         "schedule": float(MEMORY_FORGET_INTERVAL_SECONDS),
+    },
+    "memory-embeddings-sweep": {
+        "task": "memory_app.tasks.embeddings_sweep",
+        "schedule": MEMORY_EMBEDDING_SWEEP_SECONDS,
     },
 }
 

@@ -47,11 +47,24 @@ def _session_rewound(
 
 
 def _memory_saved(sender, instance, **kwargs) -> None:
-    """Any saved memory makes every process rebuild that owner's search index; a profile
+    """Any saved memory makes every process rebuild that owner's search index, and one without
+    a vector of the current embedder is embedded in the background after commit; a profile
     memory also rewrites the ``user:`` key it is the source of."""
-    from memory_app.services import memory_index_invalidate, profile_state_sync
+    from memory_app.services import (
+        embedder_active,
+        memory_embeddings_request,
+        memory_index_invalidate,
+        profile_state_sync,
+    )
 
     memory_index_invalidate(app_name=instance.app_name, user_pk=instance.user_id)
+    embedder = embedder_active()
+    if (
+        embedder is not None
+        and "embedding" not in instance.get_deferred_fields()
+        and (instance.embedding is None or instance.embedding_model != embedder.name)
+    ):
+        memory_embeddings_request(memory_ids=[instance.pk])
     if instance.user_id is not None and isinstance(instance.structured, dict):
         profile_state_sync(
             app_name=instance.app_name, user_pk=instance.user_id, fields=instance.structured

@@ -369,3 +369,46 @@ class MemoryRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.memory_id}"
+
+
+class TurnVector(models.Model):
+    """The embedding of a past user turn, made once in the background after it was stored
+    (``memory_app.tasks.embeddings_compute``), under the name of the embedder that made it: a
+    search embeds only its query. Goes with its event (a deleted chat takes it along).
+
+    Where PostgreSQL has pgvector, migration 0013 adds a ``vector`` column beside
+    ``embedding`` holding the same vector, with an HNSW index per dimension
+    (``memory_app.selectors.turn_vectors``); ``embedding`` (float32 bytes) is what every
+    database reads back."""
+
+    event = models.OneToOneField(
+        EventRecord, on_delete=models.CASCADE, primary_key=True, related_name="turn_vector"
+    )
+    embedding = models.BinaryField(editable=False)
+    embedding_model = models.CharField(max_length=128)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["embedding_model"], name="turn_vector_model")]
+
+    def __str__(self) -> str:
+        return f"vector of event {self.event_id} by {self.embedding_model}"
+
+
+class EmbeddingFailure(models.Model):
+    """An embedding task that gave up: what it was to embed, by which embedder, after how
+    many attempts and why. The items stay without a vector (searched by their words) until
+    a later task or ``manage.py memory_embed`` embeds them."""
+
+    embedder = models.CharField(max_length=128)
+    memory_ids = models.JSONField(default=list, blank=True)
+    session_key = models.CharField(max_length=128, blank=True)
+    attempts = models.PositiveIntegerField(default=1)
+    error = models.TextField()
+    failed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["failed_at"], name="embedding_failure_time")]
+
+    def __str__(self) -> str:
+        return f"embedding by {self.embedder} failed at {self.failed_at:%Y-%m-%d %H:%M:%S}"

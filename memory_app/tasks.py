@@ -86,3 +86,54 @@ def rewind_releases_sweep() -> int:
     """Revise the memories of rewinds whose revision task was lost; returns how many sessions
     were revised."""
     return services.rewind_releases_sweep()
+
+
+# What an embedder's call raises when the service is away or busy a moment: retried.
+_TRANSIENT_EMBEDDING_ERRORS = (ConnectionError, TimeoutError, OSError)
+
+
+def _embedding_error_transient(error: Exception) -> bool:
+    if isinstance(error, ModelError):
+        return error.transient
+    return isinstance(error, _TRANSIENT_EMBEDDING_ERRORS)
+
+
+@shared_task(
+    name="memory_app.tasks.embeddings_compute", bind=True, acks_late=True, max_retries=None
+)
+def embeddings_compute(
+    self, *, memory_ids: list[str] | None = None, session_key: str | None = None
+) -> dict[str, int] | str:
+    """Embed these memories and the chat's user turns that have no vector yet; returns how
+    many of each were stored, or ``failed``.
+
+    Idempotent (see ``services.embeddings_compute``). A transient error of the embedder is
+    retried ``MEMORY_JOB_MAX_RETRIES`` times with exponential backoff and full jitter; then, or
+    at once for any other error, the task ends as an ``EmbeddingFailure`` row staff see in the
+    console, and the items stay searchable by their words.
+    """
+    memory_ids = memory_ids or []
+    try:
+        report = services.embeddings_compute(memory_ids=memory_ids, session_key=session_key)
+    except Exception as error:
+        retries = self.request.retries
+        if _embedding_error_transient(error) and retries < settings.MEMORY_JOB_MAX_RETRIES:
+            ceiling = settings.MEMORY_JOB_RETRY_BASE_SECONDS * 2**retries
+            countdown = random.uniform(0, min(settings.MEMORY_JOB_RETRY_MAX_SECONDS, ceiling))
+            raise self.retry(exc=error, countdown=countdown) from error
+        logger.exception(
+            "embedding of %s memories and chat %s failed", len(memory_ids), session_key
+        )
+        services.embedding_failure_record(
+            memory_ids=memory_ids, session_key=session_key, attempts=retries + 1, error=error
+        )
+        return "failed"
+    return {"memories": report.memories, "turns": report.turns}
+
+
+@shared_task(name="memory_app.tasks.embeddings_sweep")
+def embeddings_sweep() -> dict[str, int]:
+    """Embed what has no vector of the current embedder yet: turns stored by doors that ask
+    for no task, and anything a lost or failed task left; returns the counts stored."""
+    report = services.embeddings_missing_fill()
+    return {"memories": report.memories, "turns": report.turns}

@@ -7,6 +7,11 @@ versions in the database that every write replaces in its own transaction, so a 
 by a worker in another process is seen on the next search, cache or no cache. The best
 candidates are then read again from the database, so a memory deleted a moment ago is never
 returned, even from a stale index.
+
+An index is built from the database alone: the vectors are those stored with the memories
+(made once, in the background, by ``memory_app.services.embeddings``), so a cold search embeds
+its query and nothing else. The cache is bounded in bytes (``MEMORY_INDEX_CACHE_BYTES``), not
+in people.
 """
 
 from __future__ import annotations
@@ -94,6 +99,7 @@ class _CachedIndex:
 
     versions: tuple
     index: MemoryIndex  # priors: mean of recency and importance
+    nbytes: int  # what the cache counts it as (see MemoryIndex.nbytes)
     session_of: dict[str, str]  # session-scope memory id -> its session
     shared: set[str]  # ids of the app's shared (app-scope) memories
     expiry: dict[str, datetime]  # id -> expiry, for memories that have one
@@ -103,6 +109,9 @@ class _CachedIndex:
 # By (app, user, embedder); the user None for the app's shared memories alone.
 _indexes: OrderedDict[tuple[str, int | None, str], _CachedIndex] = OrderedDict()
 _indexes_lock = threading.Lock()
+# What an entry holds per memory beside its index: the ids of its session, shared and expiry
+# maps (an upper bound).
+_ENTRY_ID_BYTES = 200
 
 
 def _visible(*, app_name: str, user_pk: int | None) -> Q:
@@ -126,22 +135,26 @@ def _visible_now(memory: dict, *, app_name: str, user_pk: int, session_id: str |
     return memory["scope"] == MemoryScope.USER or memory["session_id"] == session_id
 
 
-def _vectors(embedder: Embedder, rows: list[dict]) -> np.ndarray | None:
-    """Stored vectors where the current embedder made them; the rest encoded now (not stored)."""
-    if embedder.name == "none" or not rows:
-        return None
+def _vectors(embedder: Embedder, rows: list[dict]) -> tuple[np.ndarray | None, list[bool]]:
+    """The vectors the current embedder stored for ``rows`` and which rows have one; nothing is
+    encoded: a memory not embedded yet (its task is on the way) ranks by its words alone."""
     stored = [
-        vector_from_bytes(row["embedding"]) if row["embedding_model"] == embedder.name else None
+        vector_from_bytes(row["embedding"])
+        if embedder.name != "none" and row["embedding_model"] == embedder.name
+        else None
         for row in rows
     ]
-    missing = [i for i, vector in enumerate(stored) if vector is None]
-    if missing:
-        encoded = embedder.encode([rows[i]["text"] for i in missing])
-        if encoded is None:
-            return None
-        for i, vector in zip(missing, encoded, strict=True):
-            stored[i] = vector
-    return np.vstack(stored).astype(np.float32, copy=False)
+    present = [vector is not None for vector in stored]
+    if not any(present):
+        return None, present
+    dimension = len(next(vector for vector in stored if vector is not None))
+    matrix = np.zeros((len(rows), dimension), dtype=np.float32)
+    for i, vector in enumerate(stored):
+        if vector is not None and len(vector) == dimension:
+            matrix[i] = vector
+        else:
+            present[i] = False
+    return matrix, present
 
 
 def _index_build(
@@ -175,10 +188,12 @@ def _index_build(
         half_life_days=settings.MEMORY_RECENCY_HALF_LIFE_DAYS,
     )
     index = MemoryIndex(embedder=embedder)
+    vectors, has_vector = _vectors(embedder, rows)
     index.add_many(
         doc_ids=ids,
         texts=[row["text"] for row in rows],
-        vectors=_vectors(embedder, rows),
+        vectors=vectors,
+        vector_mask=has_vector,
         priors=[
             (recency[memory_id] + row["importance"]) / 2
             for memory_id, row in zip(ids, rows, strict=True)
@@ -188,7 +203,9 @@ def _index_build(
             for memory_id, row in zip(ids, rows, strict=True)
         ],
     )
-    entry = _CachedIndex(versions=versions, index=index, session_of={}, shared=set(), expiry={})
+    entry = _CachedIndex(
+        versions=versions, index=index, nbytes=0, session_of={}, shared=set(), expiry={}
+    )
     for memory_id, row in zip(ids, rows, strict=True):
         if row["scope"] == MemoryScope.SESSION:
             entry.session_of[memory_id] = row["session_id"]
@@ -196,6 +213,7 @@ def _index_build(
             entry.shared.add(memory_id)
         if row["expires_at"]:
             entry.expiry[memory_id] = row["expires_at"]
+    entry.nbytes = index.nbytes() + _ENTRY_ID_BYTES * len(ids)
     return entry
 
 
@@ -276,12 +294,30 @@ def _index_get(
             _indexes.move_to_end(key)
             return entry
     entry = _index_build(app_name=app_name, user_pk=owner, embedder=embedder, versions=versions)
-    with _indexes_lock:
-        _indexes[key] = entry
-        _indexes.move_to_end(key)
-        while len(_indexes) > settings.MEMORY_INDEX_CACHE_SIZE:
-            _indexes.popitem(last=False)
+    _cache_keep(key, entry)
     return entry
+
+
+def _cache_keep(key: tuple[str, int | None, str], entry: _CachedIndex) -> None:
+    """Keep ``entry`` in this process's cache, dropping the least recently used indexes while
+    the cache holds more than ``MEMORY_INDEX_CACHE_BYTES`` (an index larger than that alone is
+    used once and not kept): the process's memory is bounded whoever it serves."""
+    with _indexes_lock:
+        _indexes.pop(key, None)
+        if entry.nbytes > settings.MEMORY_INDEX_CACHE_BYTES:
+            return
+        _indexes[key] = entry
+        held = sum(cached.nbytes for cached in _indexes.values())
+        while held > settings.MEMORY_INDEX_CACHE_BYTES:
+            _key, evicted = _indexes.popitem(last=False)
+            held -= evicted.nbytes
+
+
+def index_cache_bytes() -> int:
+    """The bytes this process's cache of memory indexes holds, as counted against
+    ``MEMORY_INDEX_CACHE_BYTES``."""
+    with _indexes_lock:
+        return sum(cached.nbytes for cached in _indexes.values())
 
 
 def index_cache_drop(*, user_pk: int) -> None:

@@ -12,6 +12,17 @@ second time.
 Every write that changes what a user's searches can return calls ``memory_index_invalidate``.
 """
 
+from memory_app.services.embeddings import (
+    EmbeddingReport,
+    embedder_active,
+    embedding_failure_record,
+    embeddings_compute,
+    embeddings_missing_count,
+    embeddings_missing_fill,
+    memory_embeddings_request,
+    turn_embeddings_request,
+    turn_vector_index_ensure,
+)
 from memory_app.services.jobs import (
     memory_job_fail,
     memory_job_request,
@@ -61,9 +72,15 @@ from memory_app.services.users import (
 )
 
 __all__ = [
+    "EmbeddingReport",
     "ForgetReport",
     "MemoryCorrectionError",
     "SessionReleaseReport",
+    "embedder_active",
+    "embedding_failure_record",
+    "embeddings_compute",
+    "embeddings_missing_count",
+    "embeddings_missing_fill",
     "memories_delete_all",
     "memories_forget",
     "memory_add_stated",
@@ -71,6 +88,7 @@ __all__ = [
     "memory_correct",
     "memory_create_explicit",
     "memory_delete",
+    "memory_embeddings_request",
     "memory_expiry_set",
     "memory_facts_store",
     "memory_image_release",
@@ -97,5 +115,7 @@ __all__ = [
     "session_memories_release",
     "session_rewound_memories_release",
     "session_rewound_release_request",
+    "turn_embeddings_request",
+    "turn_vector_index_ensure",
     "user_lock",
 ]

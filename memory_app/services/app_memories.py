@@ -13,7 +13,6 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import QuerySet
 
-from memory_app.embedding import embedder_get, vector_to_bytes
 from memory_app.models import Memory, MemoryRevision, MemoryScope, MemoryStatus, SourceType
 from memory_app.safety import secrets_mask
 from memory_app.services.users import memory_index_invalidate
@@ -55,8 +54,6 @@ def app_memory_create(
     """A bootstrapped memory of the app, with its ``created`` revision (by ``actor_user_pk``,
     a staff member, or none for a service account, named in ``reason``)."""
     text = _text_checked(text)
-    embedder = embedder_get()
-    vectors = embedder.encode([text]) if embedder.name != "none" else None
     with transaction.atomic():
         memory = Memory.objects.create(
             app_name=app_name,
@@ -67,8 +64,6 @@ def app_memory_create(
             source_type=SourceType.BOOTSTRAPPED,
             confidence=1.0,
             importance=importance,
-            embedding=vector_to_bytes(vectors[0]) if vectors is not None else None,
-            embedding_model=embedder.name if vectors is not None else "",
         )
         MemoryRevision.objects.create(
             memory=memory,
@@ -96,8 +91,6 @@ def app_memory_update(
     bootstrapped and active."""
     if text is not None:
         text = _text_checked(text)
-    embedder = embedder_get()
-    vectors = embedder.encode([text]) if text is not None and embedder.name != "none" else None
     with transaction.atomic():
         memory = (
             Memory.objects.select_for_update()
@@ -109,8 +102,7 @@ def app_memory_update(
         before = {"text": memory.text, "topic": memory.topic}
         if text is not None and text != memory.text:
             memory.text = text
-            memory.embedding = vector_to_bytes(vectors[0]) if vectors is not None else None
-            memory.embedding_model = embedder.name if vectors is not None else ""
+            memory.embedding, memory.embedding_model = None, ""  # embedded after commit
         if topic is not None:
             memory.topic = topic
         after = {"text": memory.text, "topic": memory.topic}

@@ -18,7 +18,6 @@ from memory_app.consolidation import (
     consolidation_prepare,
     memories_consolidate,
 )
-from memory_app.embedding import embedder_get, vector_to_bytes
 from memory_app.extraction import ExtractedFact, fact_text_normalise, fact_topic
 from memory_app.extraction.profile import (
     MAPPING_FIELDS,
@@ -261,9 +260,10 @@ def memory_correct(
     ``updated`` revision naming the user. The correction passes the same safety check as any
     extracted fact, so a memory cannot be turned into an instruction to the agent; it raises
     :class:`MemoryCorrectionError` otherwise, as it does for a memory held for review
-    (quarantined or rejected): only staff release those. The text is embedded before the lock
-    is taken. The profile field a user-scope memory holds is ``structured`` when given (a
-    correction on the profile card), else what the new text states; the ``user:`` keys follow.
+    (quarantined or rejected): only staff release those. The new text is embedded in the
+    background once stored. The profile field a user-scope memory holds is ``structured``
+    when given (a correction on the profile card), else what the new text states; the
+    ``user:`` keys follow.
     """
     text = pii_redact(text=" ".join(text_normalise(str(text)).split()), app_name=app_name)
     if not text:
@@ -279,8 +279,6 @@ def memory_correct(
     if current is None:
         return None
     _correction_allowed(current)
-    embedder = embedder_get()
-    vectors = embedder.encode([text]) if embedder.name != "none" else None
     with transaction.atomic():
         user_lock(user_pk)
         memory = (
@@ -303,8 +301,7 @@ def memory_correct(
         memory.confidence = CORRECTION_CONFIDENCE
         memory.status = MemoryStatus.ACTIVE
         memory.review_reason = ""
-        memory.embedding = None if vectors is None else vector_to_bytes(vectors[0])
-        memory.embedding_model = "" if vectors is None else embedder.name
+        memory.embedding, memory.embedding_model = None, ""  # embedded after commit
         memory.save()
         MemoryRevision.objects.create(
             memory=memory,
