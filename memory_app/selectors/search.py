@@ -304,9 +304,8 @@ def _cache_keep(key: tuple[str, int | None, str], entry: _CachedIndex) -> None:
     used once and not kept): the process's memory is bounded whoever it serves."""
     with _indexes_lock:
         _indexes.pop(key, None)
-        if entry.nbytes > settings.MEMORY_INDEX_CACHE_BYTES:
-            return
-        _indexes[key] = entry
+        if entry.nbytes <= settings.MEMORY_INDEX_CACHE_BYTES:
+            _indexes[key] = entry
         held = sum(cached.nbytes for cached in _indexes.values())
         while held > settings.MEMORY_INDEX_CACHE_BYTES:
             _key, evicted = _indexes.popitem(last=False)

@@ -172,6 +172,24 @@ def test_users_with_no_memories_share_the_apps_index_until_their_first_memory(
     assert not any(key[1] == user.pk for key in search_selectors._indexes)
 
 
+def test_the_index_cache_is_bounded_in_bytes_not_in_people(user, other_user, settings):
+    for person, subject in ((user, "sailing"), (other_user, "chess")):
+        for n in range(40):
+            memory_make(user=person, text=f"The user went {subject} on trip number {n} with Ana")
+    search(user, "sailing")
+    one_person = search_selectors.index_cache_bytes()
+    assert one_person > 40 * 400, "every memory's terms and postings are counted"
+
+    settings.MEMORY_INDEX_CACHE_BYTES = one_person + one_person // 2
+    assert texts(search(other_user, "chess"))[0].startswith("The user went chess")
+
+    assert search_selectors.index_cache_bytes() <= settings.MEMORY_INDEX_CACHE_BYTES
+    assert [key[1] for key in search_selectors._indexes] == [other_user.pk]
+    settings.MEMORY_INDEX_CACHE_BYTES = one_person // 2
+    assert texts(search(user, "sailing"))[0].startswith("The user went sailing")
+    assert search_selectors.index_cache_bytes() == 0, "an index over the budget is not kept"
+
+
 def test_a_deleted_memory_is_never_returned(user):
     memory = memory_make(user=user, text="The user's locker code is near the gym")
     assert search(user, "locker") != []
