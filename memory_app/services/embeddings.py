@@ -127,8 +127,12 @@ def _memories_embed(*, embedder: Embedder, memory_ids: Sequence[str]) -> int:
 def turn_vector_index_ensure(*, dimension: int) -> bool:
     """Make sure the HNSW index over past turns' vectors of ``dimension`` exists (pgvector
     only; an index covers one dimension, as vectors of one embedder have). Returns whether
-    there is one."""
+    there is one. Made outside any transaction only (a task's, or the command's): PostgreSQL
+    cannot index a table that the transaction still holds deferred checks for; until then
+    the nearest turns are found exactly."""
     if not pgvector_enabled() or dimension > HNSW_MAX_DIMENSIONS:
+        return False
+    if connection.in_atomic_block:
         return False
     key = (connection.settings_dict["NAME"], dimension)
     if key in _indexed_dimensions:
