@@ -59,7 +59,7 @@ def option_value(command: list[str], option: str) -> str:
 
 def test_the_five_services_are_defined(services):
     assert {"postgres", "redis", "web", "worker", "beat"} <= set(services)
-    assert services["postgres"]["image"] == "postgres:15"
+    assert services["postgres"]["image"] == "pgvector/pgvector:pg15", "PostgreSQL 15 with pgvector"
     assert services["redis"]["image"] == "redis:7"
 
 
