@@ -375,7 +375,6 @@ MEMORY_PRUNE_BELOW_CONFIDENCE = env.float("MEMORY_PRUNE_BELOW_CONFIDENCE", defau
 # Retrieval: weight of the recency and importance priors, recency half-life, indexes kept.
 MEMORY_PRIOR_WEIGHT = env.float("MEMORY_PRIOR_WEIGHT", default=0.1)
 MEMORY_RECENCY_HALF_LIFE_DAYS = env.float("MEMORY_RECENCY_HALF_LIFE_DAYS", default=30.0)
-MEMORY_INDEX_CACHE_SIZE = env.int("MEMORY_INDEX_CACHE_SIZE", default=256)
 # Bytes of memory indexes (texts, postings, vectors) a process keeps at most, whoever they
 # are of: a process's memory does not grow with the people it serves.
 MEMORY_INDEX_CACHE_BYTES = env.int("MEMORY_INDEX_CACHE_BYTES", default=256 * 1024 * 1024)

@@ -14,6 +14,12 @@ before it (the assistant's reply, or another speaker's turn) ends with one. BM25
 frequencies are those of the turns read, exact for every word whose matches are all there;
 its collection size is the person's whole history (:class:`~memory_app.ranking.BM25Index`).
 
+With an embedder, the candidates' vectors stored once in the background (``TurnVector``, see
+:mod:`memory_app.selectors.turn_vectors`) give the semantic score, read in one query; only the
+query is embedded, and only when a candidate has a vector to compare it with. Where PostgreSQL
+has pgvector, the person's turns nearest the query through the HNSW index join the candidates
+(``SEMANTIC_CANDIDATES``), so a turn saying the same in other words is found too.
+
 No process builds or keeps anything of a person's history, so any process answers anyone as
 fast, and what a search reads grows with the turns its words match, not with the history. A
 deleted or edited chat is gone from results at once: the database answers each search. The
@@ -31,11 +37,13 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from memory_app.embedding import embedder_get
 from memory_app.extraction.offline.sentences import sentences_split
 from memory_app.models import MemorySettings
-from memory_app.ranking import MemoryIndex, NoEmbedder, Origin, stem, tokenize, words_related
+from memory_app.ranking import Embedder, MemoryIndex, Origin, stem, tokenize, words_related
 from memory_app.selectors.generation import content_text
 from memory_app.selectors.search import NAME_WEIGHT, NEIGHBOUR_WEIGHT, SPEAKER_WEIGHT
+from memory_app.selectors.turn_vectors import pgvector_enabled, turn_vectors_read, turns_nearest
 from sessions_app.models import EventRecord, SessionRecord
 from sessions_app.selectors.search import turn_windows
 
@@ -60,6 +68,9 @@ CANDIDATE_WORDS = 10
 CANDIDATES_PER_WORD = 20
 WINDOW_BEFORE = 1
 WINDOW_AFTER = 1
+# Where PostgreSQL has pgvector, the person's turns nearest the query through the HNSW index of
+# their stored vectors join the full-text candidates, up to this many.
+SEMANTIC_CANDIDATES = 20
 
 
 @dataclass(frozen=True)
@@ -151,14 +162,58 @@ def _candidate_words(query: str) -> list[tuple[str, ...]]:
     return words
 
 
-def _semantic_vectors(event_pks: list[int]) -> np.ndarray | None:
-    """Each candidate turn's stored vector, in order, for the semantic score of the ranking
-    (``MemoryIndex`` blends it with the lexical one); None while turns have no stored vectors,
-    the ranking then lexical. A search never embeds the turns it ranks."""
-    return None
+def _semantic_vectors(
+    event_pks: list[int], *, embedder: Embedder
+) -> tuple[np.ndarray | None, list[bool] | None]:
+    """Each candidate turn's stored vector of ``embedder``, in order, with which turns have one,
+    for the semantic score of the ranking (``MemoryIndex`` blends it with the lexical one);
+    (None, None) while none has, the ranking then lexical. One query; a search never embeds
+    the turns it ranks (``memory_app.services.embeddings`` did, once)."""
+    stored = turn_vectors_read(event_ids=event_pks, embedder_name=embedder.name)
+    if not stored:
+        return None, None
+    dimension = len(next(iter(stored.values())))
+    matrix = np.zeros((len(event_pks), dimension), dtype=np.float32)
+    present = []
+    for row, pk in enumerate(event_pks):
+        vector = stored.get(pk)
+        present.append(vector is not None and len(vector) == dimension)
+        if present[-1]:
+            matrix[row] = vector
+    return matrix, present
 
 
-def _candidates_rank(rows: list[tuple], *, events: int) -> _Candidates:
+def _nearest_rows(
+    *,
+    app_name: str,
+    user_pk: int,
+    query_vector: np.ndarray,
+    embedder: Embedder,
+    session_key: str | None,
+    known: set[int],
+) -> list[tuple]:
+    """Where the database has pgvector, the rows (as :func:`turn_windows` gives them) of the
+    person's turns nearest the query that the full-text candidates lack: a turn saying the
+    same in other words. Read in one more query; none without pgvector."""
+    nearest = turns_nearest(
+        app_name=app_name,
+        user_pk=user_pk,
+        query_vector=query_vector,
+        embedder_name=embedder.name,
+        limit=SEMANTIC_CANDIDATES,
+        exclude_session_key=session_key,
+    )
+    missing = [pk for pk, _similarity in nearest or [] if pk not in known]
+    if not missing:
+        return []
+    return list(
+        EventRecord.objects.filter(pk__in=missing).values_list(
+            "pk", "session_id", "sequence", "timestamp", "author", "content", "custom_metadata"
+        )
+    )
+
+
+def _candidates_rank(rows: list[tuple], *, events: int, embedder: Embedder) -> _Candidates:
     """The user turns among ``rows`` (events in chat and sequence order, see
     :func:`turn_windows`) in an index of their own, each found also by the question it
     answers, neighbours of the turns said next to them."""
@@ -196,12 +251,14 @@ def _candidates_rank(rows: list[tuple], *, events: int) -> _Candidates:
         )
         if question:
             questions[pk] = question
-    index = MemoryIndex(embedder=NoEmbedder(), documents=events)
+    index = MemoryIndex(embedder=embedder, documents=events)
     if pks:
+        vectors, has_vector = _semantic_vectors(pks, embedder=embedder)
         index.add_many(
             doc_ids=pks,
             texts=texts,
-            vectors=_semantic_vectors(pks),
+            vectors=vectors,
+            vector_mask=has_vector if has_vector is not None else [False] * len(pks),
             origins=origins,
             priors=priors,
             contexts=contexts,
@@ -241,9 +298,23 @@ def past_conversations_search(
         after=WINDOW_AFTER,
         session_key=session_id,
     )
-    candidates = _candidates_rank(windows.rows, events=windows.events)
+    rows, query_vector = windows.rows, None
+    embedder = embedder_get()
+    if embedder.name != "none" and pgvector_enabled():
+        query_vector = embedder.encode([query])[0]
+        rows = rows + _nearest_rows(
+            app_name=app_name,
+            user_pk=user_pk,
+            query_vector=query_vector,
+            embedder=embedder,
+            session_key=session_id,
+            known={row[0] for row in rows},
+        )
+        rows.sort(key=lambda row: (row[1], row[2]))
+    candidates = _candidates_rank(rows, events=windows.events, embedder=embedder)
     ranked = candidates.index.search(
         query=query,
+        query_vector=query_vector,
         limit=limit,
         prior_weight=PRIOR_WEIGHT,
         expand=True,
@@ -252,7 +323,7 @@ def past_conversations_search(
         neighbour_weight=NEIGHBOUR_WEIGHT,
         context_weight=QUESTION_WEIGHT,
     )
-    scores = {r.doc_id: r.score for r in ranked}
+    scores = {r.doc_id: r.score for r in ranked if r.score > 0}
     asked = {pk: candidates.questions[pk] for pk in scores if pk in candidates.questions}
     return past_turns_read(app_name=app_name, user_pk=user_pk, scores=scores, asked=asked)
 

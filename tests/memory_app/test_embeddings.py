@@ -20,7 +20,11 @@ from memory_app import selectors, services
 from memory_app.embedding import embedder_get, vector_from_bytes
 from memory_app.models import EmbeddingFailure, Memory, TurnVector
 from memory_app.selectors import search as search_selectors
-from memory_app.selectors.turn_vectors import turn_embedding_text, turn_vectors_read
+from memory_app.selectors.turn_vectors import (
+    turn_embedding_text,
+    turn_vectors_read,
+    turns_nearest,
+)
 from memory_app.tasks import embeddings_compute, embeddings_sweep
 from sessions_app.models import EventRecord
 from tests.factories import session_key
@@ -292,3 +296,40 @@ def test_the_sweep_embeds_turns_stored_by_doors_that_ask_for_no_task(user, embed
     assert embeddings_sweep.apply().get() == {"memories": 1, "turns": 1}
     assert embeddings_sweep.apply().get() == {"memories": 0, "turns": 0}
     assert Memory.objects.get(pk=memory.pk).embedding_model == NAME
+
+
+def test_past_conversations_rank_by_stored_turn_vectors_embedding_only_the_query(user, embedder):
+    session = session_make(user)
+    turn_add(session, "I grow tomatoes on the balcony.")
+    turn_add(session, "My sister moved to Lyon last spring.")
+
+    def found(query):
+        return [
+            turn.excerpt
+            for turn in selectors.past_conversations_search(
+                app_name="chat", user_pk=user.pk, query=query
+            )
+        ]
+
+    assert found("tomatoes") == ["I grow tomatoes on the balcony."]
+    assert embedded_texts(embedder) == [], "no turn has a vector yet: nothing is embedded"
+
+    run(session_key=session_key(session))
+    embedder.requests.clear()
+    for _search in range(2):
+        assert found("tomatoes") == ["I grow tomatoes on the balcony."]
+
+    assert embedded_texts(embedder) == ["tomatoes", "tomatoes"]
+
+
+def test_without_pgvector_there_are_no_nearest_turns_to_ask_for(user, embedder):
+    assert (
+        turns_nearest(
+            app_name="chat",
+            user_pk=user.pk,
+            query_vector=unit("tomatoes"),
+            embedder_name=NAME,
+            limit=5,
+        )
+        is None
+    )

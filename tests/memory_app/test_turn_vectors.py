@@ -21,6 +21,7 @@ from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.db import connection, connections, transaction
 
+from memory_app import selectors
 from memory_app.embedding import embedder_get
 from memory_app.selectors import search as search_selectors
 from memory_app.selectors.turn_vectors import (
@@ -211,3 +212,22 @@ def _turn_text(event: EventRecord) -> str:
     return turn_event_text(
         content=event.content, metadata=event.custom_metadata, timestamp=event.timestamp
     )
+
+
+def test_a_search_finds_through_the_index_a_turn_its_words_do_not_reach(embedder, fake_openai):
+    user = UserFactory()
+    past = session_make(user)
+    turn_add(past, "I grow tomatoes on the balcony.")
+    turn_add(past, "Why would I do that again?")
+    [_tomatoes, again] = embedded(past)
+    fake_openai.requests.clear()
+    # The turn's own vector (the fake server's vectors are hashes of the text), words that are
+    # its date alone, which the full-text index does not hold ("why would I do that" are
+    # stopwords): only the HNSW index can bring it.
+    query = _turn_text(again)
+
+    found = selectors.past_conversations_search(app_name="chat", user_pk=user.pk, query=query)
+
+    assert [turn.event_id for turn in found][:1] == [again.event_id]
+    embedded_texts = [t for r in fake_openai.requests for t in r.body["input"]]
+    assert embedded_texts == [query], "the query alone"
