@@ -13,11 +13,13 @@ class ChatappConfig(AppConfig):
 
         from chatapp import checks  # noqa: F401  (registers the system checks)
         from chatapp.periodic import periodic_tasks_install_after_migrate
-        from core.converters import IdConverter
+        from core.converters import IdConverter, KeyConverter
         from core.log_context import log_context_clear_on_request_finished
 
-        # Before any URL conf is read: every id of every route, HTTP and WebSocket, is <id:...>.
+        # Before any URL conf is read: every id of every route, HTTP and WebSocket, is <id:...>,
+        # an id a service-API client chose <key:...>.
         register_converter(IdConverter, "id")
+        register_converter(KeyConverter, "key")
 
         post_migrate.connect(
             periodic_tasks_install_after_migrate,

@@ -30,14 +30,14 @@ urlpatterns = [
     path("api/", include("memory_app.urls")),
     path("api/export/", api.ExportView.as_view(), name="api-export"),
     path("api/access/", include("access_app.api_urls")),
-    path("api/v1/apps/<id:app_name>/", include("agents_app.service_api.urls")),
+    path("api/v1/apps/<key:app_name>/", include("agents_app.service_api.urls")),
     path(
-        "api/v1/apps/<id:app_name>/users/<id:user_id>/export/",
+        "api/v1/apps/<key:app_name>/users/<key:user_id>/export/",
         api.EndUserExportView.as_view(),
         name="v1-user-export",
     ),
     path(
-        "api/v1/apps/<id:app_name>/users/<id:user_id>/",
+        "api/v1/apps/<key:app_name>/users/<key:user_id>/",
         api.EndUserDeleteView.as_view(),
         name="v1-user",
     ),

@@ -26,7 +26,7 @@ from sessions_app.events import (
 )
 from sessions_app.markdown import markdown_render_safe
 from sessions_app.models import EventRecord, SessionRecord
-from sessions_app.services import IDENTIFIER_PATTERN
+from sessions_app.services import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from sessions_app.state import APP_PREFIX, USER_PREFIX, ScopedState, state_merge
 
 # What the store refuses of a state key, in the schema's terms (``state.state_key_validate``
@@ -46,9 +46,7 @@ class StateField(serializers.DictField):
     """A state dict: its keys as the store takes them (non-empty, bounded)."""
 
 
-IDENTIFIER_MESSAGE = (
-    "Use 1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit."
-)
+IDENTIFIER_MESSAGE = f"Use {IDENTIFIER_RULE}."
 
 
 def event_representation(*, event: Event, sequence: int, rewound: bool) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import re
 
 from asgiref.sync import sync_to_async
 from django.http import HttpResponse
@@ -21,8 +20,9 @@ from agents_app.service_api.auth import BearerKeyAuthentication, HasScope, Servi
 from core.api import ErrorSerializer
 from core.throttling import APIServiceAccountRateThrottle
 from sessions_app.api import SessionStoreAPIView
+from sessions_app.services import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 
-END_USER_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,128}\Z")
+END_USER_ID = IDENTIFIER_PATTERN
 
 APP_NAME = OpenApiParameter(
     "app_name", str, OpenApiParameter.PATH, description="The app of the key; any other: 404."
@@ -91,7 +91,7 @@ class ServiceAPIView(SessionStoreAPIView):
         one (a malformed id is unknown)."""
         if not END_USER_ID.fullmatch(user_id):
             if create:
-                raise NotFound("A user id is 1-128 letters, digits and . _ : @ -.")
+                raise NotFound(f"A user id is {IDENTIFIER_RULE}.")
             return None
         if create:
             record = services.end_user_ensure(app=self.app, external_id=user_id)

@@ -5,9 +5,9 @@ from django.urls import path
 
 from agents_app.service_api import artifacts, memory, sessions, users
 
-USER = "users/<id:user_id>/"
-SESSION = USER + "sessions/<id:session_id>/"
-FILE = "artifacts/<id:filename>/"
+USER = "users/<key:user_id>/"
+SESSION = USER + "sessions/<key:session_id>/"
+FILE = "artifacts/<key:filename>/"
 
 urlpatterns = [
     path("state/", sessions.AppStateView.as_view(), name="v1-app-state"),

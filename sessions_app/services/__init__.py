@@ -30,6 +30,7 @@ from sessions_app.services.events import event_append, session_rewind
 from sessions_app.services.session_service import SessionService
 from sessions_app.services.sessions import (
     IDENTIFIER_PATTERN,
+    IDENTIFIER_RULE,
     session_create,
     session_delete,
     session_rename,
@@ -44,6 +45,7 @@ from sessions_app.types import GetSessionConfig, ListSessionsResponse
 
 __all__ = [
     "IDENTIFIER_PATTERN",
+    "IDENTIFIER_RULE",
     "ArtifactService",
     "GetSessionConfig",
     "InvalidStateError",

@@ -17,15 +17,15 @@ from sessions_app.models import SessionRecord
 from sessions_app.state import state_merge, state_split
 from sessions_app.types import Session
 
-IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+# ADK's ids: any non-empty string, up to the 128 characters of ADK's database service's id
+# columns; only what no database stores (a NUL character, a lone surrogate) is refused.
+IDENTIFIER_PATTERN = re.compile(r"^[^\x00\ud800-\udfff]{1,128}\Z")
+IDENTIFIER_RULE = "1-128 characters, any but a NUL character"
 
 
 def identifier_validate(*, value: Any, what: str) -> str:
     if not isinstance(value, str) or not IDENTIFIER_PATTERN.fullmatch(value):
-        raise SessionStoreError(
-            f"{what} must be 1-128 characters of letters, digits and . _ : @ -, "
-            f"starting with a letter or digit; got {str(value)[:60]!r}."
-        )
+        raise SessionStoreError(f"{what} must be {IDENTIFIER_RULE}; got {str(value)[:60]!r}.")
     return value
 
 

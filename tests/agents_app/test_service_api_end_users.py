@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 from importlib import import_module
+from urllib.parse import quote
 
 import pytest
 from django.apps import apps
@@ -132,3 +133,99 @@ def test_the_migration_renames_the_accounts_it_made_and_keeps_every_end_user_and
     api = Api(key_for("support"), "support")
     assert _session_ids(api, "alice") == ["s-alice"]
     assert api.post("users/carol/sessions/", {}).status_code == 201
+
+
+@pytest.fixture
+def api() -> Api:
+    return Api(key_for("support"), "support")
+
+
+def _segment(value: str) -> str:
+    """An id as a path segment, percent-encoded twice as the clients send it."""
+    return quote(quote(value, safe=""), safe="")
+
+
+LOOK_ALIKE_USER_IDS = [
+    "Ada Lovelace",
+    "ada lovelace",
+    "Ada Lovelace ",
+    "org/123",
+    "org%2F123",
+    "caf\u00e9",  # é composed (NFC)
+    "cafe\u0301",  # é decomposed (NFD)
+    "\u00e9" * 128,
+]
+
+
+def test_look_alike_user_ids_are_each_their_own_end_user_stored_as_given(api):
+    for user_id in LOOK_ALIKE_USER_IDS:
+        created = api.post(f"users/{_segment(user_id)}/sessions/", {"session_id": "chat 1"})
+        assert created.status_code == 201, (user_id, created.content)
+        assert created.json()["user_id"] == user_id
+        said_it = api.post(
+            f"users/{_segment(user_id)}/sessions/{_segment('chat 1')}/events/", said(user_id)
+        )
+        assert said_it.status_code == 201, said_it.content
+
+    for user_id in LOOK_ALIKE_USER_IDS:
+        session = api.get(f"users/{_segment(user_id)}/sessions/{_segment('chat 1')}/").json()
+        assert session["user_id"] == user_id
+        assert [event["content"]["parts"][0]["text"] for event in session["events"]] == [user_id]
+    stored = set(EndUser.objects.values_list("external_id", flat=True))
+    assert stored == set(LOOK_ALIKE_USER_IDS)
+
+
+LOOK_ALIKE_SESSION_IDS = [
+    "chat 1",
+    "Chat 1",
+    "chat 1 ",
+    " chat 1",
+    "chat\n1",
+    "a/b",
+    "a%2Fb",
+    "100%",
+    "caf\u00e9",
+    "cafe\u0301",
+    "\u4f1a\u8bdd",
+    "s" * 128,
+]
+
+
+def test_look_alike_session_ids_are_each_their_own_session_stored_as_given(api):
+    user = _segment("org/123")
+    for session_id in LOOK_ALIKE_SESSION_IDS:
+        created = api.post(f"users/{user}/sessions/", {"session_id": session_id})
+        assert created.status_code == 201, (session_id, created.content)
+        assert created.json()["id"] == session_id
+        appended = api.post(
+            f"users/{user}/sessions/{_segment(session_id)}/events/", said(session_id)
+        )
+        assert appended.status_code == 201, appended.content
+
+    for session_id in LOOK_ALIKE_SESSION_IDS:
+        session = api.get(f"users/{user}/sessions/{_segment(session_id)}/").json()
+        assert session["id"] == session_id
+        assert [event["content"]["parts"][0]["text"] for event in session["events"]] == [session_id]
+    assert sorted(_session_ids(api, user)) == sorted(LOOK_ALIKE_SESSION_IDS)
+    assert api.delete(f"users/{user}/sessions/{_segment('a/b')}/").status_code == 204
+    assert api.get(f"users/{user}/sessions/{_segment('a%2Fb')}/").status_code == 200
+
+
+def test_a_read_of_an_id_no_store_holds_answers_as_unknown(api):
+    too_long = _segment("s" * 129)
+    assert api.get(f"users/{too_long}/sessions/").json() == {
+        "sessions": [],
+        "next_page_token": None,
+    }
+    assert api.get(f"users/someone/sessions/{too_long}/").status_code == 404
+    for segment in ("%2500", "%25ff"):  # a NUL character, which no database holds; not UTF-8
+        assert api.get(f"users/{segment}/sessions/").status_code == 404
+        assert api.get(f"users/someone/sessions/{segment}/").status_code == 404
+
+
+def test_an_id_longer_than_128_characters_is_refused_on_create(api):
+    too_long = api.post("users/someone/sessions/", {"session_id": "s" * 129})
+    assert too_long.status_code == 400
+    assert "1-128 characters" in str(too_long.json())
+    assert api.post(f"users/{_segment('u' * 129)}/sessions/", {}).status_code == 404
+    assert not SessionRecord.objects.exists()

@@ -28,10 +28,12 @@ JOB_FINAL_STATUSES = frozenset({"done", "failed", "dead"})
 
 
 def _segment(value: str) -> str:
-    """A path segment: every character that could leave the segment is escaped."""
+    """A path segment holding ``value`` whole, whatever it holds (``/``, ``%``, spaces,
+    any script): percent-encoded twice, since the server's web server decodes the path once
+    before routing it (a ``%2F`` would split the segment) and the route decodes the rest."""
     if not isinstance(value, str) or not value:
         raise ValueError(f"expected a non-empty string id, got {value!r}")
-    return quote(value, safe="")
+    return quote(quote(value, safe=""), safe="")
 
 
 class AgentMemoryClient(Transport):

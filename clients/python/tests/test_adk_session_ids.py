@@ -123,3 +123,59 @@ async def test_a_wrong_app_name_in_the_runner_names_the_app(
             pass
     assert raised.value.app_name == "no-such-app"
     assert isinstance(raised.value, NotFoundError | LookupError)
+
+
+LOOK_ALIKE_USER_IDS = ["Ada Lovelace", "ada lovelace", "Ada Lovelace ", "org/123", "org%2F123"]
+LOOK_ALIKE_SESSION_IDS = ["chat 1", "Chat 1", "chat 1 ", "a/b", "100%", "caf\u00e9", "cafe\u0301"]
+
+
+async def test_ids_are_any_string_and_look_alikes_stay_apart_as_in_adk(subject, user_id):
+    """ADK's services take any string as a user or session id and keep it as given: ids that
+    differ only in case, a trailing space, a ``/`` spelled out or Unicode normalisation are
+    different people and different conversations."""
+    service, app = subject.service, subject.app_name
+    users = [f"{user_id} {suffix}" for suffix in LOOK_ALIKE_USER_IDS] + ["\u00e9" * 128]
+    session_ids = LOOK_ALIKE_SESSION_IDS
+    if subject.name == "in_memory":  # it strips a session id's surrounding whitespace
+        session_ids = [session_id for session_id in session_ids if session_id.strip() == session_id]
+    for user in users:
+        for session_id in session_ids:
+            created = await service.create_session(
+                app_name=app, user_id=user, session_id=session_id, state={"of": [user, session_id]}
+            )
+            assert (created.user_id, created.id) == (user, session_id)
+
+    for user in users:
+        listed = await service.list_sessions(app_name=app, user_id=user)
+        assert sorted(session.id for session in listed.sessions) == sorted(session_ids)
+        for session_id in session_ids:
+            got = await service.get_session(app_name=app, user_id=user, session_id=session_id)
+            assert (got.user_id, got.id, got.state["of"]) == (user, session_id, [user, session_id])
+    assert await service.get_session(app_name=app, user_id=users[0], session_id="chat") is None
+
+
+async def test_a_session_id_of_128_characters_is_kept_as_in_adk(subject, user_id):
+    session_id = "\u4f1a" * 128
+    created = await subject.service.create_session(
+        app_name=subject.app_name, user_id=user_id, session_id=session_id
+    )
+    got = await subject.service.get_session(
+        app_name=subject.app_name, user_id=user_id, session_id=session_id
+    )
+    assert created.id == got.id == session_id
+
+
+async def test_a_session_id_over_128_characters_is_refused_by_the_remote_service(server, user_id):
+    """ADK's in-memory service keeps any length and its database service's column holds 128
+    characters (SQLite does not enforce it; PostgreSQL refuses more): the server refuses
+    more, saying so, and stores nothing."""
+    service = RemoteSessionService(base_url=server.base_url, api_key=server.key("adk-semantics"))
+    try:
+        with pytest.raises(ValueError, match="1-128 characters"):
+            await service.create_session(
+                app_name="adk-semantics", user_id=user_id, session_id="s" * 129
+            )
+        listed = await service.list_sessions(app_name="adk-semantics", user_id=user_id)
+        assert listed.sessions == []
+    finally:
+        await service.close()
