@@ -340,24 +340,24 @@ V1_IDS = {
 V1_ROUTES = (
     "state/",
     "users/",
-    "users/<id:user_id>/",
-    "users/<id:user_id>/export/",
-    "users/<id:user_id>/sessions/",
-    "users/<id:user_id>/sessions/<id:session_id>/",
-    "users/<id:user_id>/sessions/<id:session_id>/events/",
-    "users/<id:user_id>/sessions/<id:session_id>/rewind/",
-    "users/<id:user_id>/sessions/<id:session_id>/artifacts/",
-    "users/<id:user_id>/sessions/<id:session_id>/artifacts/<id:filename>/",
-    "users/<id:user_id>/sessions/<id:session_id>/artifacts/<id:filename>/versions/<id:version>/",
-    "users/<id:user_id>/artifacts/",
-    "users/<id:user_id>/artifacts/<id:filename>/",
-    "users/<id:user_id>/artifacts/<id:filename>/versions/<id:version>/",
-    "users/<id:user_id>/state/",
-    "users/<id:user_id>/memory/generate/",
-    "users/<id:user_id>/memory/events/",
-    "users/<id:user_id>/memories/",
-    "users/<id:user_id>/memories/search/",
-    "users/<id:user_id>/memories/<id:memory_id>/",
+    "users/<key:user_id>/",
+    "users/<key:user_id>/export/",
+    "users/<key:user_id>/sessions/",
+    "users/<key:user_id>/sessions/<key:session_id>/",
+    "users/<key:user_id>/sessions/<key:session_id>/events/",
+    "users/<key:user_id>/sessions/<key:session_id>/rewind/",
+    "users/<key:user_id>/sessions/<key:session_id>/artifacts/",
+    "users/<key:user_id>/sessions/<key:session_id>/artifacts/<key:filename>/",
+    "users/<key:user_id>/sessions/<key:session_id>/artifacts/<key:filename>/versions/<id:version>/",
+    "users/<key:user_id>/artifacts/",
+    "users/<key:user_id>/artifacts/<key:filename>/",
+    "users/<key:user_id>/artifacts/<key:filename>/versions/<id:version>/",
+    "users/<key:user_id>/state/",
+    "users/<key:user_id>/memory/generate/",
+    "users/<key:user_id>/memory/events/",
+    "users/<key:user_id>/memories/",
+    "users/<key:user_id>/memories/search/",
+    "users/<key:user_id>/memories/<id:memory_id>/",
     "jobs/<id:job_id>/",
     "memories/",
     "memories/<id:memory_id>/",
@@ -609,12 +609,12 @@ DOORS: dict[str, WriteDoor] = {
     # The service-account API takes an app's API key only: a signed-in user's cookie (the
     # attacker's) is no key, so every write answers 401, with B's ids as with A's own.
     **{
-        f"api/v1/apps/<id:app_name>/{route}": WriteDoor(
+        f"api/v1/apps/<key:app_name>/{route}": WriteDoor(
             WRITES,
             {
                 name: key
                 for name, key in V1_IDS.items()
-                if f"<id:{name}>" in f"api/v1/apps/<id:app_name>/{route}"
+                if re.search(f"<(id|key):{name}>", f"api/v1/apps/<key:app_name>/{route}")
             },
             probes=(
                 Probe("post", {"author": "user", "text": "I like tea", "session_id": "x"}),

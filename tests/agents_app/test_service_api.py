@@ -288,9 +288,9 @@ def test_every_request_and_its_outcome_is_audited(api):
 
     rows = list(ServiceRequest.objects.order_by("id").values_list("route", "status_code"))
     assert rows == [
-        ("api/v1/apps/<id:app_name>/users/<id:user_id>/sessions/", 201),
-        ("api/v1/apps/<id:app_name>/users/<id:user_id>/sessions/<id:session_id>/", 404),
-        ("api/v1/apps/<id:app_name>/state/", 401),
+        ("api/v1/apps/<key:app_name>/users/<key:user_id>/sessions/", 201),
+        ("api/v1/apps/<key:app_name>/users/<key:user_id>/sessions/<key:session_id>/", 404),
+        ("api/v1/apps/<key:app_name>/state/", 401),
     ]
     first = ServiceRequest.objects.order_by("id").first()
     assert first.service_account.app.name == "support"

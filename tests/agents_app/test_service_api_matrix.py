@@ -32,13 +32,13 @@ from tests.factories import MemoryFactory, session_key
 MARKER = "Zephyrquill"
 SCOPE_OF = {
     "users/": "users:admin",
-    "users/<id:user_id>/": "users:admin",
-    "users/<id:user_id>/export/": "users:admin",
-    "users/<id:user_id>/memory/generate/": "memory:write",
-    "users/<id:user_id>/memory/events/": "memory:write",
-    "users/<id:user_id>/memories/": "memory:write",
-    "users/<id:user_id>/memories/search/": "memory:read",
-    "users/<id:user_id>/memories/<id:memory_id>/": "memory:write",
+    "users/<key:user_id>/": "users:admin",
+    "users/<key:user_id>/export/": "users:admin",
+    "users/<key:user_id>/memory/generate/": "memory:write",
+    "users/<key:user_id>/memory/events/": "memory:write",
+    "users/<key:user_id>/memories/": "memory:write",
+    "users/<key:user_id>/memories/search/": "memory:read",
+    "users/<key:user_id>/memories/<id:memory_id>/": "memory:write",
     "jobs/<id:job_id>/": "memory:read",
     "memories/": "memory:write",
     "memories/<id:memory_id>/": "memory:write",
@@ -63,14 +63,14 @@ def _routes(patterns, prefix: str = "") -> list[str]:
     return routes
 
 
-V1 = "api/v1/apps/<id:app_name>/"
+V1 = "api/v1/apps/<key:app_name>/"
 V1_ROUTES = sorted(
     route[len(V1) :] for route in _routes(get_resolver().url_patterns) if route.startswith(V1)
 )
 
 
 def _scope(route: str, method: str) -> str:
-    if route.startswith(("memories/", "users/<id:user_id>/memor")) and method == "get":
+    if route.startswith(("memories/", "users/<key:user_id>/memor")) and method == "get":
         return "memory:read"
     if route in SCOPE_OF:
         return SCOPE_OF[route]
@@ -146,7 +146,7 @@ def world(db):
 
 
 def _path(route: str, app: str, ids: dict) -> str:
-    if route.startswith("users/<id:user_id>/artifacts/"):
+    if route.startswith("users/<key:user_id>/artifacts/"):
         ids = {**ids, "filename": "user:notes.txt"}  # the end user's own files
     return f"/api/v1/apps/{app}/" + re.sub(
         r"<(?:\w+:)?(\w+)>", lambda match: ids[match.group(1)], route
@@ -207,7 +207,7 @@ def test_service_route_against_every_key(route, world):
     own = _request(keys["own"], "get", _path(route, "chat", ids))
     if own.status_code in (401, 403) or own.status_code >= 500:
         problems.append(f"own key get: {own.status_code}")
-    if route.endswith("artifacts/<id:filename>/versions/<id:version>/") and MARKER not in _body(
+    if route.endswith("artifacts/<key:filename>/versions/<id:version>/") and MARKER not in _body(
         own
     ):
         problems.append(f"own key get: the file was not reached ({own.status_code})")
