@@ -64,6 +64,11 @@ class SessionRecord(models.Model):
         default=False,
         help_text="A temporary chat neither reads nor writes long-term memory.",
     )
+    memory_only = models.BooleanField(
+        default=False,
+        help_text="Holds events given to long-term memory only (ADK's add_events_to_memory): "
+        "no conversation, session list or search shows it; memory jobs read it.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_update_time = models.FloatField()
     last_sequence = models.PositiveBigIntegerField(default=0)

@@ -23,6 +23,7 @@ from agents_app.service_api.serializers import (
     AppMemoryUpdateSerializer,
     JobSerializer,
     MemoryCreateSerializer,
+    MemoryEventsJobSerializer,
     MemoryEventsSerializer,
     MemoryGenerateSerializer,
     MemorySearchQuerySerializer,
@@ -42,8 +43,6 @@ from memory_app.services.app_memories import (
 )
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
-from sessions_app.errors import DuplicateEventError
-from sessions_app.types import Session
 
 JOB_STATUS = {
     GenerationJob.Status.QUEUED: "queued",
@@ -140,39 +139,58 @@ class MemoryGenerateView(ServiceAPIView):
 class MemoryEventsView(ServiceAPIView):
     @extend_schema(
         operation_id="v1_memory_events",
-        summary="Turn the given events of a session into memories, in the background",
-        description="ADK's add_events_to_memory. Events not yet in the session are appended "
-        "to it first (so each memory links to the event it came from), then a job runs.",
+        summary="Turn the given events into memories, in the background",
+        description="ADK's add_events_to_memory: the events feed memory generation only. "
+        "Those the named session already stores are read from it; the others are kept in a "
+        "session of their own that no conversation, session list or search shows (their state "
+        "deltas not applied), so each memory still links to the event it came from. Answers "
+        "the last job queued and, in `job_ids`, every one.",
         parameters=[APP_NAME, USER_ID],
         request=MemoryEventsSerializer,
-        responses={202: JobSerializer, **BODY_ERRORS},
+        responses={202: MemoryEventsJobSerializer, **BODY_ERRORS},
     )
     def post(self, request: Request, app_name: str, user_id: str) -> Response:
         data = request_data_validated(MemoryEventsSerializer, request.data)
-        end_user = self.end_user(user_id)
-        session_key = self.owned_session_of(end_user, data["session_id"])
         events = []
         for index, raw in enumerate(data["events"]):
             serializer = ServiceEventSerializer(data=raw)
             if not serializer.is_valid():
                 raise ValidationError({f"events.{index}": serializer.errors})
             events.append(serializer.validated_data)
-        session = Session(id=data["session_id"], app_name=app_name, user_id=str(end_user.user_id))
-        redacted = app_settings_of(self.app).pii_redaction
-        for event in events:
-            if redacted:
+        end_user = self.end_user(user_id, create=True)
+        named_key = None
+        if data.get("session_id"):
+            named_key = session_selectors.session_key_get(
+                app_name=app_name, user_pk=end_user.user_id, session_id=data["session_id"]
+            )
+        stored_ids = set()
+        if named_key is not None:
+            stored_ids = session_selectors.event_ids_stored(
+                session_key=named_key, event_ids=[event.id for event in events]
+            )
+        given = [event for event in events if event.id not in stored_ids]
+        if app_settings_of(self.app).pii_redaction:
+            for event in given:
                 event_redact(event)
-            try:
-                session_services.event_append(session=session, event=event)
-            except DuplicateEventError:
-                continue
-        job = memory_services.memory_job_request(
-            app_name=app_name,
-            user_pk=end_user.user_id,
-            session_id=session_key,
-            trigger=GenerationJob.Trigger.SESSION_END,
-        )
-        return Response(job_json(job), status=status.HTTP_202_ACCEPTED)
+        session_keys = [named_key] if stored_ids else []
+        if given:
+            session_keys.append(
+                session_services.memory_events_store(
+                    app_name=app_name, user_id=str(end_user.user_id), events=given
+                )
+            )
+        jobs = [
+            memory_services.memory_job_request(
+                app_name=app_name,
+                user_pk=end_user.user_id,
+                session_id=key,
+                trigger=GenerationJob.Trigger.SESSION_END,
+            )
+            for key in session_keys
+        ]
+        answer = job_json(jobs[-1])
+        answer["job_ids"] = [str(job.id) for job in jobs if job is not None]
+        return Response(answer, status=status.HTTP_202_ACCEPTED)
 
 
 class MemoryListView(ServiceAPIView):

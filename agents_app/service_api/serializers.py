@@ -119,7 +119,11 @@ class MemoryGenerateSerializer(serializers.Serializer):
 
 
 class MemoryEventsSerializer(serializers.Serializer):
-    session_id = identifier_field()
+    session_id = identifier_field(
+        required=False,
+        help_text="The session the events come from, if any: those it stores already are "
+        "read from it; it need not exist.",
+    )
     events = serializers.ListField(child=serializers.DictField(), allow_empty=False, min_length=1)
     custom_metadata = serializers.DictField(required=False)
 
@@ -161,6 +165,13 @@ class JobSerializer(serializers.Serializer):
     job_id = serializers.CharField()
     status = serializers.CharField(help_text="queued, running, done, failed or dead.")
     error = serializers.CharField(allow_null=True)
+
+
+class MemoryEventsJobSerializer(JobSerializer):
+    job_ids = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Every job the call queued (the given session's and the events' own).",
+    )
 
 
 class AppMemoryUpdateSerializerSchema(OpenApiSerializerExtension):

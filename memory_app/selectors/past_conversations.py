@@ -343,6 +343,7 @@ def past_turns_read(
         session__user_id=user_pk,
         session__app_name=app_name,
         session__temporary=False,
+        session__memory_only=False,
     ).values_list(
         "pk",
         "session__session_id",

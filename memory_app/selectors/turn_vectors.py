@@ -119,6 +119,7 @@ def turns_nearest(
         WHERE vector_dims(turn.vector) = %s AND turn.embedding_model = %s
           AND event.author = 'user' AND NOT event.rewound
           AND chat.user_id = %s AND chat.app_name = %s AND NOT chat.temporary
+          AND NOT chat.memory_only
           AND chat."key" <> %s
         ORDER BY turn.vector::{vector_type} <=> %s::{vector_type}
         LIMIT %s

@@ -22,6 +22,7 @@ from sessions_app.selectors.artifacts import (
 from sessions_app.selectors.events import (
     StoredEvent,
     StoredEventsPage,
+    event_ids_stored,
     session_latest_compaction,
     session_latest_compaction_read,
     session_since_compaction_read,
@@ -82,6 +83,7 @@ __all__ = [
     "artifact_version_describe",
     "artifact_versions_list",
     "artifacts_of_user",
+    "event_ids_stored",
     "scoped_states_get",
     "session_artifacts_get",
     "session_chat_url",

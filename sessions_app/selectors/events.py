@@ -222,3 +222,12 @@ def stored_events_of_turn(*, session_key: str, user_event_id: str) -> list[Store
     return store_read_run(
         stored_events_of_turn_read(session_key=session_key, user_event_id=user_event_id)
     )
+
+
+def event_ids_stored(*, session_key: str, event_ids: list[str]) -> set[str]:
+    """Those of ``event_ids`` the session already stores."""
+    return set(
+        EventRecord.objects.filter(session_id=session_key, event_id__in=event_ids).values_list(
+            "event_id", flat=True
+        )
+    )

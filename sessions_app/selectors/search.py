@@ -45,6 +45,7 @@ _PG_MESSAGES = (
     'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
     f"WHERE event.content IS NOT NULL AND {_PG_TSVECTOR} @@ to_tsquery('simple', %s) "
     "AND session.user_id = %s AND session.app_name = %s AND NOT event.rewound "
+    "AND NOT session.memory_only "
     "ORDER BY event.timestamp DESC LIMIT %s"
 )
 _SQLITE_MESSAGES = (
@@ -54,6 +55,7 @@ _SQLITE_MESSAGES = (
     'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
     "WHERE sessions_app_event_search MATCH %s "
     "AND session.user_id = %s AND session.app_name = %s AND NOT event.rewound "
+    "AND NOT session.memory_only "
     "ORDER BY event.timestamp DESC LIMIT %s"
 )
 
@@ -155,7 +157,9 @@ def chats_search(*, user_pk: int, app_name: str, query: str) -> list[SearchHit]:
     if not words:
         return []
     hits: dict[str, SearchHit] = {}
-    sessions = SessionRecord.objects.filter(user_id=user_pk, app_name=app_name).exclude(title="")
+    sessions = SessionRecord.objects.filter(
+        user_id=user_pk, app_name=app_name, memory_only=False
+    ).exclude(title="")
     sessions = sessions.order_by("-last_update_time").only(
         "session_id", "title", "last_update_time"
     )
@@ -194,6 +198,7 @@ _PG_WORD_MATCHES = (
     'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
     f"WHERE event.content IS NOT NULL AND {_PG_TSVECTOR} @@ to_tsquery('simple', %s) "
     "AND session.user_id = %s AND session.app_name = %s AND NOT session.temporary "
+    "AND NOT session.memory_only "
     "AND session.\"key\" <> %s AND NOT event.rewound AND event.author <> 'system' "
     "ORDER BY event.timestamp DESC, event.id DESC LIMIT %s"
 )
@@ -203,6 +208,7 @@ _SQLITE_WORD_MATCHES = (
     'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
     "WHERE sessions_app_event_search MATCH %s "
     "AND session.user_id = %s AND session.app_name = %s AND NOT session.temporary "
+    "AND NOT session.memory_only "
     "AND session.\"key\" <> %s AND NOT event.rewound AND event.author <> 'system' "
     "ORDER BY event.timestamp DESC, event.id DESC LIMIT %s"
 )
@@ -213,7 +219,8 @@ _TURN_WINDOWS = (
     "SELECT event.id, event.session_id, event.sequence, event.timestamp, event.author, "
     "{content}, {metadata}, "
     "(SELECT coalesce(sum(session.last_sequence), 0) FROM sessions_app_sessionrecord AS session "
-    "WHERE session.user_id = %s AND session.app_name = %s AND NOT session.temporary) "
+    "WHERE session.user_id = %s AND session.app_name = %s AND NOT session.temporary "
+    "AND NOT session.memory_only) "
     "FROM spots JOIN sessions_app_eventrecord AS event "
     "ON event.session_id = spots.session_id AND event.sequence = spots.sequence "
     "WHERE event.content IS NOT NULL AND NOT event.rewound AND event.author <> 'system' "

@@ -187,12 +187,12 @@ def _session_page_sql(*, after: bool) -> str:
     particular place); parameters: user pk, app name, the last (time, id) of the previous
     page if ``after``, the row count, then those of the states."""
     table = _qn(SessionRecord._meta.db_table)
-    session_key, session_id, app_name, user, last_update_time = _columns(
-        SessionRecord, "key", "session_id", "app_name", "user", "last_update_time"
+    session_key, session_id, app_name, user, last_update_time, memory_only = _columns(
+        SessionRecord, "key", "session_id", "app_name", "user", "last_update_time", "memory_only"
     )
     page = (
         f"SELECT {session_key}, {session_id}, {last_update_time} FROM {table} "
-        f"WHERE {user} = %s AND {app_name} = %s"
+        f"WHERE {user} = %s AND {app_name} = %s AND NOT {memory_only}"
     )
     if after:
         page += f" AND ({last_update_time}, {session_id}) < (%s, %s)"

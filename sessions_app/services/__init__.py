@@ -31,6 +31,7 @@ from sessions_app.services.session_service import SessionService
 from sessions_app.services.sessions import (
     IDENTIFIER_PATTERN,
     IDENTIFIER_RULE,
+    memory_events_store,
     session_create,
     session_delete,
     session_rename,
@@ -58,6 +59,7 @@ __all__ = [
     "artifact_user_copy",
     "attachments_store",
     "event_append",
+    "memory_events_store",
     "session_create",
     "session_delete",
     "session_rename",

@@ -12,8 +12,9 @@ from django.db import IntegrityError, transaction
 
 from sessions_app import selectors, storage
 from sessions_app.errors import SessionAlreadyExistsError, SessionStoreError
-from sessions_app.events import new_event_id
+from sessions_app.events import Event, new_event_id
 from sessions_app.models import SessionRecord
+from sessions_app.services.events import event_append
 from sessions_app.state import state_merge, state_split
 from sessions_app.types import Session
 
@@ -43,13 +44,15 @@ def session_create(
     state: dict[str, Any] | None = None,
     session_id: str | None = None,
     temporary: bool = False,
+    memory_only: bool = False,
 ) -> Session:
     """Create a session; ``user:`` and ``app:`` keys of ``state`` go to their shared scopes.
 
     ``temp:`` keys are dropped, as nothing outlives an invocation. Ids are unique within
     the (app, user), as ADK's are: a ``session_id`` the user already has in the app is
     refused (SessionAlreadyExistsError), whoever else holds the same id. A ``temporary``
-    session is a chat that neither reads nor writes long-term memory.
+    session is a chat that neither reads nor writes long-term memory; a ``memory_only``
+    one holds events given to long-term memory alone (``memory_events_store``).
     """
     identifier_validate(value=app_name, what="app_name")
     if session_id is None:
@@ -68,6 +71,7 @@ def session_create(
                 last_update_time=now,
                 initial_state=scoped.session,
                 temporary=temporary,
+                memory_only=memory_only,
             )
             storage.state_rows_upsert(
                 session_key=record.key, user_pk=user_pk, app_name=app_name, scoped=scoped
@@ -86,6 +90,32 @@ def session_create(
         state=state_merge(session=by_session.get(session_id, {}), user=user_state, app=app_state),
         last_update_time=now,
     )
+
+
+def memory_events_store(*, app_name: str, user_id: str, events: list[Event]) -> str:
+    """The key of the session holding ``events`` for long-term memory only, as ADK's
+    ``add_events_to_memory`` means them: a new session of the user that no conversation,
+    session list or search shows (``memory_only``), so a memory job reads them and each
+    memory links to its event, while the model never sees them in a conversation. Their
+    state deltas are not applied: they change no state. One transaction: all are stored, or
+    none. Repeated ids are stored once.
+    """
+    with transaction.atomic():
+        session = session_create(
+            app_name=app_name,
+            user_id=user_id,
+            session_id=f"memory-{new_event_id()}",
+            memory_only=True,
+        )
+        seen: set[str] = set()
+        for event in events:
+            if event.id in seen:
+                continue
+            seen.add(event.id)
+            event = event.model_copy(deep=True)
+            event.actions.state_delta = {}
+            event_append(session=session, event=event)
+    return selectors.session_key_get(app_name=app_name, user_pk=int(user_id), session_id=session.id)
 
 
 def session_delete(*, app_name: str, user_id: str, session_id: str) -> bool:

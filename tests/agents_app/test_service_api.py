@@ -357,6 +357,50 @@ def test_generation_is_a_background_job_the_caller_can_poll(
     assert other.get(f"jobs/{job['job_id']}/").status_code == 404
 
 
+def test_events_added_to_memory_feed_a_job_and_never_the_conversation(
+    api, django_capture_on_commit_callbacks
+):
+    api.post("users/alice/sessions/", {"session_id": "s1"})
+    first = api.post("users/alice/sessions/s1/events/", {**said("Hello."), "id": "e1"}).json()
+    given = {**said("My name is Alice and I live in Lyon."), "id": "e2"}
+    given["actions"] = {"state_delta": {"user:city": "Lyon", "mood": "calm"}}
+
+    with django_capture_on_commit_callbacks(execute=False):
+        queued = api.post(
+            "users/alice/memory/events/", {"session_id": "s1", "events": [first["event"], given]}
+        )
+        alone = api.post("users/carol/memory/events/", {"events": [said("I am Carol.")]})
+
+    assert queued.status_code == 202, queued.content
+    assert alone.status_code == 202, alone.content
+    assert len(queued.json()["job_ids"]) == 2
+    assert queued.json()["job_id"] == queued.json()["job_ids"][-1]
+    session = api.get("users/alice/sessions/s1/").json()
+    assert [event["id"] for event in session["events"]] == ["e1"]
+    assert session["state"] == {}
+    assert api.get("users/alice/state/").json() == {"user": {}}
+    assert [s["id"] for s in api.get("users/alice/sessions/").json()["sessions"]] == ["s1"]
+    assert api.get("users/carol/sessions/").json()["sessions"] == []
+    held = EventRecord.objects.get(event_id="e2")
+    assert held.session.memory_only and held.actions.get("state_delta", {}) == {}
+    jobs = GenerationJob.objects.filter(user__end_user__external_id="alice")
+    assert {job.session_id for job in jobs} == {held.session_id, session_key("alice", "s1")}
+
+
+def test_events_added_to_memory_are_checked_whole_before_any_is_kept(api):
+    refused = api.post(
+        "users/alice/memory/events/", {"events": [said("Fine."), {"author": "user", "id": 7}]}
+    )
+
+    assert refused.status_code == 400
+    assert "events.1" in refused.json()
+    assert not SessionRecord.objects.exists() and not EventRecord.objects.exists()
+
+
+def session_key(user_id: str, session_id: str) -> str:
+    return SessionRecord.objects.get(user__end_user__external_id=user_id, session_id=session_id).key
+
+
 def test_export_and_delete_all_of_an_end_user(api):
     api.post("users/alice/sessions/", {"session_id": "s1", "state": {"user:tz": "CET"}})
     api.post("users/alice/memories/", {"text": "Alice prefers green tea."})

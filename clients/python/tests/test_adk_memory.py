@@ -8,10 +8,13 @@ import pytest
 from conftest import SEMANTICS_APP
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events import Event
+from google.adk.memory import InMemoryMemoryService
 from google.adk.memory.base_memory_service import SearchMemoryResponse
 from google.adk.memory.memory_entry import MemoryEntry
-from google.adk.sessions import Session
+from google.adk.sessions import DatabaseSessionService, Session
 from google.genai import types
+
+from agent_memory_client.adk import RemoteSessionService
 
 APP = SEMANTICS_APP
 
@@ -112,3 +115,49 @@ async def test_a_session_the_server_does_not_store_is_a_clear_error(memory_servi
 
     with pytest.raises(SessionNotFoundError, match="kept-elsewhere"):
         await memory_service.add_session_to_memory(kept_elsewhere)
+
+
+@pytest.fixture(params=["adk", "remote"])
+async def services(request, server, memory_service, tmp_path):
+    """ADK's own DatabaseSessionService and InMemoryMemoryService, then the remote pair."""
+    if request.param == "adk":
+        sessions = DatabaseSessionService(db_url=f"sqlite+aiosqlite:///{tmp_path / 'adk.db'}")
+        yield sessions, InMemoryMemoryService()
+    else:
+        sessions = RemoteSessionService(base_url=server.base_url, api_key=server.key(APP))
+        yield sessions, memory_service
+    await sessions.close()
+
+
+async def test_events_added_to_memory_feed_memory_only_as_in_adk(services, user_id):
+    """ADK's add_events_to_memory hands events to memory: they do not join the session's
+    conversation, make no session and change no state, and memory finds them."""
+    sessions, memory = services
+    session = await sessions.create_session(app_name=APP, user_id=user_id, session_id="chat 1")
+    said = await sessions.append_event(session, user_message("Hello there."))
+    sport = f"curling{uuid.uuid4().hex[:5]}"
+    given = user_message(f"My favourite sport is {sport}.")
+    given.actions.state_delta = {"user:sport": sport}
+
+    await memory.add_events_to_memory(
+        app_name=APP,
+        user_id=user_id,
+        events=[said, given],
+        session_id=session.id,
+        custom_metadata={"wait_for_completion": True},
+    )
+    await memory.add_events_to_memory(
+        app_name=APP,
+        user_id=user_id,
+        events=[user_message(f"I also like {sport} on ice.")],
+        custom_metadata={"wait_for_completion": True},
+    )
+
+    stored = await sessions.get_session(app_name=APP, user_id=user_id, session_id="chat 1")
+    assert [event.id for event in stored.events] == [said.id]
+    assert "user:sport" not in stored.state
+    listed = await sessions.list_sessions(app_name=APP, user_id=user_id)
+    assert [listed_session.id for listed_session in listed.sessions] == ["chat 1"]
+    assert "sport" not in await sessions.get_user_state(app_name=APP, user_id=user_id)
+    found = await memory.search_memory(app_name=APP, user_id=user_id, query=sport)
+    assert any(sport in text for text in texts(found))

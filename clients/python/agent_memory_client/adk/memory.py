@@ -90,17 +90,16 @@ class RemoteMemoryService(BaseMemoryService):
         session_id: str | None = None,
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
-        """Generate memories from these events only (a delta, not the whole session).
+        """Generate memories from these events only (a delta, not the whole session), as
+        ADK means it: they feed memory generation and nothing else.
 
-        The server links every memory to the event it came from, so the events are kept in
-        the session ``session_id`` names (appended to it if it lacks them); without one, in
-        a new session of the end user made for them.
+        They never enter a conversation: those the session ``session_id`` names already
+        stores are read from it, the others the server keeps apart (each memory still links
+        to the event it came from), in no session ``get_session`` or ``list_sessions``
+        answers, and their state deltas change no state.
         """
         metadata = dict(custom_metadata or {})
         wait = bool(metadata.pop(WAIT_FOR_COMPLETION, self.wait_for_completion))
-        if session_id is None:
-            created = await self.client.create_session(app_name=app_name, user_id=user_id)
-            session_id = created["id"]
         job = await self.client.add_events_to_memory(
             app_name=app_name,
             user_id=user_id,
@@ -160,12 +159,15 @@ class RemoteMemoryService(BaseMemoryService):
             return
 
     async def _maybe_wait(self, app_name: str, job: dict[str, Any], *, wait: bool) -> None:
-        """Follow the job when asked to; a job without id is one the server had nothing to do
-        for (the end user turned memory creation off)."""
-        if wait and job.get("job_id"):
-            await self.client.wait_for_job(
-                app_name=app_name, job_id=job["job_id"], timeout=self.job_timeout
-            )
+        """Follow the call's jobs when asked to; a job without id is one the server had
+        nothing to do for (the end user turned memory creation off)."""
+        if not wait:
+            return
+        for job_id in job.get("job_ids") or [job.get("job_id")]:
+            if job_id:
+                await self.client.wait_for_job(
+                    app_name=app_name, job_id=job_id, timeout=self.job_timeout
+                )
 
 
 def _entry_text(memory: MemoryEntry) -> str:
