@@ -36,6 +36,7 @@ from sessions_app.errors import (
     SessionAlreadyExistsError,
     SessionNotFoundError,
     SessionStoreError,
+    StaleSessionError,
 )
 from sessions_app.models import SessionRecord
 from sessions_app.serializers import (
@@ -66,6 +67,8 @@ def _api_error(exc: Exception) -> Exception:
         return NotFound(str(exc))
     if isinstance(exc, AppForbiddenError):
         return PermissionDenied(str(exc))
+    if isinstance(exc, StaleSessionError):
+        return Conflict({"detail": str(exc), "code": "stale_session"})
     if isinstance(exc, SessionAlreadyExistsError | DuplicateEventError):
         return Conflict(str(exc))
     if isinstance(exc, SessionStoreError):

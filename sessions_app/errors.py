@@ -9,6 +9,10 @@ class SessionNotFoundError(SessionStoreError):
     pass
 
 
+class StaleSessionError(SessionStoreError):
+    """The writer's copy of the session is older than the stored one (``SessionRevision``)."""
+
+
 class SessionAlreadyExistsError(SessionStoreError):
     pass
 

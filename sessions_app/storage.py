@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import time
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import connection, models, transaction
 
 from core import async_database
 from sessions_app.consent import memory_consent_get
-from sessions_app.errors import SessionNotFoundError
+from sessions_app.errors import SessionNotFoundError, SessionStoreError, StaleSessionError
 from sessions_app.models import AppState, EventRecord, SessionRecord, SessionState, UserState
 from sessions_app.state import ScopedState
+from sessions_app.types import SessionRevision
 
 
 @functools.lru_cache(maxsize=256)
@@ -114,15 +117,52 @@ def event_record_insert(*, session_key: str, sequence: int, fields: dict[str, An
         cursor.execute(_insert_sql(EventRecord, names, 1, ()), params)
 
 
+def _revision_condition(table: str, key: str) -> str:
+    """The claim's condition that the writer's copy is not stale (``SessionRevision``);
+    parameters: the copy's last_update_time and newest event id ('' for none)."""
+    events = connection.ops.quote_name(EventRecord._meta.db_table)
+    event_session = connection.ops.quote_name(EventRecord._meta.get_field("session").column)
+    return (
+        f"({table}.last_update_time <= %s OR COALESCE((SELECT event_id FROM {events} "
+        f"WHERE {events}.{event_session} = {table}.{key} ORDER BY sequence DESC LIMIT 1), '') "
+        "= %s)"
+    )
+
+
+def _revision_params(revision: SessionRevision | None) -> list[Any]:
+    if revision is None:
+        return [math.inf, ""]
+    return [revision.last_update_time, revision.last_event_id or ""]
+
+
+def _stale_or_missing(*, session_id: str, app_name: str, user_pk: int) -> SessionStoreError:
+    """Why a claim found no row: the session is missing, or the writer's copy is stale."""
+    exists = SessionRecord.objects.filter(
+        session_id=session_id, app_name=app_name, user_id=user_pk
+    ).exists()
+    if exists:
+        return StaleSessionError(
+            f"Session {session_id!r} was updated since this copy of it was read: read it "
+            "again before appending."
+        )
+    return SessionNotFoundError(f"Session {session_id!r} not found in app {app_name!r}.")
+
+
 def sequence_claim(
-    *, session_id: str, app_name: str, user_pk: int, now: float
+    *,
+    session_id: str,
+    app_name: str,
+    user_pk: int,
+    now: float,
+    revision: SessionRevision | None = None,
 ) -> tuple[str, int, float]:
     """Take the session row lock and the next sequence number, in one statement; returns
     the session's key, that number and its last_update_time.
 
     Must be the first write of the caller's transaction: every writer of a
     session goes through here first, which is what fixes the lock order.
-    Raises SessionNotFoundError if the user has no such session.
+    Raises SessionNotFoundError if the user has no such session, StaleSessionError if
+    ``revision`` is stale.
     """
     table = SessionRecord._meta.db_table
     with connection.cursor() as cursor:
@@ -130,12 +170,13 @@ def sequence_claim(
             f"UPDATE {table} SET last_sequence = last_sequence + 1, "
             "last_update_time = CASE WHEN last_update_time > %s THEN last_update_time ELSE %s END "
             "WHERE session_id = %s AND app_name = %s AND user_id = %s "
+            f"AND {_revision_condition(table, connection.ops.quote_name('key'))} "
             'RETURNING "key", last_sequence, last_update_time',
-            [now, now, session_id, app_name, user_pk],
+            [now, now, session_id, app_name, user_pk, *_revision_params(revision)],
         )
         row = cursor.fetchone()
     if row is None:
-        raise SessionNotFoundError(f"Session {session_id!r} not found in app {app_name!r}.")
+        raise _stale_or_missing(session_id=session_id, app_name=app_name, user_pk=user_pk)
     return row[0], row[1], row[2]
 
 
@@ -182,7 +223,8 @@ def _append_sql_postgresql(
     ``memory_excluded`` is computed in the same statement: the claimed session is
     temporary, or ``consent_sql`` (``consent.ConsentCondition``) does not hold.
 
-    Parameters: now, now, session id, app name, user pk; the event fields
+    Parameters: now, now, session id, app name, user pk, the ``_revision_params``; the
+    event fields
     ``_EVENT_PARAM_NAMES``; user pk (for ``consent_sql``); (key, value) per
     session key; user pk, app name, (key, value) per user key; app name,
     (key, value) per app key. Returns one
@@ -213,6 +255,7 @@ def _append_sql_postgresql(
         f"THEN {last_update_time} ELSE %s END "
         f"WHERE {column(session, 'session_id')} = %s AND {column(session, 'app_name')} = %s "
         f"AND {column(session, 'user')} = %s "
+        f"AND {_revision_condition(table(session), column(session, 'key'))} "
         f"RETURNING {column(session, 'key')} AS id, {last_sequence} AS sequence, "
         f"{last_update_time} AS last_update_time, {column(session, 'temporary')} AS temporary)",
         f"event_row AS (INSERT INTO {table(EventRecord)} ({column(EventRecord, 'session')}, "
@@ -250,9 +293,10 @@ def _append_statement_postgresql(
     fields: dict[str, Any],
     scoped: ScopedState,
     now: float,
+    revision: SessionRevision | None,
 ) -> tuple[str, list[Any]]:
     """The one statement of an append on PostgreSQL, with its parameters."""
-    params: list[Any] = [now, now, session_id, app_name, user_pk]
+    params: list[Any] = [now, now, session_id, app_name, user_pk, *_revision_params(revision)]
     params += _event_record_params(fields, _EVENT_PARAM_NAMES)
     params.append(user_pk)
     for owner, values in (
@@ -270,14 +314,14 @@ def _append_statement_postgresql(
     return sql, params
 
 
-def _stored_place(row: tuple | None, session_id: str, app_name: str) -> tuple[int, float]:
-    if row is None:
-        raise SessionNotFoundError(f"Session {session_id!r} not found in app {app_name!r}.")
-    return row[0], row[1]
-
-
 def event_store(
-    *, session_id: str, app_name: str, user_pk: int, fields: dict[str, Any], scoped: ScopedState
+    *,
+    session_id: str,
+    app_name: str,
+    user_pk: int,
+    fields: dict[str, Any],
+    scoped: ScopedState,
+    revision: SessionRevision | None = None,
 ) -> tuple[int, float]:
     """Store an event row and apply its stored scopes' keys, atomically; returns the event's
     sequence number and the session's last_update_time.
@@ -285,14 +329,19 @@ def event_store(
     Claims the next sequence number first, which takes the session row lock.
     On PostgreSQL all of it is one statement (one round trip when autocommit
     is on; inside a transaction it gets a savepoint like ``atomic`` would).
-    Raises SessionNotFoundError if the user has no such session (nothing is
-    written) and IntegrityError if the event id is already in the session.
+    Raises SessionNotFoundError if the user has no such session, StaleSessionError if
+    ``revision`` is stale (nothing is written either way) and IntegrityError if the event id
+    is already in the session.
     """
     now = time.time()
     if connection.vendor != "postgresql":
         with transaction.atomic():
             session_key, sequence, last_update_time = sequence_claim(
-                session_id=session_id, app_name=app_name, user_pk=user_pk, now=now
+                session_id=session_id,
+                app_name=app_name,
+                user_pk=user_pk,
+                now=now,
+                revision=revision,
             )
             excluded = _memory_excluded_read(session_key=session_key, user_pk=user_pk)
             event_record_insert(
@@ -311,13 +360,16 @@ def event_store(
         fields=fields,
         scoped=scoped,
         now=now,
+        revision=revision,
     )
     in_transaction = not connection.get_autocommit()
     savepoint = transaction.atomic() if in_transaction else contextlib.nullcontext()
     with savepoint, connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
-    return _stored_place(row, session_id, app_name)
+    if row is None:
+        raise _stale_or_missing(session_id=session_id, app_name=app_name, user_pk=user_pk)
+    return row[0], row[1]
 
 
 async def event_store_async(
@@ -328,6 +380,7 @@ async def event_store_async(
     fields: dict[str, Any],
     scoped: ScopedState,
     then: async_database.StoreRead | None = None,
+    revision: SessionRevision | None = None,
 ) -> tuple[tuple[int, float], Any]:
     """``event_store`` from an event loop, on PostgreSQL: the same one statement, in
     autocommit on the loop's own connection (``core.async_database``), and the answer of
@@ -341,8 +394,12 @@ async def event_store_async(
         fields=fields,
         scoped=scoped,
         now=time.time(),
+        revision=revision,
     )
     statements = [(sql, params), *(then.statements if then is not None else ())]
     rows, *after = await async_database.fetch_each(statements, repeatable=False)
-    place = _stored_place(rows[0] if rows else None, session_id, app_name)
-    return place, then.assemble(after) if then is not None else None
+    if not rows:
+        raise await sync_to_async(_stale_or_missing)(
+            session_id=session_id, app_name=app_name, user_pk=user_pk
+        )
+    return (rows[0][0], rows[0][1]), then.assemble(after) if then is not None else None

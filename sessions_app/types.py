@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -60,3 +60,13 @@ class ArtifactVersion(BaseModel):
     custom_metadata: dict[str, Any] = Field(default_factory=dict)
     create_time: float
     mime_type: str | None = None
+
+
+class SessionRevision(NamedTuple):
+    """What a writer's copy of a session holds, for ADK's stale-session check: its
+    ``last_update_time`` and the id of its newest event (None: it holds none). The copy is
+    stale, as ADK's database service judges it, when the stored session was updated after it
+    and the stored newest event is not the copy's."""
+
+    last_update_time: float
+    last_event_id: str | None

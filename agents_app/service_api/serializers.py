@@ -79,6 +79,24 @@ class ServiceSessionGetQuerySerializer(serializers.Serializer):
     after_timestamp = serializers.FloatField(required=False)
 
 
+class ServiceEventQuerySerializer(serializers.Serializer):
+    """ADK's stale-session check, asked for by giving what the writer's copy of the session
+    holds; without ``stale_check_last_update_time`` there is none."""
+
+    stale_check_last_update_time = serializers.FloatField(
+        required=False,
+        help_text="The copy's last_update_time: the append is refused (409, code "
+        "`stale_session`) if the session was updated since and its newest event is not the "
+        "copy's, as ADK's DatabaseSessionService refuses a stale session.",
+    )
+    stale_check_last_event_id = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="The id of the copy's newest event; empty or left out: it holds none.",
+    )
+
+
 class ServiceEventSerializer(EventCreateSerializer):
     """ADK's Event JSON, any author and any state_delta scope: a service account writes for
     its app. Fields this server does not model are kept and given back."""

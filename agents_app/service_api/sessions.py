@@ -33,6 +33,7 @@ from agents_app.service_api.base import (
 )
 from agents_app.service_api.serializers import (
     ServiceAppendedSerializer,
+    ServiceEventQuerySerializer,
     ServiceEventSerializer,
     ServiceRewindSerializer,
     ServiceSessionCreateSerializer,
@@ -58,7 +59,7 @@ from sessions_app.errors import SessionNotFoundError
 from sessions_app.models import AppState, SessionRecord, UserState
 from sessions_app.services import SessionService
 from sessions_app.state import APP_PREFIX, USER_PREFIX
-from sessions_app.types import GetSessionConfig, Session
+from sessions_app.types import GetSessionConfig, Session, SessionRevision
 
 # The session store's async API, as the chat runtime reaches it: on PostgreSQL its reads and
 # appends go from the event loop.
@@ -187,11 +188,15 @@ class SessionEventsView(AsyncServiceAPIView):
         "Event this server does not model are kept and given back. The app's PII redaction "
         "applies before it is stored, and memory generation triggers as after a turn of the "
         "built-in agent: a final response of the agent checks the app's turn triggers.",
-        parameters=[APP_NAME, USER_ID, SESSION_ID],
+        parameters=[APP_NAME, USER_ID, SESSION_ID, ServiceEventQuerySerializer],
         request=ServiceEventSerializer,
         responses={
             201: ServiceAppendedSerializer,
-            409: OpenApiResponse(ErrorSerializer, description="The event id is stored."),
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="The event id is stored, or (code `stale_session`) the stale "
+                "check found the copy stale.",
+            ),
             **WRITE_BODY_ERRORS,
         },
     )
@@ -199,9 +204,16 @@ class SessionEventsView(AsyncServiceAPIView):
         self, request: Request, app_name: str, user_id: str, session_id: str
     ) -> HttpResponse:
         event = request_data_validated(ServiceEventSerializer, request.data)
+        query = request_data_validated(ServiceEventQuerySerializer, request.query_params)
+        revision = None
+        if "stale_check_last_update_time" in query:
+            revision = SessionRevision(
+                last_update_time=query["stale_check_last_update_time"],
+                last_event_id=query.get("stale_check_last_event_id") or None,
+            )
         if app_settings_of(self.app).pii_redaction:
             event_redact(event)
-        appended = self._appended(event, app_name, user_id, session_id)
+        appended = self._appended(event, app_name, user_id, session_id, revision)
         if event.actions.rewind_before_invocation_id is not None:
             return await appended  # the rewind's own answer
         if not _turn_ends(event):
@@ -235,7 +247,7 @@ class SessionEventsView(AsyncServiceAPIView):
         )
 
     async def _appended(
-        self, event, app_name: str, user_id: str, session_id: str
+        self, event, app_name: str, user_id: str, session_id: str, revision=None
     ) -> Session | HttpResponse:
         """The session with ``event`` appended, or the answer to a rewind event. The end
         user is looked up afresh once if the session is not found under a kept one."""
@@ -248,7 +260,7 @@ class SessionEventsView(AsyncServiceAPIView):
             if event.actions.rewind_before_invocation_id is not None:
                 return await sync_to_async(self._rewind_appended)(session=session, event=event)
             try:
-                await SESSIONS.append_event(session, event)
+                await SESSIONS.append_event_stored(session, event, revision=revision)
             except SessionNotFoundError:
                 if afresh:
                     raise

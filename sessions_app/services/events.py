@@ -43,7 +43,7 @@ from sessions_app.state import (
     ScopedState,
     state_split,
 )
-from sessions_app.types import Session
+from sessions_app.types import Session, SessionRevision
 
 MAX_NAME_LENGTH = 128
 MAX_BRANCH_LENGTH = 512
@@ -95,7 +95,9 @@ class _PendingAppend(NamedTuple):
     original_delta: dict[str, Any]
 
 
-def _append_begin(*, session: Session, event: Event) -> _PendingAppend:
+def _append_begin(
+    *, session: Session, event: Event, revision: SessionRevision | None = None
+) -> _PendingAppend:
     """Check ``event`` for ``session`` and strip its ``temp:`` keys from the delta it will be
     stored with; raises (the event as it was) if it cannot be stored."""
     delta = event.actions.state_delta
@@ -120,6 +122,7 @@ def _append_begin(*, session: Session, event: Event) -> _PendingAppend:
             "user_pk": user_pk,
             "fields": fields,
             "scoped": scoped,
+            "revision": revision,
         },
         temp=scoped.temp,
         original_delta=delta,
@@ -167,23 +170,30 @@ def event_append(*, session: Session, event: Event) -> Event:
     return event_append_stored(session=session, event=event).event
 
 
-def event_append_stored(*, session: Session, event: Event) -> selectors.StoredEvent:
+def event_append_stored(
+    *, session: Session, event: Event, revision: SessionRevision | None = None
+) -> selectors.StoredEvent:
     """``event_append`` of an event that is not partial, answering the event as stored (as
     ``selectors.stored_event_get`` would read it back just after): whoever shows it next
-    needs no read of its own."""
-    pending = _append_begin(session=session, event=event)
+    needs no read of its own. With ``revision``, the writer's copy of the session, a stale
+    copy raises StaleSessionError and stores nothing, as ADK's database service does."""
+    pending = _append_begin(session=session, event=event, revision=revision)
     with _append_storing(event=event, pending=pending):
         place = storage.event_store(**pending.store_arguments)
     return _append_end(session=session, event=event, pending=pending, place=place)
 
 
 async def event_append_stored_async(
-    *, session: Session, event: Event, then: StoreRead | None = None
+    *,
+    session: Session,
+    event: Event,
+    then: StoreRead | None = None,
+    revision: SessionRevision | None = None,
 ) -> tuple[selectors.StoredEvent, Any]:
     """``event_append_stored`` from an event loop, its one statement on the loop's own
     connection (PostgreSQL); with the answer of ``then``, whose statements follow in the same
     round trip and transaction (None without)."""
-    pending = _append_begin(session=session, event=event)
+    pending = _append_begin(session=session, event=event, revision=revision)
     with _append_storing(event=event, pending=pending):
         place, answer = await storage.event_store_async(**pending.store_arguments, then=then)
     return _append_end(session=session, event=event, pending=pending, place=place), answer

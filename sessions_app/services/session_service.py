@@ -15,7 +15,7 @@ from sessions_app.services.events import (
     session_rewind,
 )
 from sessions_app.services.sessions import session_create, session_delete
-from sessions_app.types import GetSessionConfig, ListSessionsResponse, Session
+from sessions_app.types import GetSessionConfig, ListSessionsResponse, Session, SessionRevision
 
 
 class SessionService:
@@ -78,12 +78,20 @@ class SessionService:
             return event
         return (await self.append_event_stored(session, event)).event
 
-    async def append_event_stored(self, session: Session, event: Event) -> selectors.StoredEvent:
+    async def append_event_stored(
+        self, session: Session, event: Event, *, revision: SessionRevision | None = None
+    ) -> selectors.StoredEvent:
         """``append_event`` of an event that is not partial, answering it as stored: its
-        place in the session with it, so that it can be shown without a read."""
+        place in the session with it, so that it can be shown without a read. With
+        ``revision`` a stale copy of the session raises StaleSessionError."""
         if async_database.available():
-            return (await event_append_stored_async(session=session, event=event))[0]
-        return await sync_to_async(event_append_stored)(session=session, event=event)
+            stored = await event_append_stored_async(
+                session=session, event=event, revision=revision
+            )
+            return stored[0]
+        return await sync_to_async(event_append_stored)(
+            session=session, event=event, revision=revision
+        )
 
     async def append_event_stored_then(
         self, session: Session, event: Event, *, then: async_database.StoreRead

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 from datetime import timedelta
+from urllib.parse import urlencode
 
 import pytest
 from django.core.management import call_command
@@ -355,6 +356,38 @@ def test_generation_is_a_background_job_the_caller_can_poll(
     assert api.post("users/bob/memory/generate/", {"session_id": "s1"}).status_code == 404
     other = Api(key_for("billing"), "billing")
     assert other.get(f"jobs/{job['job_id']}/").status_code == 404
+
+
+def _append_checked(api, session: dict, text: str):
+    newest = session["events"][-1]["id"] if session.get("events") else ""
+    query = urlencode(
+        {
+            "stale_check_last_update_time": repr(session["last_update_time"]),
+            "stale_check_last_event_id": newest,
+        }
+    )
+    return api.post(f"users/alice/sessions/s1/events/?{query}", said(text))
+
+
+def test_an_append_with_the_stale_check_refuses_a_copy_older_than_the_stored_session(api):
+    api.post("users/alice/sessions/", {"session_id": "s1"})
+    first = api.get("users/alice/sessions/s1/").json()
+    second = api.get("users/alice/sessions/s1/").json()
+
+    appended = _append_checked(api, first, "first writer")
+    refused = _append_checked(api, second, "second writer")
+
+    assert appended.status_code == 201, appended.content
+    assert refused.status_code == 409
+    assert refused.json()["code"] == "stale_session"
+    stored = api.get("users/alice/sessions/s1/").json()
+    assert [event["content"]["parts"][0]["text"] for event in stored["events"]] == ["first writer"]
+    assert _append_checked(api, stored, "after a reload").status_code == 201
+    assert api.post("users/alice/sessions/s1/events/", said("unchecked")).status_code == 201
+    unknown = api.post(
+        "users/alice/sessions/nope/events/?stale_check_last_update_time=0", said("lost")
+    )
+    assert unknown.status_code == 404
 
 
 def test_events_added_to_memory_feed_a_job_and_never_the_conversation(

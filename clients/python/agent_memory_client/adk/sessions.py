@@ -19,6 +19,7 @@ import logging
 import weakref
 from typing import Any
 
+from google.adk.errors import StaleSessionError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import (
@@ -39,12 +40,15 @@ from agent_memory_client.client import (
 )
 from agent_memory_client.errors import (
     BadRequestError,
+    ConflictError,
     NotFoundError,
 )
 
 __all__ = ["RemoteSessionService"]
 
 logger = logging.getLogger(__name__)
+
+STALE_SESSION_CODE = "stale_session"
 
 
 class StoredSession(BaseModel):
@@ -97,6 +101,11 @@ class RemoteSessionService(BaseSessionService):
     app: any other answers as missing); ``user_id`` is the app's own id of the
     end user. Appends are atomic on the server and serialised per session, so
     concurrent writers neither lose events nor get stale-session errors.
+
+    With ``stale_check=True``, ``append_event`` raises ADK's ``StaleSessionError`` (and
+    stores nothing) exactly when ADK's ``DatabaseSessionService`` would: the stored session
+    was updated after the ``Session`` object's ``last_update_time`` and its newest event is
+    not the object's newest. Reload the session with ``get_session`` and try again.
     """
 
     def __init__(
@@ -106,10 +115,12 @@ class RemoteSessionService(BaseSessionService):
         api_key: str | None = None,
         client: AgentMemoryClient | None = None,
         timeout: float = 30.0,
+        stale_check: bool = False,
     ) -> None:
         self.client = client_from_arguments(
             base_url=base_url, api_key=api_key, client=client, timeout=timeout
         )
+        self.stale_check = stale_check
         self._append_locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -230,9 +241,22 @@ class RemoteSessionService(BaseSessionService):
         event = self._trim_temp_delta_state(event)
         path = session_path(session.app_name, session.user_id, session.id) + "events/"
         body = event.model_dump_json(exclude_none=True).encode()
+        params = None
+        if self.stale_check:
+            params = {
+                "stale_check_last_update_time": repr(session.last_update_time),
+                "stale_check_last_event_id": session.events[-1].id if session.events else "",
+            }
         async with self._append_lock(session):
             try:
-                response = await self.client.request("POST", path, content=body)
+                response = await self.client.request("POST", path, content=body, params=params)
+            except ConflictError as error:
+                if isinstance(error.body, dict) and error.body.get("code") == STALE_SESSION_CODE:
+                    raise StaleSessionError(
+                        "The session has been modified in storage since it was loaded. Please "
+                        "reload the session before appending more events."
+                    ) from error
+                raise
             except NotFoundError as error:
                 raise SessionNotFoundError(
                     f"Session {session.id!r} not found in app {session.app_name!r} for user "
