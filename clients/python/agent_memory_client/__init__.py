@@ -18,6 +18,7 @@ from agent_memory_client.errors import (
     PayloadTooLargeError,
     PermissionDeniedError,
     RateLimitedError,
+    RequestTimeoutError,
     ServerError,
     TransportError,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RateLimitedError",
+    "RequestTimeoutError",
     "ServerError",
     "TransportError",
 ]

@@ -7,6 +7,7 @@ Python's (``except LookupError``) catches these as it catches those.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 try:
@@ -31,6 +32,11 @@ class AgentMemoryError(Exception):
 
 class TransportError(AgentMemoryError, ConnectionError):
     """The server could not be reached, or the connection broke before an answer came."""
+
+
+class RequestTimeoutError(TransportError, asyncio.TimeoutError):
+    """No answer within the client's ``timeout``: also ``asyncio.TimeoutError`` (the built-in
+    ``TimeoutError`` from Python 3.11), as an ``asyncio.wait_for`` around the call raises."""
 
 
 class ApiError(AgentMemoryError):

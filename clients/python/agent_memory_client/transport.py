@@ -28,7 +28,7 @@ import aiohttp
 from multidict import CIMultiDictProxy
 from yarl import URL
 
-from agent_memory_client.errors import TransportError, api_error
+from agent_memory_client.errors import RequestTimeoutError, TransportError, api_error
 
 __all__ = ["Response", "Transport"]
 
@@ -146,8 +146,18 @@ class Transport:
                     response = Response(answer.status, answer.headers, await answer.read())
             except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
                 if attempt >= self.retries:
-                    raise TransportError(f"{method} {path}: {error!r}") from error
-            except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+                    unreached = (
+                        RequestTimeoutError
+                        if isinstance(error, asyncio.TimeoutError)
+                        else TransportError
+                    )
+                    raise unreached(f"{method} {path}: {error!r}") from error
+            except asyncio.TimeoutError as error:
+                if not idempotent or attempt >= self.retries:
+                    raise RequestTimeoutError(
+                        f"{method} {path}: no answer within {self.timeout} s"
+                    ) from error
+            except aiohttp.ClientError as error:
                 if not idempotent or attempt >= self.retries:
                     raise TransportError(f"{method} {path}: {error!r}") from error
             else:

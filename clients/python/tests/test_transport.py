@@ -22,11 +22,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agent_memory_client import AgentMemoryClient, ApiError, ServerError, TransportError
+from agent_memory_client import (
+    AgentMemoryClient,
+    ApiError,
+    RequestTimeoutError,
+    ServerError,
+    TransportError,
+)
 
 OK = (200, {}, b'{"sessions": [], "next_page_token": null}')
 CREATED = (201, {}, b'{"event": {"id": "e1"}, "last_update_time": 1.0}')
 DROP = "drop"
+SLOW = "slow"
 
 
 class ScriptedServer(ThreadingHTTPServer):
@@ -58,6 +65,9 @@ class _ScriptedAnswer(BaseHTTPRequestHandler):
         if action == DROP:
             self.close_connection = True
             return
+        if action == SLOW:  # longer than the client waits
+            time.sleep(0.5)
+            action = OK
         status, headers, body = action
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -201,3 +211,17 @@ def test_a_client_left_open_when_its_loops_end_leaves_nothing_open(scripted, cap
     assert "nclosed" not in caplog.text
     assert [repr(failure.exc_value) for failure in unraisable] == []
     assert [loop() for loop in loops] == [None, None]  # nothing of a finished loop is kept
+
+
+async def test_no_answer_within_the_timeout_raises_asyncio_timeout_error(scripted):
+    scripted.script = [SLOW, SLOW, SLOW]
+    async with client_of(scripted, timeout=0.2, retries=1) as client:
+        with pytest.raises(asyncio.TimeoutError) as timed_out:
+            await client.list_sessions(app_name="a", user_id="u")
+        with pytest.raises(TimeoutError):
+            await client.append_event(app_name="a", user_id="u", session_id="s", event=EVENT)
+
+    assert isinstance(timed_out.value, RequestTimeoutError)
+    assert isinstance(timed_out.value, TransportError)
+    assert "no answer within 0.2 s" in str(timed_out.value)
+    assert [method for method, _, _ in scripted.seen] == ["GET", "GET", "POST"]
