@@ -9,9 +9,11 @@ import subprocess
 import sys
 
 from conftest import REPO_ROOT
+from google.adk.agents import LlmAgent
 from tests.fake_gemini import Reply, final_chunk, text_chunk
 
 from agent_memory_client import AgentMemoryClient
+from agent_memory_client.adk import RemoteMemoryService, RemoteSessionService
 
 
 def docs_example() -> str:
@@ -53,3 +55,24 @@ async def _stored_session(base_url: str, key: str) -> dict:
         return await client.get_session(
             app_name="support", user_id="customer-42", session_id="first-chat"
         )
+
+
+def test_the_artifact_example_runs_with_its_own_imports_after_the_first(server):
+    """docs/clients.md's "Files an agent saves" snippet imports what it uses: it runs with
+    only the names the first example defines (and the reader's draw_chart) around it."""
+    page = (REPO_ROOT / "docs" / "clients.md").read_text()
+    start = page.index("\n## Files an agent saves\n")
+    snippet = re.search(r"```python\n(.*?)```", page[start:], re.DOTALL).group(1)
+    sessions = RemoteSessionService(base_url=server.base_url, api_key=server.key("support"))
+    given = {
+        "sessions": sessions,
+        "memory": RemoteMemoryService(client=sessions.client),
+        "agent": LlmAgent(name="helper", model="gemini-2.5-flash"),
+        "draw_chart": lambda: b"\x89PNG\r\n\x1a\n",
+    }
+    namespace = dict(given)
+
+    exec(compile(snippet, "docs/clients.md", "exec"), namespace)
+
+    assert namespace["runner"].artifact_service is namespace["artifacts"]
+    assert callable(namespace["keep_chart"])
