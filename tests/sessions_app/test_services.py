@@ -622,7 +622,7 @@ def test_nul_characters_in_state_and_ids_are_refused(user):
     with pytest.raises(InvalidStateError, match="NUL"):
         create(user, state={"k\x00": 1})
     with pytest.raises(SessionStoreError, match="session_id"):
-        create(user, session_id="abc\n")
+        create(user, session_id="abc\x00")
     assert not SessionRecord.objects.exists()
 
 
