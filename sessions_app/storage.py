@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -324,7 +323,9 @@ def event_store(
     revision: SessionRevision | None = None,
 ) -> tuple[int, float]:
     """Store an event row and apply its stored scopes' keys, atomically; returns the event's
-    sequence number and the session's last_update_time.
+    sequence number and the session's last_update_time: the event's timestamp, as ADK's
+    services set it, unless the session already holds a later one (it never goes back, so
+    the stale-session check can compare it).
 
     Claims the next sequence number first, which takes the session row lock.
     On PostgreSQL all of it is one statement (one round trip when autocommit
@@ -333,7 +334,7 @@ def event_store(
     ``revision`` is stale (nothing is written either way) and IntegrityError if the event id
     is already in the session.
     """
-    now = time.time()
+    now = fields["timestamp"]
     if connection.vendor != "postgresql":
         with transaction.atomic():
             session_key, sequence, last_update_time = sequence_claim(
@@ -393,7 +394,7 @@ async def event_store_async(
         user_pk=user_pk,
         fields=fields,
         scoped=scoped,
-        now=time.time(),
+        now=fields["timestamp"],
         revision=revision,
     )
     statements = [(sql, params), *(then.statements if then is not None else ())]

@@ -358,6 +358,20 @@ def test_generation_is_a_background_job_the_caller_can_poll(
     assert other.get(f"jobs/{job['job_id']}/").status_code == 404
 
 
+def test_last_update_time_is_the_newest_appended_events_timestamp(api):
+    created = api.post("users/alice/sessions/", {"session_id": "s1"}).json()
+    later = created["last_update_time"] + 100.0
+
+    newer = api.post("users/alice/sessions/s1/events/", {**said("later"), "timestamp": later})
+    older = api.post(
+        "users/alice/sessions/s1/events/", {**said("earlier"), "timestamp": later - 50.0}
+    )
+
+    assert newer.json()["last_update_time"] == later
+    assert older.json()["last_update_time"] == later
+    assert api.get("users/alice/sessions/s1/").json()["last_update_time"] == later
+
+
 def _append_checked(api, session: dict, text: str):
     newest = session["events"][-1]["id"] if session.get("events") else ""
     query = urlencode(
