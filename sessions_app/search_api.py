@@ -6,7 +6,6 @@ another user's titles and messages never appear, whatever the query.
 
 from __future__ import annotations
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -14,11 +13,7 @@ from rest_framework.response import Response
 
 from core.api import BAD_REQUEST, NOT_SIGNED_IN, JSONAPIView, request_data_validated
 from sessions_app.selectors.search import MAX_QUERY_CHARS, chats_search
-from sessions_app.serializers import identifier_field
-
-
-def _default_app_name() -> str:
-    return settings.DEFAULT_APP_NAME
+from sessions_app.serializers import app_name_field
 
 
 class SearchQuerySerializer(serializers.Serializer):
@@ -28,9 +23,7 @@ class SearchQuerySerializer(serializers.Serializer):
         help_text="Words to find, in any of their forms (by their English stem); all must "
         "be there.",
     )
-    app_name = identifier_field(
-        default=_default_app_name, help_text="Defaults to the site's default app."
-    )
+    app_name = app_name_field()
 
 
 class SearchHitSerializer(serializers.Serializer):

@@ -9,6 +9,7 @@ Events are described in the schema by the ``Event`` model's own JSON schema
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pydantic
@@ -86,6 +87,30 @@ def identifier_field(**kwargs) -> serializers.RegexField:
     )
 
 
+# App names are what the console lets staff give an app (agents_app's App.name), narrower than
+# the ids of sessions and users, which are ADK's.
+APP_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}\Z")
+APP_NAME_MESSAGE = "Use 1-128 letters, digits and . _ : @ -, starting with a letter or digit."
+
+
+def app_name_field(**kwargs) -> serializers.RegexField:
+    """An app's name as the schema states it, whole (no trailing newline)."""
+
+    def whole(value: str) -> None:
+        if not APP_NAME_PATTERN.fullmatch(value):
+            raise serializers.ValidationError(APP_NAME_MESSAGE, code="invalid")
+
+    return StrictRegexField(
+        APP_NAME_PATTERN,
+        error_messages={"invalid": APP_NAME_MESSAGE},
+        trim_whitespace=False,
+        validators=[whole],
+        default=_default_app_name,
+        help_text="Defaults to the site's default app.",
+        **kwargs,
+    )
+
+
 def _pydantic_error_details(error: pydantic.ValidationError) -> dict[str, list[str]]:
     """Pydantic's messages keyed by the dotted path of the field they are about."""
     details: dict[str, list[str]] = {}
@@ -96,9 +121,7 @@ def _pydantic_error_details(error: pydantic.ValidationError) -> dict[str, list[s
 
 
 class SessionListQuerySerializer(serializers.Serializer):
-    app_name = identifier_field(
-        default=_default_app_name, help_text="Defaults to the site's default app."
-    )
+    app_name = app_name_field()
     page_size = serializers.IntegerField(
         min_value=1, max_value=selectors.MAX_PAGE_SIZE, default=selectors.DEFAULT_PAGE_SIZE
     )
@@ -110,9 +133,7 @@ class SessionListQuerySerializer(serializers.Serializer):
 
 
 class SessionCreateSerializer(serializers.Serializer):
-    app_name = identifier_field(
-        default=_default_app_name, help_text="Defaults to the site's default app."
-    )
+    app_name = app_name_field()
     session_id = identifier_field(
         required=False,
         help_text="A new id is made when left out, or when another user has this one "
