@@ -94,8 +94,10 @@ def _admitted(principal: Principal) -> Principal:
 def principal_of(*, authorization: str, end_user: str) -> Principal:
     """The caller of an MCP request from its ``Authorization`` and ``X-End-User`` headers: a
     personal access token, or a service account's key with ``memory:read`` naming an end user
-    of its app; counted against ``MCP_REQUESTS_PER_MINUTE``. Raises :class:`Refused`: 401 for
-    any bad credential, 403 for a key without the scope, 400 for a bad user id, 429."""
+    of its app; counted against ``MCP_REQUESTS_PER_MINUTE``. A token and its account are read
+    afresh on every request, never kept, so a deactivated account's token is refused at once
+    in every process. Raises :class:`Refused`: 401 for any bad credential or a deactivated
+    account, 403 for a key without the scope, 400 for a bad user id, 429."""
     scheme, _, secret = authorization.partition(" ")
     secret = secret.strip()
     if scheme.lower() != "bearer" or not secret:
@@ -103,6 +105,8 @@ def principal_of(*, authorization: str, end_user: str) -> Principal:
     token = access_selectors.access_token_from_secret(token=secret)
     if token is not None:
         _usable(token, "token")
+        if not token.user.is_active:
+            raise Refused(401, "The token's account is deactivated.")
         return _admitted(
             Principal(
                 app_name=settings.DEFAULT_APP_NAME,

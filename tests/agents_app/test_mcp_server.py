@@ -52,6 +52,11 @@ PersonalAccessToken.objects.filter(prefix={prefix!r}).update(
 )
 """
 
+ACTIVE = """
+from django.contrib.auth import get_user_model
+get_user_model().objects.filter(username={username!r}).update(is_active={active})
+"""
+
 AUDIT = """
 from access_app.models import AuditLogEntry
 for entry in AuditLogEntry.objects.filter(subject_user__username={username!r}):
@@ -273,6 +278,20 @@ def test_a_revoked_expired_or_wrong_token_is_refused(server):
     assert "expired" in answers["expired"].json()["detail"]
     assert answers["wrong"].headers["www-authenticate"].startswith("Bearer")
     assert _initialize(server, good).status_code == 200
+
+
+def test_a_token_dies_with_its_account_and_lives_again_with_it(server):
+    user = "reader-10"
+    _, token = token_create(server, "--user", user, "--scopes", "read", "write")
+    assert call(server, token, "list_memories") == {"memories": [], "next_page": None}
+
+    server.shell(ACTIVE.format(username=user, active=False))
+    refused = _initialize(server, token)
+    server.shell(ACTIVE.format(username=user, active=True))
+
+    assert refused.status_code == 401
+    assert "deactivated" in refused.json()["detail"]
+    assert _initialize(server, token).status_code == 200
 
 
 SERVICE_KEY = """
