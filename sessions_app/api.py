@@ -114,7 +114,10 @@ class SessionStoreAPIView(JSONAPIView):
 
     def owned_session(self, session_id: str) -> SessionRecord:
         """The requesting user's session with this id, in the app the ``app_name`` query
-        parameter names (if any); 404 for any other id."""
+        parameter names (if any); 404 for any other id. A request that writes to it (any
+        method but a read or a deletion) is refused with 403 once its app is closed to the
+        user, as a new session or a chat socket in it is; deleting stays open, since a person
+        may always delete what they stored."""
         app_name = self.request.query_params.get("app_name")
         if not services.IDENTIFIER_PATTERN.fullmatch(session_id):
             raise NotFound()
@@ -123,6 +126,8 @@ class SessionStoreAPIView(JSONAPIView):
         )
         if record is None:
             raise NotFound()
+        if self.request.method not in ("GET", "HEAD", "OPTIONS", "DELETE"):
+            app_policy_get().app_use_check(app_name=record.app_name, user=self.request.user)
         return record
 
     def session_load(self, record: SessionRecord) -> Session:

@@ -112,3 +112,26 @@ def test_the_seeding_migration_turns_every_app_name_in_use_into_an_app(settings)
     assert apps["chat"].title == "kept"
     assert apps["helpdesk"].instruction == "Help." and apps["helpdesk"].tools == []
     assert apps["legal"].pii_redaction and apps["legal"].trigger_every_turn is True
+
+
+def test_a_closed_app_refuses_every_write_to_a_session_in_it_and_allows_reads(api_client, user):
+    app = App.objects.create(name="support")
+    created = _create(api_client, "support").json()
+    session = f"/api/sessions/{created['id']}/"
+    event = {"author": "user", "content": {"role": "user", "parts": [{"text": "Hi."}]}}
+    assert api_client.post(f"{session}events/", event, format="json").status_code == 201
+
+    app.open_to_all = False
+    app.save()
+    writes = {
+        "append": api_client.post(f"{session}events/", event, format="json"),
+        "rename": api_client.patch(session, {"title": "Mine"}, format="json"),
+        "rewind": api_client.post(f"{session}rewind/", {"invocation_id": "x"}, format="json"),
+    }
+
+    assert {door: answer.status_code for door, answer in writes.items()} == dict.fromkeys(
+        writes, 403
+    )
+    assert writes["append"].json() == {"detail": "You may not use the app 'support'."}
+    assert [e["author"] for e in api_client.get(f"{session}events/").json()["results"]] == ["user"]
+    assert api_client.delete(session).status_code == 204
