@@ -147,8 +147,9 @@ class GrantListView(generics.ListAPIView, JSONAPIView):
             403: NOT_SIGNED_IN,
             404: OpenApiResponse(
                 ErrorSerializer,
-                description="The `grantee` is no active staff account (an unknown user name "
-                "too): the account the grant names does not exist for you.",
+                description="No account has the `grantee`'s user name. A grant to an account "
+                "that is not active staff is made alike (201) and reaches nothing until it is: "
+                "the answer never tells who is staff.",
             ),
             413: TOO_LARGE,
             415: UNSUPPORTED,

@@ -1,9 +1,11 @@
 """Writes of the access layer: audit entries, grants and the staff roles.
 
 Grants are checked here rather than only in forms so that every door (page,
-REST API, shell) keeps the same invariants: the grantee is an active staff
-account other than the owner, the scope is known, and the expiry lies in the
-future and within ``GRANT_MAX_DAYS``.
+REST API, shell) keeps the same invariants: the grantee is an account other
+than the owner, the scope is known, and the expiry lies in the future and within
+``GRANT_MAX_DAYS``. A grant reaches data only while its grantee is active staff
+(``access_app.selectors``), so a grant to any other account is stored as one to
+staff is: what a grant answers never tells which user names are staff.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def audit_record(
 
 
 class GranteeNotFoundError(ValidationError):
-    """No active staff account has the username a grant names (an unknown one too)."""
+    """No account has the username a grant names."""
 
 
 def _grantee_resolve(*, grantee: AbstractBaseUser | None, grantee_username: str | None):
@@ -101,8 +103,8 @@ def _grantee_resolve(*, grantee: AbstractBaseUser | None, grantee_username: str 
         grantee = user_model._default_manager.filter(
             **{user_model.USERNAME_FIELD: username}
         ).first()
-    if grantee is None or not grantee.is_staff or not grantee.is_active:
-        raise GranteeNotFoundError({"grantee": "No active staff account has this username."})
+    if grantee is None:
+        raise GranteeNotFoundError({"grantee": "No account has this username."})
     return grantee
 
 
@@ -116,10 +118,12 @@ def access_grant_create(
 ) -> AccessGrant:
     """Let a staff account read ``scope`` of the owner's data until ``expires_at``.
 
-    Raises ``ValidationError`` (keyed by field) for an unknown or non-staff
-    grantee (``GranteeNotFoundError``), the owner themself, an unknown scope, or
-    an expiry that is past or more than ``GRANT_MAX_DAYS`` ahead. A still-active grant to the same
-    grantee for the same scope is revoked and replaced, so at most one applies.
+    The grant applies while the grantee is an active staff account; one to any other
+    account is made alike and applies to nothing. Raises ``ValidationError`` (keyed by
+    field) for an unknown grantee (``GranteeNotFoundError``), the owner themself, an
+    unknown scope, or an expiry that is past or more than ``GRANT_MAX_DAYS`` ahead. A
+    still-active grant to the same grantee for the same scope is revoked and replaced, so
+    at most one applies.
     """
     grantee = _grantee_resolve(grantee=grantee, grantee_username=grantee_username)
     errors: dict[str, str] = {}

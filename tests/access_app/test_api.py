@@ -14,7 +14,8 @@ from rest_framework.test import APIClient
 
 from access_app import services
 from access_app.models import AccessGrant
-from tests.factories import AccessGrantFactory, StaffFactory
+from access_app.selectors import staff_may_view_user_data
+from tests.factories import AccessGrantFactory, StaffFactory, UserFactory
 
 GRANTS = "access_api:grant-list"
 AUDIT = "access_api:audit-list"
@@ -76,7 +77,7 @@ def test_bad_grants_answer_400_with_the_field(api_client, staff, body, field):
 
 @pytest.mark.django_db
 def test_a_grant_to_an_unknown_account_answers_404_and_writes_nothing(api_client, staff):
-    """The grantee is valid by the schema (a user name) and names no staff account, as an
+    """The grantee is valid by the schema (a user name) and names no account, as an
     unknown id names no object (found by schemathesis' positive_data_acceptance)."""
     expires_at = (timezone.now() + timedelta(days=1)).isoformat()
 
@@ -85,8 +86,39 @@ def test_a_grant_to_an_unknown_account_answers_404_and_writes_nothing(api_client
     )
 
     assert response.status_code == 404
-    assert response.json() == {"detail": "No active staff account has this username."}
+    assert response.json() == {"detail": "No account has this username."}
     assert not AccessGrant.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_grant_answers_alike_whether_or_not_the_account_is_active_staff(api_client, user):
+    """Any user could once learn who is staff from a grant's 404 against its 201."""
+    expires_at = (timezone.now() + timedelta(days=1)).isoformat()
+    accounts = {
+        "staff": StaffFactory(),
+        "plain user": UserFactory(),
+        "inactive staff": StaffFactory(is_active=False),
+    }
+
+    answers = {
+        kind: api_client.post(
+            reverse(GRANTS),
+            {"grantee": account.username, "scope": "memories", "expires_at": expires_at},
+            format="json",
+        )
+        for kind, account in accounts.items()
+    }
+
+    shapes = {
+        kind: (answer.status_code, tuple(sorted(answer.json())), answer.json()["active"])
+        for kind, answer in answers.items()
+    }
+    assert set(shapes.values()) == {(201, tuple(sorted(answers["staff"].json())), True)}
+    reaches = {
+        kind: staff_may_view_user_data(staff=account, subject_user_pk=user.pk, scope="memories")
+        for kind, account in accounts.items()
+    }
+    assert reaches == {"staff": True, "plain user": False, "inactive staff": False}
 
 
 @pytest.mark.django_db

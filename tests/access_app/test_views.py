@@ -123,7 +123,7 @@ def test_grant_then_revoke_through_the_page(signed_in, user, staff):
 @pytest.mark.parametrize(
     ("form", "message"),
     [
-        ({"grantee": "nobody-here", "scope": "memories", "until": "+3"}, "No active staff account"),
+        ({"grantee": "nobody-here", "scope": "memories", "until": "+3"}, "No account has this"),
         ({"grantee": "", "scope": "memories", "until": "+3"}, "This field is required."),
         ({"grantee": "STAFF", "scope": "memories", "until": "-1"}, "must lie in the future"),
         ({"grantee": "STAFF", "scope": "memories", "until": "+90"}, "at most 90 days"),

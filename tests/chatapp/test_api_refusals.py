@@ -167,8 +167,8 @@ REFUSALS = {
         "/api/access/grants/",
         {"grantee": "nobody-here", "expires_at": _in_days(7)},
         status=404,
-        says="No active staff account",
-        documented="is no active staff account (an unknown user name too",
+        says="No account has this username",
+        documented="No account has the `grantee`'s user name",
     ),
     "a grant for ever": Refusal(
         "post",
