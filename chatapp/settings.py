@@ -364,6 +364,12 @@ MEMORY_JOB_RETRY_BASE_SECONDS = env.float("MEMORY_JOB_RETRY_BASE_SECONDS", defau
 MEMORY_JOB_RETRY_MAX_SECONDS = env.float("MEMORY_JOB_RETRY_MAX_SECONDS", default=300.0)
 MEMORY_JOB_REDISPATCH_AFTER_SECONDS = env.int("MEMORY_JOB_REDISPATCH_AFTER_SECONDS", default=600)
 MEMORY_JOB_STUCK_AFTER_SECONDS = env.int("MEMORY_JOB_STUCK_AFTER_SECONDS", default=900)
+# A running job renews its heartbeat this often; one silent for 3 beats is a lost worker's,
+# and the redispatch (every MEMORY_JOB_REDISPATCH_INTERVAL_SECONDS) sends it again.
+MEMORY_JOB_HEARTBEAT_SECONDS = env.float("MEMORY_JOB_HEARTBEAT_SECONDS", default=10.0)
+MEMORY_JOB_REDISPATCH_INTERVAL_SECONDS = env.float(
+    "MEMORY_JOB_REDISPATCH_INTERVAL_SECONDS", default=20.0
+)
 MEMORY_IDLE_SCAN_BATCH_SIZE = env.int("MEMORY_IDLE_SCAN_BATCH_SIZE", default=500)
 MEMORY_MAINTENANCE_INTERVAL_SECONDS = env.int("MEMORY_MAINTENANCE_INTERVAL_SECONDS", default=300)
 # Forgetting: confidence decay of unused memories, pruning of stale weak ones.
@@ -394,7 +400,7 @@ CELERY_BEAT_SCHEDULE |= {
     },
     "memory-jobs-redispatch": {
         "task": "memory_app.tasks.memory_jobs_redispatch",
-        "schedule": float(MEMORY_MAINTENANCE_INTERVAL_SECONDS),
+        "schedule": MEMORY_JOB_REDISPATCH_INTERVAL_SECONDS,
     },
     "memory-rewind-releases-sweep": {
         "task": "memory_app.tasks.rewind_releases_sweep",

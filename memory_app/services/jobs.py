@@ -28,6 +28,11 @@ from memory_app.models import (
     GenerationJob,
     MemoryWatermark,
 )
+from memory_app.services.job_heartbeats import (
+    job_heartbeat,
+    job_heartbeat_expiry_seconds,
+    jobs_beating,
+)
 from memory_app.services.releases import session_rewound_memories_release
 from memory_app.services.users import memory_index_invalidate, memory_notices_send, user_lock
 from memory_app.topics import topics_for_app
@@ -240,11 +245,17 @@ def memory_job_run(*, job_id: str) -> GenerationJob:
     Finishes the job as succeeded (with the event range it processed) or skipped (opted out,
     temporary or deleted session, nothing new, or another run got there first). Raises the
     extraction's ``ModelError`` for the task to retry; the job stays running until the task
-    decides. Running a finished job again returns it unchanged.
+    decides. Running a finished job again returns it unchanged. While it runs, the job's
+    heartbeat is alive (``job_heartbeats``).
     """
     job = _job_start(job_id)
     if job is None:
         return GenerationJob.objects.get(pk=job_id)  # finished, or waiting for its session
+    with job_heartbeat(job_id=job.id):
+        return _job_run_started(job)
+
+
+def _job_run_started(job: GenerationJob) -> GenerationJob:
     reason = _skip_reason(job)
     if reason:
         return job_finish(job, status=GenerationJob.Status.SKIPPED, error=reason)
@@ -353,13 +364,14 @@ def memory_job_fail(*, job_id: str, error: Exception, dead: bool) -> None:
 
 
 def _jobs_stuck_release(*, now: datetime) -> int:
-    """Release the jobs ``running`` for longer than ``MEMORY_JOB_STUCK_AFTER_SECONDS``: their
-    process died mid-job (the in-process pool, or a worker killed without the broker
-    redelivering), so nothing would ever finish them. Each goes back to ``queued`` with its
-    attempts kept and "worker lost" as its error, and is sent again; a job that already used
-    ``MEMORY_JOB_MAX_RETRIES`` + 1 attempts is ``dead`` instead. A ``tool`` job (facts stored
-    directly) is ``failed``: its facts were only in the lost process, so there is nothing to
-    run again. Returns how many were sent.
+    """Release the jobs whose run died: ``running`` with no heartbeat for
+    ``job_heartbeat_expiry_seconds`` (a worker killed mid-job), or, whatever their heartbeat,
+    for longer than ``MEMORY_JOB_STUCK_AFTER_SECONDS`` (the cache unreadable, a ``tool`` job,
+    which runs in the request without a heartbeat). Nothing would ever finish them. Each goes
+    back to ``queued`` with its attempts kept and "worker lost" as its error, and is sent
+    again; a job that already used ``MEMORY_JOB_MAX_RETRIES`` + 1 attempts is ``dead``
+    instead. A ``tool`` job (facts stored directly) is ``failed``: its facts were only in the
+    lost process, so there is nothing to run again. Returns how many were sent.
 
     A job is released only if it is still in the run that was seen (same ``started_at``), so a
     job that started again meanwhile is left alone. Should the old run be alive after all, the
@@ -367,15 +379,31 @@ def _jobs_stuck_release(*, now: datetime) -> int:
     only one of them store the events.
     """
     stuck_after = settings.MEMORY_JOB_STUCK_AFTER_SECONDS
-    stuck = GenerationJob.objects.filter(
-        status=GenerationJob.Status.RUNNING, started_at__lt=now - timedelta(seconds=stuck_after)
+    silent_after = job_heartbeat_expiry_seconds()
+    overdue_before = now - timedelta(seconds=stuck_after)
+    candidates = list(
+        GenerationJob.objects.filter(
+            status=GenerationJob.Status.RUNNING,
+            started_at__lt=now - timedelta(seconds=min(stuck_after, silent_after)),
+        ).order_by("started_at")[: settings.MEMORY_IDLE_SCAN_BATCH_SIZE]
+    )
+    beating = jobs_beating(
+        job_ids=[job.id for job in candidates if job.trigger != GenerationJob.Trigger.TOOL]
     )
     sent = 0
-    for job in stuck.order_by("started_at")[: settings.MEMORY_IDLE_SCAN_BATCH_SIZE]:
+    for job in candidates:
+        silent = (
+            job.trigger != GenerationJob.Trigger.TOOL
+            and beating is not None
+            and str(job.id) not in beating
+        )
+        if job.started_at >= overdue_before and not silent:
+            continue
         same_run = GenerationJob.objects.filter(
             pk=job.pk, status=GenerationJob.Status.RUNNING, started_at=job.started_at
         )
-        error = f"worker lost: attempt {job.attempts} still running after {stuck_after} s"
+        lost = f"no heartbeat for {silent_after:g} s" if silent else f"after {stuck_after} s"
+        error = f"worker lost: attempt {job.attempts} still running, {lost}"
         if job.trigger == GenerationJob.Trigger.TOOL:
             if same_run.update(status=GenerationJob.Status.FAILED, error=error, finished_at=now):
                 logger.warning("memory job %s failed: %s", job.id, error)

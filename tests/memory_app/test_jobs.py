@@ -29,6 +29,11 @@ from memory_app.models import (
     SourceType,
 )
 from memory_app.services import jobs as job_services
+from memory_app.services.job_heartbeats import (
+    job_heartbeat_beat,
+    job_heartbeat_expiry_seconds,
+    jobs_beating,
+)
 from memory_app.tasks import memories_forget, memory_job_run, memory_jobs_redispatch
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
@@ -311,6 +316,7 @@ def test_jobs_stuck_running_are_queued_and_sent_again(user, enqueued, settings):
     running_since(stuck, settings.MEMORY_JOB_STUCK_AFTER_SECONDS + 60)
     busy = job_for(user, session_make(user))
     running_since(busy, settings.MEMORY_JOB_STUCK_AFTER_SECONDS - 60)
+    job_heartbeat_beat(busy.id)
     enqueued.clear()
 
     assert memory_jobs_redispatch.apply().get() == 1
@@ -326,6 +332,65 @@ def test_jobs_stuck_running_are_queued_and_sent_again(user, enqueued, settings):
     stuck.refresh_from_db()
     assert (stuck.attempts, stuck.error) == (2, "")
     assert Memory.objects.filter(user=user, text="The user lives in Porto.").count() == 1
+
+
+def test_a_killed_workers_job_is_sent_again_within_a_minute_a_beating_one_is_not(user, enqueued):
+    assert (
+        job_heartbeat_expiry_seconds() + django_settings.MEMORY_JOB_REDISPATCH_INTERVAL_SECONDS
+        <= 60
+    )
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    killed = job_for(user, session)
+    running_since(killed, job_heartbeat_expiry_seconds() + 1)
+    alive = job_for(user, session_make(user))
+    running_since(alive, job_heartbeat_expiry_seconds() + 1)
+    job_heartbeat_beat(alive.id)
+    enqueued.clear()
+
+    assert memory_jobs_redispatch.apply().get() == 1
+
+    assert enqueued == [{"job_id": str(killed.id)}]
+    killed.refresh_from_db()
+    assert killed.status == Status.QUEUED
+    assert killed.error.startswith("worker lost") and "no heartbeat" in killed.error
+    alive.refresh_from_db()
+    assert alive.status == Status.RUNNING
+    assert run(killed) == Status.SUCCEEDED
+
+
+def test_a_running_job_beats_until_it_ends(user, enqueued, monkeypatch, settings):
+    settings.MEMORY_JOB_HEARTBEAT_SECONDS = 0.1
+    beats = []
+    renewed = threading.Event()
+
+    def counted_beat(job_id):
+        beats.append(str(job_id))
+        if len(beats) >= 3:
+            renewed.set()
+        job_heartbeat_beat(job_id)
+
+    monkeypatch.setattr(
+        "memory_app.services.job_heartbeats.job_heartbeat_beat", counted_beat, raising=True
+    )
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    job = job_for(user, session)
+    seen_while_running = []
+    extract = job_services.facts_extract
+
+    def extract_watched(**kwargs):
+        assert renewed.wait(10), "the heartbeat was not renewed while the job ran"
+        seen_while_running.append(jobs_beating(job_ids=[job.id]))
+        return extract(**kwargs)
+
+    monkeypatch.setattr(job_services, "facts_extract", extract_watched)
+
+    assert run(job) == Status.SUCCEEDED
+
+    assert seen_while_running == [{str(job.id)}]
+    assert set(beats) == {str(job.id)}
+    assert jobs_beating(job_ids=[job.id]) == set()
 
 
 def test_a_stuck_job_out_of_attempts_is_dead_and_a_stuck_tool_job_failed(user, enqueued, settings):
