@@ -18,6 +18,7 @@ from rest_framework.authentication import BasicAuthentication, get_authorization
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 
 from access_app.signin import lockout_message, lockout_minutes
+from core.text import unstorable_text_problem
 
 
 class LockedOut(Throttled):
@@ -28,6 +29,10 @@ class GuardedBasicAuthentication(BasicAuthentication):
     www_authenticate_realm = "api"
 
     def authenticate_credentials(self, userid, password, request=None):
+        """As DRF's, behind the guard; credentials no account can hold (a NUL) are wrong ones
+        without a look at any store, which could not read them."""
+        if unstorable_text_problem(userid, password):
+            raise AuthenticationFailed("Invalid username/password.")
         credentials = {get_user_model().USERNAME_FIELD: userid}
         if not AxesProxyHandler.is_allowed(request, credentials):
             raise LockedOut(wait=60 * lockout_minutes(), detail=lockout_message())

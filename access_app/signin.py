@@ -61,6 +61,23 @@ def wrong_password_message(*, tries_left: int) -> str:
     return f"Wrong username or password. {tries_left} tries left, then {lock}."
 
 
+# The longest user name django-axes' records hold.
+_RECORDED_USERNAME_CHARS = AccessAttempt._meta.get_field("username").max_length
+
+
+def signin_username(request: HttpRequest, credentials: dict | None) -> str | None:
+    """The user name django-axes counts a sign-in under (``AXES_USERNAME_CALLABLE``): the one
+    given, cut to what its records hold. A longer one (no account has it) is then counted
+    and locked out like any other, instead of failing the sign-in with a database error
+    after its password was hashed."""
+    field = settings.AXES_USERNAME_FORM_FIELD
+    if credentials:
+        username = credentials.get(field)
+    else:
+        username = getattr(request, "data", request.POST).get(field)
+    return username[:_RECORDED_USERNAME_CHARS] if isinstance(username, str) else username
+
+
 def lockout_response(
     request: HttpRequest, original_response: HttpResponse | None, credentials: dict | None
 ) -> HttpResponse:

@@ -173,8 +173,9 @@ async def _answered(response: HttpResponse) -> HttpResponse:
 
 
 class UnstorableTextMiddleware(_SyncAndAsyncMiddleware):
-    """Refuse a request whose path, query string or form holds text no store can hold (a NUL
-    character or a lone surrogate), before any view, admin page or database reads it.
+    """Refuse a request whose path, query string or form (URL-encoded or multipart) holds text
+    no store can hold (a NUL character or a lone surrogate), before any view, admin page or
+    database reads it.
 
     The one rule of every HTTP door: such a path is an unknown one (404, as the ``<id:...>``
     routes of ``core.converters`` also say), such a query string or form a bad request (400
@@ -195,11 +196,17 @@ class UnstorableTextMiddleware(_SyncAndAsyncMiddleware):
 
 
 def _form_text(request: HttpRequest) -> list[str]:
-    """The query string's names and values, and a URL-encoded form's (a multipart form and a
-    JSON body are their parsers' to read); a form too large to read is left to the view,
-    which refuses it as it always does."""
+    """The query string's names and values, and a form's: URL-encoded, or multipart outside
+    ``/api/``, whose parsers read their own bodies as JSON and attachments (Django's drops
+    a NUL from a file's name); every transfer encoding and charset a form declares is
+    decoded before the check. A form too large to read is left to the view, which refuses it
+    as it always does; a malformed multipart body is a bad request (Django's
+    ``MultiPartParserError``)."""
     fields = list(request.GET.lists())
-    if request.content_type == "application/x-www-form-urlencoded":
+    forms = {"application/x-www-form-urlencoded"}
+    if not request.path_info.startswith("/api/"):
+        forms.add("multipart/form-data")
+    if request.content_type in forms:
         with contextlib.suppress(SuspiciousOperation):
             fields += request.POST.lists()
     return [text for name, values in fields for text in (name, *values)]

@@ -554,6 +554,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=SIGNIN_LOCKOUT_MINUTES)
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "core.rate_limits.client_address"
+AXES_USERNAME_CALLABLE = "access_app.signin.signin_username"
 AXES_LOCKOUT_CALLABLE = "access_app.signin.lockout_response"
 # Failures are kept (AccessAttempt, AccessFailureLog, in the staff console); successful
 # sign-ins are not logged by axes: they would be one more row per visit about every user.

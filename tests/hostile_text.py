@@ -8,7 +8,9 @@ path, and text far longer than any field allows."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
+from urllib.parse import urlencode
 
 from hypothesis import strategies as st
 
@@ -62,3 +64,65 @@ def poisoned(
         ]
         return st.tuples(*pairs).map(dict)
     return st.just(value)
+
+
+def hostile_form_bodies(names: list[str]) -> list[tuple[str, str, bytes]]:
+    """A form of the fields ``names`` carrying a NUL character,
+    in each encoding a browser or a hand-made client may send one: (label, ``Content-Type``,
+    body). Every one must be refused, never read into a store."""
+    names = names or ["text"]
+    fields = {name: "x" for name in names}
+    nul_everywhere = {name: "a\x00b" for name in names}
+
+    def urlencoded(values: dict[str, str], charset: str = "utf-8") -> bytes:
+        return urlencode(values).encode(charset)
+
+    def multipart(parts: list[tuple[str, str, bytes, str | None, str | None]]) -> bytes:
+        lines = []
+        for name, filename, payload, transfer, charset in parts:
+            disposition = f'form-data; name="{name}"'
+            if filename is not None:
+                disposition += f'; filename="{filename}"'
+            lines.append(b"--" + BOUNDARY.encode())
+            lines.append(f"Content-Disposition: {disposition}".encode("utf-8", "surrogatepass"))
+            if charset:
+                lines.append(f"Content-Type: text/plain; charset={charset}".encode())
+            if transfer:
+                lines.append(f"Content-Transfer-Encoding: {transfer}".encode())
+            lines += [b"", payload]
+        return b"\r\n".join([*lines, b"--" + BOUNDARY.encode() + b"--", b""])
+
+    form_data = f"multipart/form-data; boundary={BOUNDARY}"
+    plain = [(name, None, b"x", None, None) for name in names]
+    return [
+        ("url-encoded value", URLENCODED, urlencoded(nul_everywhere)),
+        ("url-encoded name", URLENCODED, urlencoded({**fields, "a\x00": "x"})),
+        (
+            "url-encoded utf-16",
+            f"{URLENCODED}; charset=utf-16",
+            urlencoded(nul_everywhere, "utf-16"),
+        ),
+        ("url-encoded overlong", URLENCODED, urlencode_raw(names, "%C0%80%00")),
+        (
+            "multipart value",
+            form_data,
+            multipart([(name, None, b"a\x00b", None, None) for name in names]),
+        ),
+        ("multipart name", form_data, multipart([*plain, ("a\x00", None, b"x", None, None)])),
+        (
+            "multipart base64",
+            form_data,
+            multipart(
+                [(name, None, base64.b64encode(b"a\x00b"), "base64", None) for name in names]
+            ),
+        ),
+    ]
+
+
+URLENCODED = "application/x-www-form-urlencoded"
+BOUNDARY = "hostile-boundary-7MA4YWxk"
+
+
+def urlencode_raw(names: list[str], raw: str) -> bytes:
+    """A URL-encoded form whose every value is ``raw``, already percent-encoded."""
+    return "&".join(f"{name}={raw}" for name in names).encode()

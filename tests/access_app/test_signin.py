@@ -108,6 +108,29 @@ def test_the_admin_sign_in_locks_too():
     assert "Too many wrong passwords" in response.content.decode()
 
 
+@pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/"])
+def test_a_user_name_too_long_to_record_is_counted_and_locked_like_any_other(path):
+    """It was a DataError (500) where django-axes records the attempt, on PostgreSQL, and so
+    never counted: a guesser could hash passwords for ever."""
+    name = "n" * 300
+    client = Client()
+    said = [_sign_in(client, name, "wrong", path=path) for _ in range(LIMIT)]
+
+    assert [response.status_code for response in said] == [200] * (LIMIT - 1) + [429]
+    assert AccessAttempt.objects.get(username=name[:255]).failures_since_start == LIMIT
+
+
+def test_basic_auth_with_a_nul_or_a_long_name_answers_401():
+    UserFactory(username="ada")
+    answers = [
+        _basic("a\x00da", "wrong").get("/api/sessions/"),
+        _basic("ada", "wr\x00ong").get("/api/sessions/"),
+        _basic("n" * 300, "wrong").get("/api/sessions/"),
+    ]
+
+    assert [answer.status_code for answer in answers] == [401, 401, 401]
+
+
 def test_basic_auth_answers_401_with_a_challenge_then_429():
     UserFactory(username="ada")
 

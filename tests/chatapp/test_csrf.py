@@ -14,15 +14,8 @@ from urllib.parse import urljoin
 
 import pytest
 from django.contrib import admin
-from django.contrib.auth.tokens import default_token_generator
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
-from django.utils.encoding import force_bytes
-from django.utils.http import urlsafe_base64_encode
-
-from access_app.services import access_token_create
-from sessions_app import services
-from tests.factories import AccessGrantFactory, MemoryFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -31,25 +24,6 @@ FORM = re.compile(r"<form\b(?P<attributes>[^>]*)>(?P<body>.*?)</form>", re.DOTAL
 ATTRIBUTE = re.compile(r'(\w[\w-]*)\s*=\s*"([^"]*)"')
 CSRF_INPUT = re.compile(r'<input\b[^>]*name="csrfmiddlewaretoken"[^>]*>', re.IGNORECASE)
 PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
-
-
-@pytest.fixture
-def staff_user_with_data():
-    """A superuser (every admin page renders for them) with a chat, a memory, a grant and a
-    personal access token."""
-    user = UserFactory(is_staff=True, is_superuser=True)
-    session = services.session_create(app_name="chat", user_id=str(user.pk), session_id="walk-1")
-    memory = MemoryFactory(user=user, text="Prefers green tea.")
-    grant = AccessGrantFactory(owner=user)
-    token = access_token_create(user=user, name="assistant", scopes=["read"])
-    return user, {
-        "session_id": session.id,
-        "memory_id": str(memory.pk),
-        "grant_id": str(grant.pk),
-        "token_id": str(token.record.pk),
-        "uidb64": urlsafe_base64_encode(force_bytes(user.pk)),
-        "token": default_token_generator.make_token(user),
-    }
 
 
 def _site_routes(patterns, prefix: str = ""):

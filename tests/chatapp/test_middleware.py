@@ -18,7 +18,9 @@ from chatapp.routing import websocket_urlpatterns
 from memory_app.selectors import user_profile
 from sessions_app import selectors, services
 from tests.access_app.test_acl_matrix import ALL_ROUTES, _routes
+from tests.chatapp.test_csrf import _admin_urls, _page_urls, _post_forms
 from tests.factories import UserFactory
+from tests.hostile_text import hostile_form_bodies
 
 REFUSED = OperationalError('connection to server at "127.0.0.1", port 5432 failed: refused')
 
@@ -170,3 +172,36 @@ def test_a_nul_in_a_query_string_is_refused_with_a_reason(signed_in):
 
     assert response.status_code == 400
     assert "NUL" in response.json()["detail"]
+
+
+FIELD_NAME = re.compile(r'<(?:input|textarea|select)\b[^>]*\bname="([^"]+)"', re.IGNORECASE)
+
+
+@pytest.mark.django_db
+def test_every_form_refuses_a_nul_in_every_encoding_without_a_500(staff_user_with_data):
+    """Every POST form of the site and the staff console (walked as the CSRF test walks them),
+    sent a NUL in each encoding of ``hostile_form_bodies``: a multipart one was read by the
+    view and could reach PostgreSQL (a 500)."""
+    user, values = staff_user_with_data
+    browser = Client()
+    browser.force_login(user)
+    forms: dict[str, list[str]] = {}
+    for url in _page_urls(values) + _admin_urls():
+        response = browser.get(url, follow=True)
+        if response.status_code != 200 or "text/html" not in response.get("Content-Type", ""):
+            continue
+        page_url = response.redirect_chain[-1][0] if response.redirect_chain else url
+        for action, body in _post_forms(response.content.decode(), page_url):
+            forms.setdefault(action, sorted(set(FIELD_NAME.findall(body))))
+    forms["/accounts/login/"] = ["username", "password"]
+
+    answers = {
+        (action, label): browser.generic("POST", action, body, content_type=content_type)
+        for action, names in sorted(forms.items())
+        for label, content_type, body in hostile_form_bodies(names)
+    }
+
+    assert len(forms) >= 10
+    assert {key: answer.status_code for key, answer in answers.items()} == dict.fromkeys(
+        answers, 400
+    )
