@@ -31,4 +31,4 @@ EXPOSE 8000
 # daphne as the project runs it (chatapp/webserver.py: WebSocket messages of any length get an
 # answer). --verbosity 0: the app writes the access log itself (with request ids, as JSON).
 CMD ["python", "-m", "chatapp.webserver", "--verbosity", "0", "--bind", "0.0.0.0", "--port", "8000", \
-     "--proxy-headers", "chatapp.asgi:application"]
+     "chatapp.asgi:application"]

@@ -1,6 +1,6 @@
 """Several daphne processes behind one address: ``python -m chatapp.serve``.
 
-    python -m chatapp.serve --bind 0.0.0.0:8000 --processes 2 -- --proxy-headers
+    python -m chatapp.serve --bind 0.0.0.0:8000 --processes 2 -- --verbosity 0
 
 A daphne process runs one event loop on one core, so a machine with N cores
 serves best with N of them. This opens the listening socket once and starts

@@ -436,9 +436,6 @@ REST_FRAMEWORK = {
         "core.throttling.APIUserRateThrottle",
         "core.throttling.APIAnonRateThrottle",
     ],
-    # Client addresses of anonymous requests: the X-Forwarded-For entry this many proxies
-    # back; 0 takes the connection's address (a client could forge the header otherwise).
-    "NUM_PROXIES": env.int("API_THROTTLE_NUM_PROXIES", default=0),
 }
 # Requests a signed-in user (or an anonymous address) may make to the REST API, as DRF
 # rates ("600/minute"); counted in the cache, so shared by all processes with Redis. Empty: off.
@@ -553,6 +550,10 @@ AXES_FAILURE_LIMIT = SIGNIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=SIGNIN_LOCKOUT_MINUTES)
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
+# The proxies in front (addresses or networks, "10.0.0.5,172.16.0.0/12"): a request from one
+# is counted by the right-most X-Forwarded-For address that is not one of them
+# (core.rate_limits.client_address); by the connection's address otherwise.
+TRUSTED_PROXIES = env.list("TRUSTED_PROXIES", default=[])
 AXES_CLIENT_IP_CALLABLE = "core.rate_limits.client_address"
 AXES_USERNAME_CALLABLE = "access_app.signin.signin_username"
 AXES_LOCKOUT_CALLABLE = "access_app.signin.lockout_response"

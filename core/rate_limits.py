@@ -17,11 +17,13 @@ unused. Budgets under 200 take one count at a time, every one from the cache, as
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 import uuid
 from dataclasses import dataclass
+from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from typing import Any
 
 from django.conf import settings
@@ -240,15 +242,32 @@ def window_seconds_left(*, window_seconds: int) -> float:
     return window_seconds - _clock() % window_seconds
 
 
+@functools.cache
+def _trusted_networks(proxies: tuple[str, ...]) -> tuple[IPv4Network | IPv6Network, ...]:
+    return tuple(ip_network(proxy, strict=False) for proxy in proxies)
+
+
+def _trusted(address: str, networks: tuple[IPv4Network | IPv6Network, ...]) -> bool:
+    try:
+        ip = ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
+
+
 def client_address(request: HttpRequest) -> str:
-    """The client's address as the API's rate limits count it: with ``NUM_PROXIES`` proxies in
-    front (``API_THROTTLE_NUM_PROXIES``), the ``X-Forwarded-For`` entry that many back,
-    otherwise the connection's own address (a client could forge the header)."""
-    proxies = settings.REST_FRAMEWORK.get("NUM_PROXIES") or 0
+    """The client's address, as every per-address limit counts it (sign-up, the sign-in
+    guard, the anonymous API rate): the connection's own address, unless it is one of the
+    proxies of ``TRUSTED_PROXIES``; then the right-most ``X-Forwarded-For`` entry that is not
+    one of them, which the last trusted proxy saw connect. Entries further left are the
+    client's to forge, so they are never read past an untrusted one."""
     remote = request.META.get("REMOTE_ADDR", "")
-    forwarded = request.META.get("HTTP_X_FORWARDED_FOR")
-    if proxies and forwarded:
-        entries = [entry.strip() for entry in forwarded.split(",") if entry.strip()]
-        if entries:
-            return entries[-min(proxies, len(entries))]
-    return remote
+    networks = _trusted_networks(tuple(settings.TRUSTED_PROXIES))
+    if not networks or not _trusted(remote, networks):
+        return remote
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    hops = [entry.strip() for entry in forwarded.split(",") if entry.strip()]
+    for hop in reversed(hops):
+        if not _trusted(hop, networks):
+            return hop
+    return hops[0] if hops else remote

@@ -19,7 +19,7 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
 
-from core.rate_limits import window_count_exceeded, window_seconds_left
+from core.rate_limits import client_address, window_count_exceeded, window_seconds_left
 
 
 class _CountingThrottle(SimpleRateThrottle):
@@ -41,6 +41,10 @@ class _CountingThrottle(SimpleRateThrottle):
 
     def wait(self) -> float:
         return window_seconds_left(window_seconds=self.duration)
+
+    def get_ident(self, request) -> str:
+        """The client's address as every per-address limit counts it (``TRUSTED_PROXIES``)."""
+        return client_address(request)
 
 
 class APIUserRateThrottle(_CountingThrottle, UserRateThrottle):

@@ -84,6 +84,30 @@ def test_the_sign_in_form_locks_an_address_guessing_many_accounts():
     assert from_elsewhere.status_code == 302
 
 
+def test_behind_a_trusted_proxy_forged_addresses_neither_escape_nor_name_the_lockout(settings):
+    """Rotating the left-most X-Forwarded-For entry once kept an address from ever locking,
+    and the lockout's audit entry named the forged address."""
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    user = UserFactory(username="ada")
+    proxy = Client(REMOTE_ADDR="10.0.0.1")
+    for n in range(LIMIT):
+        proxy.post(
+            "/accounts/login/",
+            {"username": "ada", "password": "wrong"},
+            HTTP_X_FORWARDED_FOR=f"6.6.6.{n}, 198.51.100.7",
+        )
+
+    again = proxy.post(
+        "/accounts/login/",
+        {"username": "someone-else", "password": "wrong"},
+        HTTP_X_FORWARDED_FOR="6.6.6.99, 198.51.100.7",
+    )
+
+    assert again.status_code == 429
+    reason = AuditLogEntry.objects.get(subject_user=user, action=AuditAction.LOCKOUT).reason
+    assert "198.51.100.7" in reason and "6.6.6" not in reason
+
+
 def test_a_success_resets_the_count():
     UserFactory(username="ada")
     client = Client()
@@ -223,6 +247,31 @@ def test_sign_up_is_limited_per_address(settings):
     assert elsewhere.status_code == 302
     names = set(get_user_model().objects.values_list("username", flat=True))
     assert {"farm1", "farm2", "farm4"} <= names and "farm3" not in names
+
+
+def test_behind_a_trusted_proxy_forged_addresses_buy_no_sign_ups(settings):
+    settings.SIGNUP_PER_ADDRESS_PER_HOUR = 2
+    settings.TRUSTED_PROXIES = ["10.0.0.1"]
+    settings.CACHES = {
+        "default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}
+    }
+    proxy = Client(REMOTE_ADDR="10.0.0.1")
+    statuses = []
+    for n in range(3):
+        proxy.cookies.clear()
+        statuses.append(
+            proxy.post(
+                reverse("signup"),
+                {
+                    "username": f"farm{n}",
+                    "password1": "an-unusual-passphrase",
+                    "password2": "an-unusual-passphrase",
+                },
+                HTTP_X_FORWARDED_FOR=f"6.6.6.{n}, 192.0.2.1",
+            ).status_code
+        )
+
+    assert statuses == [302, 302, 429]
 
 
 @pytest.mark.parametrize(

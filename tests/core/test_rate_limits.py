@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.core.cache import caches
 
-from core.rate_limits import WindowLeases, window_count_exceeded
+from core.rate_limits import WindowLeases, client_address, window_count_exceeded
 
 WINDOW = 60
 
@@ -150,3 +150,27 @@ def test_refused_hits_count_too(cache_backend, clock):
         True,
     ]
     assert _shared_count(key, clock[0]) == 4
+
+
+PROXY = "10.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("trusted", "remote", "forwarded", "counted"),
+    [
+        ([], "198.51.100.7", "203.0.113.9", "198.51.100.7"),
+        ([PROXY], "198.51.100.7", "203.0.113.9", "198.51.100.7"),
+        ([PROXY], PROXY, "6.6.6.6, 203.0.113.9", "203.0.113.9"),
+        (["10.0.0.0/8"], PROXY, "6.6.6.6, 203.0.113.9, 10.0.0.2", "203.0.113.9"),
+        ([PROXY], PROXY, "not-an-address, 203.0.113.9", "203.0.113.9"),
+        ([PROXY], PROXY, "", PROXY),
+        (["10.0.0.0/8"], PROXY, "10.0.0.3", "10.0.0.3"),
+    ],
+)
+def test_the_client_is_the_right_most_address_no_trusted_proxy_has(
+    rf, settings, trusted, remote, forwarded, counted
+):
+    settings.TRUSTED_PROXIES = trusted
+    request = rf.get("/", REMOTE_ADDR=remote, HTTP_X_FORWARDED_FOR=forwarded)
+
+    assert client_address(request) == counted

@@ -76,6 +76,25 @@ def test_anonymous_clients_are_limited_per_address(settings, cache_backend, cloc
 
 
 @pytest.mark.django_db
+def test_behind_a_trusted_proxy_a_forged_forwarded_address_buys_no_budget(
+    settings, cache_backend, clock
+):
+    """With --proxy-headers the left-most entry was counted: rotating it never hit the limit."""
+    settings.API_THROTTLE_ANON_RATE = "2/minute"
+    settings.TRUSTED_PROXIES = ["10.0.0.1"]
+    proxy = APIClient(REMOTE_ADDR="10.0.0.1")
+
+    forged = [
+        proxy.get("/api/schema/", HTTP_X_FORWARDED_FOR=f"6.6.6.{n}, 203.0.113.5").status_code
+        for n in range(3)
+    ]
+    another_client = proxy.get("/api/schema/", HTTP_X_FORWARDED_FOR="6.6.6.1, 203.0.113.6")
+
+    assert forged == [200, 200, 429]
+    assert another_client.status_code == 200
+
+
+@pytest.mark.django_db
 def test_an_empty_rate_turns_the_limit_off(settings, cache_backend, clock):
     settings.API_THROTTLE_USER_RATE = ""
     client = _signed_in(UserFactory())
