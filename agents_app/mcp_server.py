@@ -32,6 +32,7 @@ from access_app.models import AuditAction, PersonalAccessToken
 from agents_app import selectors, services
 from agents_app.models import Scope, ServiceAccountKey
 from agents_app.service_api.base import END_USER_ID
+from core.log_context import request_id_from
 from core.rate_limits import window_count_exceeded, window_seconds_left
 from core.text import STORABLE_TEXT
 from memory_app import selectors as memory_selectors
@@ -395,9 +396,11 @@ async def profile() -> str:
 
 class MemoryMCPApplication:
     """The ASGI app of ``/mcp/``: authenticate and rate-limit, then the SDK's Streamable HTTP
-    app, stateless with JSON answers. The SDK runs its requests in a task group its lifespan
-    opens; daphne sends no lifespan events, so the group is opened on the first request and
-    held for the life of the process (the event loop's)."""
+    app, stateless with JSON answers; ``GET`` (an event stream) is refused with 405, and
+    every answer carries the security headers and request id of the site's others. The SDK
+    runs its requests in a task group its lifespan opens; daphne sends no lifespan events, so
+    the group is opened on the first request and held for the life of the process (the event
+    loop's)."""
 
     def __init__(self) -> None:
         # Host checks guard cookie-authenticated localhost servers against DNS rebinding;
@@ -427,6 +430,17 @@ class MemoryMCPApplication:
             key.decode("latin-1").lower(): value.decode("latin-1")
             for key, value in scope["headers"]
         }
+        send = _with_security_headers(send, request_id_from(headers.get("x-request-id")))
+        if scope["method"] == "GET":
+            # Stateless: no stream for the server to speak first on (the SDK would hold one
+            # open, pinging, for as long as the client liked).
+            answer = JSONResponse(
+                {"detail": "This server is stateless: POST each request; no event stream."},
+                405,
+                headers={"Allow": "POST"},
+            )
+            await answer(scope, receive, send)
+            return
         try:
             principal = await database_sync_to_async(principal_of)(
                 authorization=headers.get("authorization", ""),
@@ -440,6 +454,35 @@ class MemoryMCPApplication:
         await self._ensure_started()
         _caller.set(principal)
         await self.app(scope, receive, send)
+
+
+def _security_headers(request_id: str) -> list[tuple[bytes, bytes]]:
+    """The headers Django's middleware puts on every other answer (``SecurityMiddleware``, the
+    frame and content policies, the request id), for answers that do not pass through it."""
+    headers = {
+        "X-Request-ID": request_id,
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": settings.X_FRAME_OPTIONS,
+        "Referrer-Policy": settings.SECURE_REFERRER_POLICY,
+        "Cross-Origin-Opener-Policy": settings.SECURE_CROSS_ORIGIN_OPENER_POLICY,
+        "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+    }
+    if settings.SECURE_HSTS_SECONDS:
+        headers["Strict-Transport-Security"] = f"max-age={settings.SECURE_HSTS_SECONDS}"
+    return [(name.lower().encode(), value.encode()) for name, value in headers.items() if value]
+
+
+def _with_security_headers(send, request_id: str):
+    added = _security_headers(request_id)
+
+    async def send_with_headers(message) -> None:
+        if message["type"] == "http.response.start":
+            present = {name.lower() for name, _ in message.get("headers", [])}
+            extra = [(name, value) for name, value in added if name not in present]
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return send_with_headers
 
 
 def mcp_path_is(path: str) -> bool:

@@ -292,6 +292,9 @@ AGENTS: dict = {}
 CHAT_MAX_MESSAGE_CHARS = env.int("CHAT_MAX_MESSAGE_CHARS", default=8000)
 # Attachments of a chat message: the largest file, and how many go with one message.
 ATTACHMENT_MAX_BYTES = env.int("ATTACHMENT_MAX_BYTES", default=10 * 1024 * 1024)
+# The web server (chatapp.webserver) answers a longer request body 413 before reading it: an
+# attachment's largest upload with room for its form.
+REQUEST_BODY_MAX_BYTES = env.int("REQUEST_BODY_MAX_BYTES", default=ATTACHMENT_MAX_BYTES + 2**20)
 ATTACHMENT_MAX_COUNT = env.int("ATTACHMENT_MAX_COUNT", default=5)
 # Attachments up to this size go to Gemini inline in the request; larger ones through its Files
 # API (a request holds about 20 MB inline in all).

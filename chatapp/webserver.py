@@ -16,7 +16,9 @@ socket is closed with 1009 ("message too big") and a reason (docs/websocket-prot
 
 An HTTP request line longer than Twisted reads (16 KiB: a 20,000-character query string)
 dropped the connection with no answer; it is answered ``414 URI Too Long`` now, a header line
-that long ``431 Request Header Fields Too Large``, and the connection closed.
+that long ``431 Request Header Fields Too Large``, and the connection closed. A body longer
+than ``REQUEST_BODY_MAX_BYTES`` was read and spooled in full before any view could refuse it;
+it is answered ``413 Content Too Large`` unread.
 """
 
 from __future__ import annotations
@@ -85,17 +87,45 @@ TOO_LONG_ANSWERS = {
 }
 
 
+TOO_LARGE_BODY = (b"413 Content Too Large", b"The request body is too large.")
+
+
 class BoundedLineHTTPChannel(HTTPChannel):
     """Twisted's HTTP/1.1 channel, answering a line longer than it reads (``MAX_LENGTH``)
-    with 414 (the request line) or 431 (a header) instead of dropping the connection."""
+    with 414 (the request line) or 431 (a header) instead of dropping the connection, and a
+    body past its server's ``body_max_bytes`` with 413 before it is read: at once for a
+    ``Content-Length`` over it, as soon as that much arrived for a chunked one."""
+
+    _body_received = 0
+    _refused = False
 
     def lineLengthExceeded(self, line: bytes) -> None:
-        status, body = TOO_LONG_ANSWERS[bool(REQUEST_LINE_START.match(line))]
+        self._refuse(*TOO_LONG_ANSWERS[bool(REQUEST_LINE_START.match(line))])
+
+    def _refuse(self, status: bytes, body: bytes) -> None:
+        self._refused = True
         self.transport.write(
             b"HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (status, len(body), body)
         )
         self.transport.loseConnection()
+
+    def allHeadersReceived(self) -> None:
+        self._body_received = 0
+        if self.length is not None and self.length > self.factory.server.body_max_bytes:
+            self._refuse(*TOO_LARGE_BODY)
+            return
+        super().allHeadersReceived()
+
+    def rawDataReceived(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if not self._handlingRequest:
+            self._body_received += len(data)
+            if self._body_received > self.factory.server.body_max_bytes:
+                self._refuse(*TOO_LARGE_BODY)
+                return
+        super().rawDataReceived(data)
 
 
 class Server(daphne.server.Server):
@@ -104,9 +134,12 @@ class Server(daphne.server.Server):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Imported here: the application, loaded before the server is made, set Django up.
+        from django.conf import settings
+
         from agents_app.chat.protocol import websocket_read_max_bytes
 
         self.read_max_bytes = websocket_read_max_bytes()
+        self.body_max_bytes = settings.REQUEST_BODY_MAX_BYTES
 
     @property
     def http_factory(self) -> HTTPFactory:

@@ -5,6 +5,7 @@ message past the server's hard limit closes the socket, with 1009 and a reason, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -208,3 +209,74 @@ def test_a_long_query_string_under_the_limit_is_served(web):
     answer = _raw_answer(web, (request + "Connection: close\r\n\r\n").encode())
 
     assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+
+
+def _head_and_answer(web: Daphne, head: str, body: bytes = b"", timeout: float = 10) -> bytes:
+    """The answer to ``head`` (and ``body``) while the client sends nothing more."""
+    answer = b""
+    with socket.create_connection(("127.0.0.1", web.port), timeout=timeout) as raw:
+        raw.sendall(head.encode() + body)
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := raw.recv(65536):
+                answer += chunk
+    return answer
+
+
+def test_a_body_over_the_cap_is_answered_413_before_it_is_sent(web):
+    """A 100 MB body was read and spooled in full before any view refused it."""
+    head = (
+        f"POST /api/sessions/ HTTP/1.1\r\nHost: 127.0.0.1:{web.port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {100 * MB}\r\n\r\n"
+    )
+
+    answer = _head_and_answer(web, head, b'{"app_name": ')
+
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+
+
+def test_a_chunked_body_over_the_cap_is_cut_off_with_413(web):
+    chunk = b"x" * MB
+    head = (
+        f"POST /api/sessions/ HTTP/1.1\r\nHost: 127.0.0.1:{web.port}\r\n"
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(12))
+
+    answer = _head_and_answer(web, head, body)
+
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+
+
+SECURITY_HEADERS = (
+    b"x-request-id",
+    b"x-content-type-options",
+    b"x-frame-options",
+    b"referrer-policy",
+    b"cross-origin-opener-policy",
+    b"content-security-policy",
+)
+
+
+def _header_names(answer: bytes) -> set[bytes]:
+    head = answer.partition(b"\r\n\r\n")[0].split(b"\r\n")[1:]
+    return {line.partition(b":")[0].strip().lower() for line in head}
+
+
+def test_mcp_refuses_an_event_stream_and_answers_with_the_sites_headers(web):
+    """``GET /mcp/`` held a stream open for ever with any token; /mcp/ answers lacked the
+    security headers and the request id every other door sends."""
+    host = f"Host: 127.0.0.1:{web.port}\r\nConnection: close\r\n"
+    stream = _head_and_answer(web, f"GET /mcp/ HTTP/1.1\r\n{host}Accept: text/event-stream\r\n\r\n")
+    unsigned = _head_and_answer(
+        web,
+        f"POST /mcp/ HTTP/1.1\r\n{host}X-Request-ID: probe-43\r\n"
+        "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n",
+        b"{}",
+    )
+    api = _head_and_answer(web, f"GET /api/sessions/ HTTP/1.1\r\n{host}\r\n")
+
+    assert stream.startswith(b"HTTP/1.1 405"), stream[:200]
+    assert unsigned.startswith(b"HTTP/1.1 401"), unsigned[:200]
+    for answer in (stream, unsigned, api):
+        assert set(SECURITY_HEADERS) <= _header_names(answer), answer[:600]
+    assert b"x-request-id: probe-43" in unsigned.lower()
