@@ -338,8 +338,7 @@ class ServiceAccountKeyAdmin(ReadOnlyAdmin):
 
 @admin.register(EndUser)
 class EndUserAdmin(admin.ModelAdmin):
-    """End users are made by their app's first write for them; staff add one only to link an
-    existing account (a site that signs its users in with the same identity), and never edit
+    """End users are made by their app's first write for them; staff never add, link or edit
     one: deleting their data goes through the service API or the account's own deletion."""
 
     list_display = ["external_id", "app", "user", "created_at"]
@@ -347,6 +346,11 @@ class EndUserAdmin(admin.ModelAdmin):
     search_fields = ["external_id", "user__username"]
     list_select_related = ["app", "user"]
     raw_id_fields = ["user"]
+
+    def has_add_permission(self, request) -> bool:
+        """No staff link a person's account to an app: it would hand the app's keys all of
+        that person's data without their word (issue 43)."""
+        return False
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False

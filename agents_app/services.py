@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from access_app.models import AuditLogEntry
 from agents_app import key_cache
 from agents_app.models import (
     ALL_SCOPES,
@@ -197,6 +198,31 @@ def end_user_username(*, app: App, external_id: str) -> str:
     digest = digest[:END_USER_DIGEST_CHARS]
     readable = f"{app.name}:{external_id}"[: USERNAME_MAX - len(digest) - 1]
     return f"{readable}~{digest}"
+
+
+def end_user_app_made(*, end_user: EndUser) -> bool:
+    """Whether ``end_user``'s account is the one its app made (``end_user_ensure``), rather
+    than a person's own account that staff linked to it."""
+    made = end_user_username(app=end_user.app, external_id=end_user.external_id)
+    return end_user.user.get_username() == made
+
+
+def end_user_access_record(
+    *, end_user: EndUser, key: ServiceAccountKey, action: str, path: str
+) -> AuditLogEntry:
+    """Tell the person, in their access log, that an app's service account read or changed
+    all of their data (an export, say): who did it, through which key."""
+    account = key.service_account
+    return AuditLogEntry.objects.create(
+        actor=None,
+        actor_username=f"service account {account.name} of {end_user.app.name}"[:150],
+        subject_user_id=end_user.user_id,
+        action=action,
+        object_type="auth.user",
+        object_id=str(end_user.user_id),
+        reason=f"Through the service API with the key {key.prefix}.",
+        path=path[:500],
+    )
 
 
 def end_user_ensure(*, app: App, external_id: str) -> EndUser:

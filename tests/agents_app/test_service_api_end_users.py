@@ -13,6 +13,7 @@ from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+from access_app.models import AuditAction, AuditLogEntry
 from agents_app.models import EndUser
 from agents_app.services import app_ensure, end_user_username
 from memory_app.models import Memory
@@ -229,3 +230,30 @@ def test_an_id_longer_than_128_characters_is_refused_on_create(api):
     assert "1-128 characters" in str(too_long.json())
     assert api.post(f"users/{_segment('u' * 129)}/sessions/", {}).status_code == 404
     assert not SessionRecord.objects.exists()
+
+
+def test_a_key_exports_a_linked_account_only_into_its_access_log_and_never_deletes_it(user):
+    """A staff-linked browser account was exported unaudited and deleted by a key."""
+    api = _api_of_new_app("helpdesk")
+    EndUser.objects.create(
+        app=apps.get_model("agents_app", "App").objects.get(name="helpdesk"),
+        external_id="linked",
+        user=user,
+    )
+    api.post("users/made/sessions/", {"session_id": "theirs"})
+
+    assert _exported_session_ids(api, "linked") == []
+    refused = api.delete("users/linked/")
+    deleted = api.delete("users/made/")
+
+    assert refused.status_code == 403
+    assert "only the end users it made" in refused.json()["detail"]
+    assert get_user_model().objects.filter(pk=user.pk).exists()
+    entry = AuditLogEntry.objects.get(subject_user=user)
+    assert (entry.action, entry.actor) == (AuditAction.EXPORT, None)
+    assert entry.actor_username.startswith("service account") and "helpdesk" in entry.actor_username
+    assert deleted.status_code == 204
+
+
+def test_staff_cannot_link_an_account_to_an_apps_end_user(admin_client):
+    assert admin_client.get("/admin/agents_app/enduser/add/").status_code == 403
