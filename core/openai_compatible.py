@@ -3,11 +3,11 @@ LM Studio, llama.cpp's server, LocalAI, or a hosted provider.
 
 Access is configured by settings: ``OPENAI_BASE_URL`` (e.g. ``http://localhost:11434/v1`` for
 Ollama) and ``OPENAI_API_KEY`` (optional: local servers take any). The conversation, in the
-product's ``google.genai`` types, becomes Chat Completions messages: text, images as data URLs
-(for a model that takes them), text files as text, function calls and their responses as
-``tool_calls`` and ``tool`` messages. Every failure surfaces as a ``ModelError``, transient for
-429, 5xx, timeouts and broken connections; the client's own retries are off, so that
-``RetryPolicy`` and the job layer alone decide.
+product's ``google.genai`` types, becomes Chat Completions messages: text as one string, content
+parts only for a message with an image (as a data URL, for a model that takes it), text files as
+text, function calls and their responses as ``tool_calls`` and ``tool`` messages. Every failure
+surfaces as a ``ModelError``, transient for 429, 5xx, timeouts and broken connections; the
+client's own retries are off, so that ``RetryPolicy`` and the job layer alone decide.
 
 Structured answers ask for ``response_format`` ``json_schema``; a server that refuses it, or
 answers something that is not JSON, is asked again with the schema as the parameters of one
@@ -160,8 +160,17 @@ def _messages(system_instruction: str, contents: str | list[types.Content]) -> l
             if not part.function_response and (item := _part_content(part)) is not None
         ]
         if shown:
-            messages.append({"role": "user", "content": shown})
+            messages.append({"role": "user", "content": _content(shown)})
     return messages
+
+
+def _content(items: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A user message's content as servers take it: one string when it is all text (llama.cpp's
+    ``chatml`` format drops a list of parts, other templates fail on it), the list of parts only
+    when an image needs the vision form."""
+    if any(item["type"] == "image_url" for item in items):
+        return items
+    return "\n\n".join(item["text"] for item in items)
 
 
 def _has_images(messages: list[dict[str, Any]]) -> bool:
@@ -177,10 +186,14 @@ def _images_left_out(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {
             **message,
-            "content": [
-                {"type": "text", "text": IMAGE_LEFT_OUT} if item["type"] == "image_url" else item
-                for item in message["content"]
-            ],
+            "content": _content(
+                [
+                    {"type": "text", "text": IMAGE_LEFT_OUT}
+                    if item["type"] == "image_url"
+                    else item
+                    for item in message["content"]
+                ]
+            ),
         }
         if isinstance(message["content"], list)
         else message

@@ -213,8 +213,11 @@ class _Handler(BaseHTTPRequestHandler):
             body=json.loads(raw) if raw else {},
         )
         fake = self.server.fake
-        script = fake.record(request)
-        if isinstance(script, HttpError):
+        refusal = fake.refusal(request)
+        script = fake.record(request, refused=refusal is not None)
+        if refusal is not None:
+            self._send_json(500, error_body(500, refusal))
+        elif isinstance(script, HttpError):
             self._send_json(script.status, error_body(script.status, script.message))
         elif isinstance(script, Stall):
             fake.stopping.wait(script.seconds)
@@ -281,14 +284,40 @@ class FakeOpenAI(ScriptedServer):
     def __init__(self, responder: Callable[[RecordedRequest], Script] | None = None) -> None:
         super().__init__()
         self.responder = responder
+        # Refuse ``json_schema`` as llama-cpp-python's server does (see ``refusal``).
+        self.json_schema_refused = False
 
     @property
     def url(self) -> str:
         """The base URL to give the client, e.g. ``http://127.0.0.1:54321/v1``."""
         return f"{self.origin}/v1"
 
-    def record(self, request: RecordedRequest) -> Script | None:
-        """Store ``request`` and hand it the next answer of its queue, else the responder's."""
+    def refusal(self, request: RecordedRequest) -> str | None:
+        """Why llama-cpp-python's server would refuse ``request`` with a 500 (None when it
+        would not): a message whose text comes as a list of parts without an image fails its
+        models' own chat templates; with ``json_schema_refused``, a ``json_schema`` response
+        format, which it does not know."""
+        for message in request.messages:
+            content = message.get("content")
+            if isinstance(content, list) and not any(
+                item.get("type") == "image_url" for item in content
+            ):
+                return 'can only concatenate str (not "list") to str'
+        response_format = request.body.get("response_format") or {}
+        if self.json_schema_refused and response_format.get("type") == "json_schema":
+            return (
+                "1 validation error for CreateChatCompletionRequest response_format.type: "
+                "Input should be 'text' or 'json_object'"
+            )
+        return None
+
+    def record(self, request: RecordedRequest, *, refused: bool = False) -> Script | None:
+        """Store ``request`` and hand it the next answer of its queue, else the responder's;
+        a ``refused`` request takes none, leaving it for the request sent instead."""
+        if refused:
+            with self._lock:
+                self.requests.append(request)
+            return None
         embedding = request.path.endswith("/embeddings")
         script = self.take(request, embedding=embedding)
         if script is None and self.responder is not None and not embedding:

@@ -127,6 +127,37 @@ async def test_an_image_goes_as_a_data_url_and_a_text_file_as_text(openai_model,
     assert sent[2] == {"type": "text", "text": "a,b\n1,2"}
 
 
+async def test_text_goes_as_one_string_as_every_server_takes_it(openai_model, fake_openai):
+    fake_openai.push(text_reply("Noted."))
+    content = types.Content(
+        role="user",
+        parts=[
+            types.Part(text="Here is my list."),
+            types.Part(inline_data=types.Blob(data=b"a,b\n1,2", mime_type="text/csv")),
+        ],
+    )
+
+    await collect(openai_model.generate_stream(chat_request(content)))
+
+    system, user = fake_openai.requests[0].messages
+    assert system == {"role": "system", "content": "You are a terse assistant."}
+    assert user == {"role": "user", "content": "Here is my list.\n\na,b\n1,2"}
+
+
+async def test_the_fake_refuses_text_as_parts_as_llama_cpp_templates_do(fake_openai):
+    import openai
+
+    client = openai.AsyncOpenAI(base_url=fake_openai.url, api_key="none", max_retries=0)
+    parts = [{"type": "text", "text": "Hello"}]
+    with pytest.raises(openai.InternalServerError) as raised:
+        await client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": parts}]
+        )
+    await client.close()
+
+    assert "can only concatenate str" in str(raised.value)
+
+
 def _with_picture(text: str) -> types.Content:
     return types.Content(
         role="user",
@@ -151,11 +182,7 @@ async def test_a_model_without_vision_is_asked_again_with_the_images_left_out(
     assert "".join(chunk.text for chunk in chunks) == "I cannot see pictures."
     refused, answered = fake_openai.requests
     assert refused.messages[-1]["content"][1]["type"] == "image_url"
-    assert answered.messages[-1]["content"] == [
-        {"type": "text", "text": "And this?"},
-        {"type": "text", "text": IMAGE_LEFT_OUT},
-        {"type": "text", "text": "a,b\n1,2"},
-    ]
+    assert answered.messages[-1]["content"] == f"And this?\n\n{IMAGE_LEFT_OUT}\n\na,b\n1,2"
     assert answered.body["stream"] is True
     assert answered.tool_names() == ["set_state"]
 
@@ -312,7 +339,7 @@ async def test_generate_json_from_a_model_without_vision_leaves_the_images_out(
     assert answer == {"facts": ["likes tea"]}
     resent = fake_openai.requests[1].body
     assert resent["response_format"]["json_schema"]["schema"] == SCHEMA
-    assert [item["type"] for item in resent["messages"][-1]["content"]] == ["text"] * 3
+    assert resent["messages"][-1]["content"].startswith("I like tea.\n\n(An image was here")
 
 
 async def test_generate_json_that_is_never_json_is_invalid_output(openai_model, fake_openai):

@@ -114,8 +114,8 @@ async def test_runner_keeps_the_message_and_stores_an_error_when_the_stream_brea
 
     assert events[-1].text() == "Why did the chicken cross the road?"
     sent = [message["content"] for message in fake_openai.requests[-1].messages[1:]]
-    assert sent[0] == [{"type": "text", "text": "Tell me a joke"}]
-    assert sent[-1] == [{"type": "text", "text": "Try again"}]
+    assert sent[0] == "Tell me a joke"
+    assert sent[-1] == "Try again"
 
 
 @pytest.mark.django_db(transaction=True)
