@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -201,10 +202,31 @@ def _images_left_out(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+# What a 5xx body says when the server failed on the request itself rather than on its own
+# state: llama-cpp-python answers an invalid request with a 500 carrying the exception's text
+# (pydantic's "validation error", a template's TypeError, a ValueError of its chat format).
+_INVALID_REQUEST_5XX = re.compile(
+    r"validation error|input should be|not supported|unsupported|can only concatenate|"
+    r"invalid|not found in tools|expected|must be",
+    re.IGNORECASE,
+)
+
+
 def _refused(error: openai.APIStatusError) -> bool:
-    """Whether the server refused the request itself (a 4xx other than a timeout or a rate
-    limit), which asking again unchanged would not mend."""
-    return 400 <= error.status_code < 500 and error.status_code not in (408, 429)
+    """Whether the server refused the request itself, which asking again unchanged would not
+    mend: a 4xx other than a timeout or a rate limit, or a 5xx whose body says the request was
+    invalid (llama-cpp-python's way). An outage (a 5xx saying nothing of the request, a
+    broken connection) is not a refusal."""
+    if error.status_code in (408, 429):
+        return False
+    if 400 <= error.status_code < 500:
+        return True
+    return error.status_code >= 500 and bool(_INVALID_REQUEST_5XX.search(error.message or ""))
+
+
+def _refused_tools(error: openai.APIStatusError) -> bool:
+    """Whether the refusal is of the tools offered (a model or server that calls none)."""
+    return _refused(error) and "tool" in (error.message or "").lower()
 
 
 def _tool(declaration: types.FunctionDeclaration) -> dict[str, Any]:
@@ -254,6 +276,46 @@ def _usage(usage: Any) -> types.GenerateContentResponseUsageMetadata | None:
     )
 
 
+@dataclass
+class ServerTraits:
+    """What this process has learnt of one model of one server, so that a later request goes
+    the way that works at once: whether it calls tools at all, whether it can stream a tool
+    decision (llama-cpp-python's ``chatml-function-calling`` cannot), and which road of
+    structured output it answers."""
+
+    calls_tools: bool = True
+    streams_tool_choice: bool = True
+    structured_road: str = ""
+
+
+_TRAITS: dict[tuple[str, str], ServerTraits] = {}
+
+
+def server_traits(model: str) -> ServerTraits:
+    """The traits learnt of ``model`` on the configured server (``OPENAI_BASE_URL``)."""
+    return _TRAITS.setdefault((settings.OPENAI_BASE_URL, model), ServerTraits())
+
+
+def _chunks_of_completion(response: Any) -> list[LlmChunk]:
+    """A non-streamed completion as the chunks a stream of it would have given."""
+    choice = response.choices[0] if response.choices else None
+    chunks: list[LlmChunk] = []
+    if choice is not None and choice.message.content:
+        chunks.append(LlmChunk(text=choice.message.content))
+    calls = []
+    for index, call in enumerate((choice.message.tool_calls if choice else None) or ()):
+        pending = _PendingCall(
+            id=call.id or f"call-{index}",
+            name=call.function.name,
+            arguments=[call.function.arguments],
+        )
+        calls.append(pending.function_call())
+    if calls:
+        parts = [types.Part(function_call=call) for call in calls]
+        chunks.append(LlmChunk(function_calls=calls, function_call_parts=parts))
+    return chunks
+
+
 class OpenAICompatibleModel:
     """A model of an OpenAI-compatible server behind the ``ProviderModel`` protocol; one
     client per instance, reused."""
@@ -263,6 +325,16 @@ class OpenAICompatibleModel:
     def __init__(self, model: str) -> None:
         self.name = model
         self.client = _client()
+
+    @property
+    def traits(self) -> ServerTraits:
+        return server_traits(self.name)
+
+    @property
+    def calls_tools(self) -> bool:
+        """False once the server refused this model's tools: the chat says memory tools are
+        off."""
+        return self.traits.calls_tools
 
     async def _create(self, *, messages: list[dict[str, Any]], **options: Any) -> Any:
         """One Chat Completions call of this model; when the server refuses a request that
@@ -295,19 +367,38 @@ class OpenAICompatibleModel:
         decides not to retry them.
         """
         extra: dict[str, Any] = {}
-        if request.tools:
+        traits = self.traits
+        if request.tools and traits.calls_tools:
             extra["tools"] = [_tool(declaration) for declaration in request.tools]
+            extra["tool_choice"] = "auto"
+        messages = _messages(request.system_instruction, request.contents)
+        if extra and not traits.streams_tool_choice:
+            async for chunk in self._generate_unstreamed(messages=messages, **extra):
+                yield chunk
+            return
         pending: dict[int, _PendingCall] = {}
         usage = None
         finish_reason = None
         produced = False
         try:
-            stream = await self._create(
-                messages=_messages(request.system_instruction, request.contents),
-                stream=True,
-                stream_options={"include_usage": True},
-                **extra,
-            )
+            try:
+                stream = await self._create(
+                    messages=messages,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                    **extra,
+                )
+            except openai.APIStatusError as error:
+                if not (extra and _refused_tools(error)):
+                    raise
+                logger.warning(
+                    "%s refused tools (%s): memory tools are off for it", self.name, error.message
+                )
+                traits.calls_tools = False
+                extra = {}
+                stream = await self._create(
+                    messages=messages, stream=True, stream_options={"include_usage": True}
+                )
             async with stream:
                 async for chunk in stream:
                     usage = _usage(chunk.usage) or usage
@@ -325,6 +416,16 @@ class OpenAICompatibleModel:
                             yield LlmChunk(text=delta.content)
         except _CLIENT_ERRORS as error:
             raise model_error_from(error) from error
+        if extra and not produced and not pending and finish_reason is None:
+            # A stream that ended before its first word with tools offered: a server that
+            # cannot stream a tool decision (llama-cpp-python fails inside the stream, after
+            # its 200). Asked again without a stream, it calls the tool, or says what is wrong.
+            logger.info("%s streamed nothing with tools: asked again without a stream", self.name)
+            async for chunk in self._generate_unstreamed(messages=messages, **extra):
+                if chunk.function_calls:
+                    traits.streams_tool_choice = False
+                yield chunk
+            return
         calls = [pending[index].function_call() for index in sorted(pending)]
         if calls:
             produced = True
@@ -341,6 +442,27 @@ class OpenAICompatibleModel:
                 transient=True,
             )
         yield LlmChunk(usage_metadata=usage, finish_reason=finish_reason)
+
+    async def _generate_unstreamed(
+        self, *, messages: list[dict[str, Any]], **options: Any
+    ) -> AsyncIterator[LlmChunk]:
+        """The request of a turn asked without a stream, given as the chunks a stream would
+        have given; an empty answer raises as a streamed one does."""
+        try:
+            response = await self._create(messages=messages, **options)
+        except _CLIENT_ERRORS as error:
+            raise model_error_from(error) from error
+        chunks = _chunks_of_completion(response)
+        finish_reason = response.choices[0].finish_reason if response.choices else None
+        if not chunks:
+            raise ModelError(
+                f"The model returned an empty response (finish reason {finish_reason}).",
+                code="model_empty_response",
+                transient=True,
+            )
+        for chunk in chunks:
+            yield chunk
+        yield LlmChunk(usage_metadata=_usage(response.usage), finish_reason=finish_reason)
 
     async def generate_json(
         self,

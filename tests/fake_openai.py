@@ -236,6 +236,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, error_body(404, f"fake OpenAI: unknown path {request.path}"))
         elif script is None:
             self._send_json(500, error_body(500, "fake OpenAI: no reply scripted"))
+        elif request.body.get("stream") and fake.fails_streamed_tool_choice(request, script):
+            self._stream(Reply([]), model=request.body.get("model", ""))
         elif request.body.get("stream"):
             self._stream(script, model=request.body.get("model", ""))
         elif isinstance(script, Reply):
@@ -286,6 +288,9 @@ class FakeOpenAI(ScriptedServer):
         self.responder = responder
         # Refuse ``json_schema`` as llama-cpp-python's server does (see ``refusal``).
         self.json_schema_refused = False
+        # Stream a tool decision, which llama-cpp-python's server cannot
+        # (see ``fails_streamed_tool_choice``).
+        self.streams_tool_choice = True
 
     @property
     def url(self) -> str:
@@ -310,6 +315,22 @@ class FakeOpenAI(ScriptedServer):
                 "Input should be 'text' or 'json_object'"
             )
         return None
+
+    def fails_streamed_tool_choice(self, request: RecordedRequest, script: Script) -> bool:
+        """Whether, without ``streams_tool_choice``, this streamed request's answer is a tool
+        call the server cannot stream: llama-cpp-python's ``chatml-function-calling`` raises
+        "Automatic streaming tool choice is not supported" after its 200, and the stream ends
+        with nothing in it."""
+        return (
+            not self.streams_tool_choice
+            and request.body.get("tool_choice") == "auto"
+            and isinstance(script, Reply)
+            and any(
+                choice.get("delta", {}).get("tool_calls")
+                for chunk in script.chunks
+                for choice in chunk.get("choices", [])
+            )
+        )
 
     def record(self, request: RecordedRequest, *, refused: bool = False) -> Script | None:
         """Store ``request`` and hand it the next answer of its queue, else the responder's;

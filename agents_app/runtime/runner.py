@@ -63,7 +63,7 @@ from agents_app.runtime.turns import (
     user_event_id_for,
 )
 from core.async_database import StoreRead
-from core.llm import Llm, LlmChunk, ModelError, RetryPolicy, generate_with_retries
+from core.llm import Llm, LlmChunk, LlmRequest, ModelError, RetryPolicy, generate_with_retries
 from core.log_context import log_context_bind
 from sessions_app import selectors as session_selectors
 from sessions_app.errors import DuplicateEventError, SessionNotFoundError
@@ -464,6 +464,7 @@ class Runner:
                     )
                     usage = chunk.usage_metadata or usage
             except ModelError as error:
+                report.tools_refused = self._tools_refused(request)
                 logger.warning("model failed in %s: %s", run.invocation_id, error)
                 yield await self.store.final(
                     session,
@@ -475,6 +476,7 @@ class Runner:
                     error_message=str(error),
                 )
                 return
+            report.tools_refused = self._tools_refused(request)
             text = "".join(text_parts)
             calls = [part.function_call for part in call_parts]
             if not calls:
@@ -531,6 +533,11 @@ class Runner:
             error_code="too_many_steps",
             error_message=f"The agent stopped after {self.agent.max_steps} tool steps.",
         )
+
+    def _tools_refused(self, request: LlmRequest) -> bool:
+        """Whether the request offered tools its model's server is known to refuse (a model
+        without ``calls_tools`` is one that calls them)."""
+        return bool(request.tools) and not getattr(self.model, "calls_tools", True)
 
     def _partial(self, reply_id: str, invocation_id: str, chunk: LlmChunk) -> Event:
         return Event(

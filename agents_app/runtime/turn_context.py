@@ -40,6 +40,8 @@ class TurnContextReport:
     compaction_summary: str | None = None
     memory_enabled: bool = False
     app_guidance: list[str] = field(default_factory=list)
+    # The model's server refused the tools offered: the turn went on without them.
+    tools_refused: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +54,7 @@ class TurnContextReport:
                 {"id": m.id, "text": m.text, "confidence": m.confidence} for m in self.memories
             ],
             "past_conversations": [past_snippet_dict(p) for p in self.past_conversations],
+            **({"tools_refused": True} if self.tools_refused else {}),
         }
 
 

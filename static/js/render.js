@@ -354,6 +354,14 @@ export function renderContext(container, context) {
   fact(list, "Model", context.offline ? `${model} (built in, no network)` : model);
   fact(list, "Events in context", String(context.event_count ?? 0));
   fact(list, "Memory", context.memory_enabled ? "used for this reply" : "not used for this reply");
+  if (context.tools_refused) {
+    fact(
+      list,
+      "Tools",
+      "Off: this model's server cannot call tools, so memory tools are off. " +
+        "Memories are still made from the chat in the background.",
+    );
+  }
   const memories = context.memories ?? [];
   if (memories.length) {
     const items = element("ul", "context-memories");

@@ -66,6 +66,59 @@ async def test_streamed_text_arrives_in_order_without_reasoning(openai_model, fa
     assert sent.body["tools"][0]["function"]["parameters"]["type"] == "object"
 
 
+async def test_tools_go_with_tool_choice_auto_which_some_servers_need_to_use_them(
+    openai_model, fake_openai
+):
+    fake_openai.push(text_reply("Hi."))
+
+    await collect(openai_model.generate_stream(chat_request()))
+
+    assert fake_openai.requests[0].body["tool_choice"] == "auto"
+
+
+async def test_a_server_that_cannot_stream_a_tool_decision_is_asked_without_a_stream(
+    openai_model, fake_openai
+):
+    fake_openai.streams_tool_choice = False
+    call = Reply([*tool_call_deltas("set_state", {"key": "tea", "value": "green"}), *final_chunk()])
+    fake_openai.push(call, call)
+
+    chunks = await collect(openai_model.generate_stream(chat_request()))
+
+    [called] = [c for chunk in chunks for c in chunk.function_calls]
+    assert (called.name, called.args) == ("set_state", {"key": "tea", "value": "green"})
+    streamed, unstreamed = fake_openai.requests
+    assert streamed.body["stream"] is True
+    assert "stream" not in unstreamed.body
+    assert unstreamed.body["tool_choice"] == "auto"
+
+    fake_openai.push(text_reply("Tea it is."))
+    chunks = await collect(openai_model.generate_stream(chat_request()))
+
+    assert "".join(chunk.text for chunk in chunks) == "Tea it is."
+    assert "stream" not in fake_openai.requests[-1].body, "learnt: no stream for tool turns"
+
+
+async def test_a_server_that_refuses_tools_is_asked_without_them_and_it_is_remembered(
+    openai_model, fake_openai
+):
+    fake_openai.push(
+        HttpError(400, "registry.ollama.ai/library/gemma does not support tools"),
+        text_reply("Hello."),
+        text_reply("Hello again."),
+    )
+
+    chunks = await collect(openai_model.generate_stream(chat_request()))
+
+    assert "".join(chunk.text for chunk in chunks) == "Hello."
+    assert openai_model.calls_tools is False
+    await collect(openai_model.generate_stream(chat_request()))
+    offered, resent, later = fake_openai.requests
+    assert offered.tool_names() == ["set_state"]
+    assert "tools" not in resent.body and "tool_choice" not in resent.body
+    assert "tools" not in later.body
+
+
 async def test_a_tool_call_streamed_in_pieces_and_its_result_go_back_as_messages(
     openai_model, fake_openai
 ):
@@ -190,12 +243,12 @@ async def test_a_model_without_vision_is_asked_again_with_the_images_left_out(
 async def test_a_refusal_that_is_not_about_images_is_not_sent_again_without_them(
     openai_model, fake_openai
 ):
-    fake_openai.push(HttpError(400, "no images please"), HttpError(400, "does not support tools"))
+    fake_openai.push(HttpError(400, "no images please"), HttpError(400, "unknown parameter: seed"))
 
     with pytest.raises(ModelError) as raised:
         await collect(openai_model.generate_stream(chat_request(_with_picture("And this?"))))
 
-    assert "does not support tools" in str(raised.value)
+    assert "unknown parameter: seed" in str(raised.value)
     assert len(fake_openai.requests) == 2
 
 
@@ -209,13 +262,13 @@ async def test_a_rate_limit_then_success_is_retried(openai_model, fake_openai):
 
 
 async def test_a_rejected_request_is_not_retried(openai_model, fake_openai):
-    fake_openai.push(HttpError(400, "model 'llama3.2' does not support tools"))
+    fake_openai.push(HttpError(400, "model 'llama3.2' not found, try pulling it first"))
 
     with pytest.raises(ModelError) as raised:
         await collect(generate_with_retries(openai_model, chat_request(), FAST_RETRIES))
 
     assert raised.value.code == "model_rejected"
-    assert "does not support tools" in str(raised.value)
+    assert "not found" in str(raised.value)
     assert len(fake_openai.requests) == 1
 
 

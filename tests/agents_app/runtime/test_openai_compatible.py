@@ -23,6 +23,7 @@ from tests.agents_app.runtime.test_gemini import (
 from tests.factories import UserFactory
 from tests.fake_openai import (
     FailMidStream,
+    HttpError,
     Reply,
     final_chunk,
     text_delta,
@@ -136,3 +137,21 @@ async def test_an_app_without_tools_asks_a_model_without_tool_calls_for_none(
     assert events[-1].text() == "Hello."
     [request] = fake_openai.requests
     assert "tools" not in request.body
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_server_that_refuses_tools_still_answers_and_the_context_panel_says_so(
+    openai_model, fake_openai, owner
+):
+    session = await _session_for(owner)
+    fake_openai.push(
+        HttpError(500, "Tool calling is not supported by this chat format"),
+        text_reply("Hello, Ada."),
+    )
+
+    events = await _turn(_runner(openai_model), session, "My name is Ada")
+
+    assert events[-1].text() == "Hello, Ada."
+    assert events[-1].custom_metadata["context"]["tools_refused"] is True
+    refused, answered = fake_openai.requests
+    assert refused.tool_names() and "tools" not in answered.body
