@@ -145,23 +145,41 @@ class ModelError(Exception):
 
 
 def structured_answer(text: str, *, provider: str) -> dict[str, Any]:
-    """``text`` parsed as the JSON object a structured call asked for (a fenced ```json block
-    too, as small models wrap it); ``ModelError`` ``model_invalid_output`` otherwise."""
+    """``text`` read as the JSON object a structured call asked for, tolerantly, as small
+    models answer: the object alone, in a fenced block, or within prose or before trailing
+    text (the first object that parses); ``ModelError`` ``model_invalid_output`` otherwise."""
     stripped = text.strip()
-    if stripped.startswith("```"):
-        stripped = stripped.strip("`").removeprefix("json").strip()
     try:
         answer = json.loads(stripped)
     except json.JSONDecodeError as error:
-        raise ModelError(
-            f"{provider}'s structured answer is not JSON: {error}", code="model_invalid_output"
-        ) from error
+        answer = _first_json_object(stripped)
+        if answer is None:
+            raise ModelError(
+                f"{provider}'s structured answer is not JSON: {error}",
+                code="model_invalid_output",
+            ) from error
     if not isinstance(answer, dict):
         raise ModelError(
             f"{provider}'s structured answer is not a JSON object: {answer!r:.200}",
             code="model_invalid_output",
         )
     return answer
+
+
+def _first_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object within ``text`` (None when there is none)."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            answer, _end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(answer, dict):
+            return answer
+        start = text.find("{", start + 1)
+    return None
 
 
 class Llm(Protocol):

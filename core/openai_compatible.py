@@ -9,9 +9,9 @@ text, function calls and their responses as ``tool_calls`` and ``tool`` messages
 surfaces as a ``ModelError``, transient for 429, 5xx, timeouts and broken connections; the
 client's own retries are off, so that ``RetryPolicy`` and the job layer alone decide.
 
-Structured answers ask for ``response_format`` ``json_schema``; a server that refuses it, or
-answers something that is not JSON, is asked again with the schema as the parameters of one
-forced tool call, which more servers honour.
+Structured answers take the first of several roads the server honours (``STRUCTURED_ROADS``:
+``json_schema``, llama.cpp's ``json_object`` with a schema, a forced tool call, JSON asked for in
+words), remembered per server and model.
 
 Images go to the model as they are; a server that refuses a request carrying images (a model
 without vision: Ollama's "does not support image input", LM Studio's "Model does not support
@@ -276,6 +276,64 @@ def _usage(usage: Any) -> types.GenerateContentResponseUsageMetadata | None:
     )
 
 
+# The roads to a structured answer, in the order tried: the standard ``json_schema`` response
+# format; llama.cpp's own form (``json_object`` with the schema, which its grammar enforces);
+# the schema as the parameters of one forced tool call; and the schema asked for in words,
+# read by a tolerant parser (JSON in prose, in fences, with text after it).
+STRUCTURED_ROADS = ("json_schema", "json_object", "tool_call", "prompt")
+
+
+def _structured_request(
+    road: str, messages: list[dict[str, Any]], schema: dict[str, Any]
+) -> dict[str, Any]:
+    """The keyword arguments of a Chat Completions call asking by ``road`` for a JSON object
+    matching ``schema``."""
+    if road == "json_schema":
+        return {
+            "messages": messages,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": ANSWER_TOOL, "schema": schema},
+            },
+        }
+    if road == "json_object":
+        return {
+            "messages": messages,
+            "response_format": {"type": "json_object", "schema": schema},
+        }
+    if road == "tool_call":
+        return {
+            "messages": messages,
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": ANSWER_TOOL,
+                        "description": "Give your answer.",
+                        "parameters": schema,
+                    },
+                }
+            ],
+            "tool_choice": {"type": "function", "function": {"name": ANSWER_TOOL}},
+        }
+    asked = (
+        "Answer with one JSON object and nothing else, matching this JSON Schema:\n"
+        + json.dumps(schema)
+    )
+    if messages and messages[0]["role"] == "system":
+        system = {"role": "system", "content": f"{messages[0]['content']}\n\n{asked}"}
+        return {"messages": [system, *messages[1:]]}
+    return {"messages": [{"role": "system", "content": asked}, *messages]}
+
+
+def _structured_text(response: Any) -> str:
+    """The JSON text of a structured answer: the forced tool call's arguments, else the
+    message's text."""
+    message = response.choices[0].message
+    calls = message.tool_calls or []
+    return calls[0].function.arguments if calls else (message.content or "")
+
+
 @dataclass
 class ServerTraits:
     """What this process has learnt of one model of one server, so that a later request goes
@@ -473,49 +531,43 @@ class OpenAICompatibleModel:
     ) -> dict[str, Any]:
         """One non-streamed call whose answer is a JSON object matching ``response_schema``.
 
-        Asked as a ``json_schema`` response format first; when the server refuses that
-        (:func:`_refused`) or answers something that is not a JSON object, asked again with
-        the schema as one forced tool call. ``ModelError`` ``model_invalid_output`` when
-        neither way gives a JSON object.
+        Servers differ in how they are asked, so the roads of :data:`STRUCTURED_ROADS` are
+        tried in order, from the one that last worked for this model: the next road is taken
+        when the server refuses a road (:func:`_refused`) or answers something that is not a
+        JSON object, never on an outage (raised as the transient error it is). ``ModelError``
+        ``model_invalid_output`` when no road gives a JSON object.
         """
         messages = _messages(system_instruction, contents)
-        try:
+        traits = self.traits
+        roads = list(STRUCTURED_ROADS)
+        if traits.structured_road in roads:
+            roads = roads[roads.index(traits.structured_road) :]
+        failure: ModelError | None = None
+        for road in roads:
             try:
                 response = await self._create(
-                    messages=messages,
-                    response_format={
-                        "type": "json_schema",
-                        "json_schema": {"name": ANSWER_TOOL, "schema": response_schema},
-                    },
+                    **_structured_request(road, messages, response_schema)
                 )
-                return structured_answer(
-                    response.choices[0].message.content or "", provider=PROVIDER
-                )
+                answer = structured_answer(_structured_text(response), provider=PROVIDER)
             except openai.APIStatusError as error:
                 if not _refused(error):
-                    raise
-            except ModelError:
-                pass
-            response = await self._create(
-                messages=messages,
-                tools=[
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": ANSWER_TOOL,
-                            "description": "Give your answer.",
-                            "parameters": response_schema,
-                        },
-                    }
-                ],
-                tool_choice={"type": "function", "function": {"name": ANSWER_TOOL}},
-            )
-        except _CLIENT_ERRORS as error:
-            raise model_error_from(error) from error
-        message = response.choices[0].message
-        calls = message.tool_calls or []
-        arguments = calls[0].function.arguments if calls else (message.content or "")
-        return structured_answer(arguments, provider=PROVIDER)
+                    raise model_error_from(error) from error
+                failure = model_error_from(error)
+                logger.info("%s refused structured output by %s: %s", self.name, road, error)
+                continue
+            except _CLIENT_ERRORS as error:
+                raise model_error_from(error) from error
+            except ModelError as error:
+                failure = error
+                logger.info("%s gave no JSON object by %s: %s", self.name, road, error)
+                continue
+            traits.structured_road = road
+            return answer
+        assert failure is not None
+        raise ModelError(
+            f"{PROVIDER} gave no JSON object by any road ({', '.join(roads)}): {failure}",
+            code="model_invalid_output",
+        )
 
     async def embed(self, texts: list[str], *, model: str) -> list[list[float]]:
         """One embedding vector per text, in order, from one ``/embeddings`` request."""

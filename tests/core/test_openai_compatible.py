@@ -13,6 +13,7 @@ from core.llm import (
     ModelError,
     generate_with_retries,
     provider_model,
+    structured_answer,
 )
 from core.openai_compatible import IMAGE_LEFT_OUT, OpenAICompatibleModel
 from tests.core.test_gemini import FAST_RETRIES, chat_request, collect, user_says
@@ -354,25 +355,97 @@ async def test_generate_json_asks_for_the_json_schema_and_parses_the_answer(
     assert "stream" not in sent
 
 
-@pytest.mark.parametrize(
-    "first",
-    [HttpError(400, "response_format json_schema is not supported"), json_reply("Sure! Tea.")],
-    ids=["refused", "ignored"],
-)
-async def test_a_server_without_json_schema_answers_through_a_forced_tool_call(
-    openai_model, fake_openai, first
+async def test_a_server_that_refuses_json_schema_with_a_500_is_asked_its_own_way_and_it_is_kept(
+    openai_model, fake_openai
 ):
-    fake_openai.push(first, tool_answer_reply("answer", {"facts": ["likes tea"]}))
+    fake_openai.json_schema_refused = True
+    fake_openai.push(json_reply({"facts": ["likes tea"]}), json_reply({"facts": ["lives in Lyon"]}))
+
+    first = await openai_model.generate_json(
+        system_instruction="Extract.", contents="I like tea.", response_schema=SCHEMA
+    )
+    second = await openai_model.generate_json(
+        system_instruction="Extract.", contents="I live in Lyon.", response_schema=SCHEMA
+    )
+
+    assert (first, second) == ({"facts": ["likes tea"]}, {"facts": ["lives in Lyon"]})
+    formats = [request.body["response_format"] for request in fake_openai.requests]
+    assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object"]
+    assert formats[1]["schema"] == SCHEMA
+
+
+async def test_structured_output_goes_down_every_road_to_json_asked_in_words(
+    openai_model, fake_openai
+):
+    fake_openai.push(
+        HttpError(400, "response_format json_schema is not supported"),
+        HttpError(500, "1 validation error: Input should be 'text'"),
+        json_reply("Sure! Tea."),
+        json_reply('Here it is:\n```json\n{"facts": ["likes tea"]}\n```\nAnything else?'),
+    )
 
     answer = await openai_model.generate_json(
         system_instruction="Extract.", contents="I like tea.", response_schema=SCHEMA
     )
 
     assert answer == {"facts": ["likes tea"]}
-    fallback = fake_openai.requests[1].body
-    assert "response_format" not in fallback
-    assert fallback["tool_choice"] == {"type": "function", "function": {"name": "answer"}}
-    assert fallback["tools"][0]["function"]["parameters"] == SCHEMA
+    schema_road, object_road, tool_road, prompt_road = (r.body for r in fake_openai.requests)
+    assert schema_road["response_format"]["type"] == "json_schema"
+    assert object_road["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    assert tool_road["tool_choice"] == {"type": "function", "function": {"name": "answer"}}
+    assert tool_road["tools"][0]["function"]["parameters"] == SCHEMA
+    assert "response_format" not in prompt_road and "tools" not in prompt_road
+    assert json.dumps(SCHEMA) in prompt_road["messages"][0]["content"]
+    assert prompt_road["messages"][0]["content"].startswith("Extract.")
+
+
+async def test_a_forced_tool_call_answers_where_the_response_formats_are_ignored(
+    openai_model, fake_openai
+):
+    fake_openai.push(
+        json_reply("Sure! Tea."),
+        json_reply("Tea, I think."),
+        tool_answer_reply("answer", {"facts": ["likes tea"]}),
+    )
+
+    answer = await openai_model.generate_json(
+        system_instruction="Extract.", contents="I like tea.", response_schema=SCHEMA
+    )
+
+    assert answer == {"facts": ["likes tea"]}
+    assert "response_format" not in fake_openai.requests[2].body
+
+
+async def test_an_outage_is_not_a_refusal_and_takes_no_other_road(openai_model, fake_openai):
+    fake_openai.push(HttpError(503, "Service Unavailable"))
+
+    with pytest.raises(ModelError) as raised:
+        await openai_model.generate_json(
+            system_instruction="Extract.", contents="I like tea.", response_schema=SCHEMA
+        )
+
+    assert (raised.value.code, raised.value.transient) == ("model_unavailable", True)
+    assert len(fake_openai.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"facts": []}',
+        '```json\n{"facts": []}\n```',
+        'The answer is {"facts": []} as asked.',
+        '{"facts": []}\n\nI hope this helps {with braces}.',
+    ],
+)
+def test_the_structured_answer_is_read_from_prose_fences_and_trailing_text(text):
+    assert structured_answer(text, provider="A server") == {"facts": []}
+
+
+def test_a_structured_answer_without_an_object_is_invalid_output():
+    with pytest.raises(ModelError) as raised:
+        structured_answer("[1, 2] and {not json}", provider="A server")
+
+    assert raised.value.code == "model_invalid_output"
 
 
 async def test_generate_json_from_a_model_without_vision_leaves_the_images_out(
@@ -396,7 +469,7 @@ async def test_generate_json_from_a_model_without_vision_leaves_the_images_out(
 
 
 async def test_generate_json_that_is_never_json_is_invalid_output(openai_model, fake_openai):
-    fake_openai.push(json_reply("{not json"), json_reply("still not"))
+    fake_openai.push(*(json_reply(text) for text in ("{not", "still not", "no", "nope")))
 
     with pytest.raises(ModelError) as raised:
         await openai_model.generate_json(

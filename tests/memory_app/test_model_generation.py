@@ -86,7 +86,9 @@ class TestExtraction:
         assert (found.text, found.event_ids) == ("The user has a cat.", [event.id])
 
     def test_malformed_json_is_an_error_the_job_retries_or_records(self, fake_openai):
-        fake_openai.push(json_reply('{"facts": [{"text": '), json_reply("no facts here"))
+        fake_openai.push(
+            *(json_reply(text) for text in ('{"facts": [{"text": ', "no facts", "none", "no"))
+        )
 
         with pytest.raises(ModelError) as raised:
             facts_extract(
