@@ -283,6 +283,15 @@ LLM_MODEL = env.str("LLM_MODEL", default="gemini-2.5-flash")
 LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=60.0)
 LLM_RETRY_ATTEMPTS = env.int("LLM_RETRY_ATTEMPTS", default=4)
 LLM_RETRY_BASE_DELAY_SECONDS = env.float("LLM_RETRY_BASE_DELAY_SECONDS", default=0.5)
+# Most tokens a model may write for one answer: a chat reply, a compaction summary, a
+# structured answer of memory generation (sent as max_tokens, so no request runs unbounded).
+LLM_MAX_REPLY_TOKENS = env.int("LLM_MAX_REPLY_TOKENS", default=1024)
+LLM_MAX_SUMMARY_TOKENS = env.int("LLM_MAX_SUMMARY_TOKENS", default=512)
+LLM_MAX_STRUCTURED_TOKENS = env.int("LLM_MAX_STRUCTURED_TOKENS", default=1024)
+# The context window of the OpenAI-compatible server's model, in tokens, where the server does
+# not say it (vLLM and LM Studio do; llama.cpp's and Ollama's OpenAI API do not). Prompts are
+# trimmed to fit it, the oldest history first.
+OPENAI_CONTEXT_TOKENS = env.int("OPENAI_CONTEXT_TOKENS", default=8192)
 OFFLINE_MODEL_CHUNK_DELAY_SECONDS = env.float("OFFLINE_MODEL_CHUNK_DELAY_SECONDS", default=0.02)
 # Per-app agent definitions: {"app_name": {field of AgentConfig: value}}.
 AGENTS: dict = {}

@@ -36,6 +36,7 @@ from django.conf import settings
 from google.genai import types
 
 from core.llm import LlmChunk, LlmRequest, ModelError, structured_answer
+from core.prompt_fit import context_exceeded_error, messages_fit
 from core.tls import tls_context
 
 ANSWER_TOOL = "answer"
@@ -91,6 +92,9 @@ def model_error_from(error: Exception) -> ModelError:
                 code="model_unavailable",
                 transient=True,
             )
+        too_long = context_exceeded_error(error.message)
+        if too_long is not None:
+            return too_long
         return ModelError(
             f"The model server rejected the request ({message})", code="model_rejected"
         )
@@ -339,11 +343,14 @@ class ServerTraits:
     """What this process has learnt of one model of one server, so that a later request goes
     the way that works at once: whether it calls tools at all, whether it can stream a tool
     decision (llama-cpp-python's ``chatml-function-calling`` cannot), and which road of
-    structured output it answers."""
+    structured output it answers, and the model's context window."""
 
     calls_tools: bool = True
     streams_tool_choice: bool = True
     structured_road: str = ""
+    # The model's context window as the server's model list says it (0: not asked yet; -1:
+    # the server does not say, so ``OPENAI_CONTEXT_TOKENS`` holds).
+    context_tokens: int = 0
 
 
 _TRAITS: dict[tuple[str, str], ServerTraits] = {}
@@ -388,6 +395,42 @@ class OpenAICompatibleModel:
     def traits(self) -> ServerTraits:
         return server_traits(self.name)
 
+    async def _context_tokens(self) -> int:
+        """The model's context window: as the server's model list says it (vLLM's
+        ``max_model_len``, LM Studio's ``max_context_length``, llama.cpp server's
+        ``meta.n_ctx_train``...), asked once, else ``OPENAI_CONTEXT_TOKENS``."""
+        traits = self.traits
+        if not traits.context_tokens:
+            traits.context_tokens = await self._listed_context_tokens() or -1
+        if traits.context_tokens > 0:
+            return traits.context_tokens
+        return settings.OPENAI_CONTEXT_TOKENS
+
+    async def _listed_context_tokens(self) -> int | None:
+        try:
+            listed = await self.client.models.list()
+        except _CLIENT_ERRORS as error:
+            logger.info("%s: no context size from the model list (%s)", self.name, error)
+            return None
+        for entry in listed.data:
+            if entry.id != self.name:
+                continue
+            extra = {**(entry.model_extra or {})}
+            extra.update(extra.get("meta") or {})
+            for key in ("max_model_len", "max_context_length", "context_length", "n_ctx"):
+                if isinstance(extra.get(key), int) and extra[key] > 0:
+                    return extra[key]
+        return None
+
+    async def _fitted(
+        self, messages: list[dict[str, Any]], *, max_tokens: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        """``messages`` trimmed to the model's context with room for an answer of at most
+        ``max_tokens`` (:func:`core.prompt_fit.messages_fit`), and the ``max_tokens`` to send."""
+        return messages_fit(
+            messages, context_tokens=await self._context_tokens(), max_tokens=max_tokens
+        )
+
     @property
     def calls_tools(self) -> bool:
         """False once the server refused this model's tools: the chat says memory tools are
@@ -429,8 +472,16 @@ class OpenAICompatibleModel:
         if request.tools and traits.calls_tools:
             extra["tools"] = [_tool(declaration) for declaration in request.tools]
             extra["tool_choice"] = "auto"
-        messages = _messages(request.system_instruction, request.contents)
-        if extra and not traits.streams_tool_choice:
+        limit = (
+            settings.LLM_MAX_SUMMARY_TOKENS
+            if request.purpose == "summarize"
+            else settings.LLM_MAX_REPLY_TOKENS
+        )
+        messages, extra["max_tokens"] = await self._fitted(
+            _messages(request.system_instruction, request.contents), max_tokens=limit
+        )
+        offers_tools = "tools" in extra
+        if offers_tools and not traits.streams_tool_choice:
             async for chunk in self._generate_unstreamed(messages=messages, **extra):
                 yield chunk
             return
@@ -447,15 +498,19 @@ class OpenAICompatibleModel:
                     **extra,
                 )
             except openai.APIStatusError as error:
-                if not (extra and _refused_tools(error)):
+                if not (offers_tools and _refused_tools(error)):
                     raise
                 logger.warning(
                     "%s refused tools (%s): memory tools are off for it", self.name, error.message
                 )
                 traits.calls_tools = False
-                extra = {}
+                offers_tools = False
+                extra = {"max_tokens": extra["max_tokens"]}
                 stream = await self._create(
-                    messages=messages, stream=True, stream_options={"include_usage": True}
+                    messages=messages,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                    **extra,
                 )
             async with stream:
                 async for chunk in stream:
@@ -474,11 +529,12 @@ class OpenAICompatibleModel:
                             yield LlmChunk(text=delta.content)
         except _CLIENT_ERRORS as error:
             raise model_error_from(error) from error
-        if extra and not produced and not pending and finish_reason is None:
-            # A stream that ended before its first word with tools offered: a server that
-            # cannot stream a tool decision (llama-cpp-python fails inside the stream, after
-            # its 200). Asked again without a stream, it calls the tool, or says what is wrong.
-            logger.info("%s streamed nothing with tools: asked again without a stream", self.name)
+        if not produced and not pending and finish_reason is None:
+            # A stream that ended before its first word, without saying why: a server that
+            # failed after its 200 (llama-cpp-python cannot stream a tool decision, and finds
+            # a prompt over its context only then). Asked again without a stream, it calls
+            # the tool, answers, or says what is wrong.
+            logger.info("%s streamed nothing: asked again without a stream", self.name)
             async for chunk in self._generate_unstreamed(messages=messages, **extra):
                 if chunk.function_calls:
                     traits.streams_tool_choice = False
@@ -537,7 +593,9 @@ class OpenAICompatibleModel:
         JSON object, never on an outage (raised as the transient error it is). ``ModelError``
         ``model_invalid_output`` when no road gives a JSON object.
         """
-        messages = _messages(system_instruction, contents)
+        messages, max_tokens = await self._fitted(
+            _messages(system_instruction, contents), max_tokens=settings.LLM_MAX_STRUCTURED_TOKENS
+        )
         traits = self.traits
         roads = list(STRUCTURED_ROADS)
         if traits.structured_road in roads:
@@ -546,11 +604,11 @@ class OpenAICompatibleModel:
         for road in roads:
             try:
                 response = await self._create(
-                    **_structured_request(road, messages, response_schema)
+                    **_structured_request(road, messages, response_schema), max_tokens=max_tokens
                 )
                 answer = structured_answer(_structured_text(response), provider=PROVIDER)
             except openai.APIStatusError as error:
-                if not _refused(error):
+                if not _refused(error) or context_exceeded_error(error.message):
                     raise model_error_from(error) from error
                 failure = model_error_from(error)
                 logger.info("%s refused structured output by %s: %s", self.name, road, error)

@@ -204,6 +204,18 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the recorded requests are what tests look at."""
 
+    def do_GET(self) -> None:
+        """The model list: ``listed_models``, each with the fields a server adds (vLLM's
+        ``max_model_len``...)."""
+        if not self.path.endswith("/models"):
+            self._send_json(404, error_body(404, f"fake OpenAI: unknown path {self.path}"))
+            return
+        data = [
+            {"id": name, "object": "model", "owned_by": "me", **fields}
+            for name, fields in self.server.fake.listed_models.items()
+        ]
+        self._send_json(200, {"object": "list", "data": data})
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -291,6 +303,8 @@ class FakeOpenAI(ScriptedServer):
         # Stream a tool decision, which llama-cpp-python's server cannot
         # (see ``fails_streamed_tool_choice``).
         self.streams_tool_choice = True
+        # ``GET /v1/models``: model name -> the fields its entry adds.
+        self.listed_models: dict[str, dict[str, Any]] = {}
 
     @property
     def url(self) -> str:

@@ -513,3 +513,82 @@ async def test_an_embedding_failure_is_a_model_error(openai_model, fake_openai):
 
     assert raised.value.code == "model_rejected"
     assert "not found" in str(raised.value)
+
+
+def _history(*texts: str) -> list[types.Content]:
+    """Alternating user and model turns of ``texts``, the last one the user's."""
+    return [
+        types.Content(
+            role="user" if (len(texts) - index) % 2 else "model", parts=[types.Part(text=text)]
+        )
+        for index, text in enumerate(texts)
+    ]
+
+
+async def test_every_request_has_max_tokens_from_the_settings(openai_model, fake_openai, settings):
+    settings.LLM_MAX_REPLY_TOKENS = 300
+    settings.LLM_MAX_SUMMARY_TOKENS = 200
+    settings.LLM_MAX_STRUCTURED_TOKENS = 100
+    fake_openai.push(text_reply("Hi."), text_reply("A summary."), json_reply({"facts": []}))
+
+    await collect(openai_model.generate_stream(chat_request()))
+    summary = chat_request()
+    summary.purpose = "summarize"
+    await collect(openai_model.generate_stream(summary))
+    await openai_model.generate_json(
+        system_instruction="Extract.", contents="I like tea.", response_schema=SCHEMA
+    )
+
+    assert [r.body["max_tokens"] for r in fake_openai.requests] == [300, 200, 100]
+
+
+async def test_the_oldest_history_goes_first_to_fit_the_context_the_server_reports(
+    openai_model, fake_openai, settings
+):
+    settings.LLM_MAX_REPLY_TOKENS = 100
+    fake_openai.listed_models = {MODEL: {"max_model_len": 400}}
+    old = ["a" * 300, "b" * 300, "c" * 300, "d" * 300]
+    fake_openai.push(text_reply("Hi."))
+
+    await collect(openai_model.generate_stream(chat_request(*_history(*old, "What now?"))))
+
+    sent = fake_openai.requests[0]
+    kept = [message["content"] for message in sent.messages[1:]]
+    assert kept == ["c" * 300, "d" * 300, "What now?"]
+    assert sent.body["max_tokens"] == 100
+
+
+async def test_a_message_over_the_context_is_refused_in_words_before_any_request(
+    openai_model, fake_openai, settings
+):
+    settings.OPENAI_CONTEXT_TOKENS = 2048
+
+    with pytest.raises(ModelError) as raised:
+        await collect(openai_model.generate_stream(chat_request(user_says("word " * 2000))))
+
+    assert raised.value.code == "message_too_long"
+    assert raised.value.transient is False
+    assert str(raised.value).startswith("Your message is longer than this model can read (about ")
+    assert str(raised.value).endswith(" of 2,048 tokens).")
+    assert not [r for r in fake_openai.requests if r.path.endswith("/chat/completions")]
+
+
+async def test_a_stream_that_ends_empty_is_asked_again_and_the_servers_context_error_told(
+    openai_model, fake_openai
+):
+    fake_openai.push(
+        Reply([]),
+        HttpError(
+            400,
+            "This model's maximum context length is 2048 tokens. However, you requested 2224 "
+            "tokens (2224 in the messages, None in the completion).",
+        ),
+    )
+
+    with pytest.raises(ModelError) as raised:
+        await collect(generate_with_retries(openai_model, chat_request(), FAST_RETRIES))
+
+    assert str(raised.value) == (
+        "Your message is longer than this model can read (about 2,224 of 2,048 tokens)."
+    )
+    assert len(fake_openai.requests) == 2
