@@ -7,6 +7,7 @@ from celery import shared_task
 
 from agents_app.chat.turn_sweep import turns_sweep as sweep
 from agents_app.runtime.compaction import session_compact as compact
+from core.background import task_retry
 from core.llm import ModelError
 
 
@@ -29,7 +30,7 @@ def session_compact(self, *, app_name: str, user_id: str, session_id: str) -> st
         if not error.transient:
             raise
         countdown = random.uniform(0, min(300, 2 ** (self.request.retries + 1)))
-        raise self.retry(exc=error, countdown=countdown) from error
+        raise task_retry(self, exc=error, countdown=countdown) from error
     return event.id if event else None
 
 

@@ -228,9 +228,10 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 WORKER_HEARTBEAT_INTERVAL_SECONDS = env.float("WORKER_HEARTBEAT_INTERVAL_SECONDS", default=10.0)
 # A task is acknowledged only when it ends (acks_late), so a worker killed mid-task leaves it
 # unacknowledged in Redis; the broker hands it out again after this many seconds. It must be
-# longer than any task runs and than the longest retry countdown (MEMORY_JOB_RETRY_MAX_SECONDS),
-# or a task still running or waiting would be sent twice (harmless, as tasks are idempotent,
-# but wasted). Kombu's default, an hour, would leave a killed worker's job waiting that long.
+# longer than any task runs and than any retry countdown a task waits itself (longer waits are
+# left to the periodic redispatch), or a task still running or waiting would be sent twice
+# (harmless, as tasks are idempotent, but wasted). Kombu's default, an hour, would leave a
+# killed worker's job waiting that long.
 TASK_VISIBILITY_TIMEOUT_SECONDS = env.int("TASK_VISIBILITY_TIMEOUT_SECONDS", default=900)
 TASK_RESTORE_INTERVAL_SECONDS = max(1.0, TASK_VISIBILITY_TIMEOUT_SECONDS / 10)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -371,9 +372,11 @@ MEMORY_DEFAULT_TTL_DAYS = env.int("MEMORY_DEFAULT_TTL_DAYS", default=0)
 MEMORY_APP_TTL_DAYS = env.json("MEMORY_APP_TTL_DAYS", default={})
 # Generation jobs: events per job, retries of transient model errors, lost enqueues and workers.
 MEMORY_JOB_MAX_EVENTS = env.int("MEMORY_JOB_MAX_EVENTS", default=200)
-MEMORY_JOB_MAX_RETRIES = env.int("MEMORY_JOB_MAX_RETRIES", default=5)
+# A job failing transiently is retried with backoff growing to an hour, and dead only after a
+# day of trying, so that a model server's outage loses nothing.
+MEMORY_JOB_RETRY_FOR_SECONDS = env.int("MEMORY_JOB_RETRY_FOR_SECONDS", default=24 * 3600)
 MEMORY_JOB_RETRY_BASE_SECONDS = env.float("MEMORY_JOB_RETRY_BASE_SECONDS", default=2.0)
-MEMORY_JOB_RETRY_MAX_SECONDS = env.float("MEMORY_JOB_RETRY_MAX_SECONDS", default=300.0)
+MEMORY_JOB_RETRY_MAX_SECONDS = env.float("MEMORY_JOB_RETRY_MAX_SECONDS", default=3600.0)
 MEMORY_JOB_REDISPATCH_AFTER_SECONDS = env.int("MEMORY_JOB_REDISPATCH_AFTER_SECONDS", default=600)
 MEMORY_JOB_STUCK_AFTER_SECONDS = env.int("MEMORY_JOB_STUCK_AFTER_SECONDS", default=900)
 # A running job renews its heartbeat this often; one silent for 3 beats is a lost worker's,

@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from celery import Task
+from celery.exceptions import Ignore
 from django.conf import settings
 from django.db import connections, transaction
 
@@ -28,6 +30,12 @@ logger = logging.getLogger(__name__)
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 _pending: set[Future] = set()
+# Retries of in-process tasks waiting for their time (timers not yet fired).
+_waiting: set[threading.Timer] = set()
+_waiting_lock = threading.Lock()
+# Set on a pool thread while it runs a task, so that ``task_retry`` knows the task runs in
+# process (Celery's ``apply`` would otherwise run the retry at once, whatever its countdown).
+_runner = threading.local()
 
 
 def _in_process_executor() -> ThreadPoolExecutor:
@@ -38,20 +46,56 @@ def _in_process_executor() -> ThreadPoolExecutor:
         return _executor
 
 
-def _run_in_process(task: Task, kwargs: dict[str, Any], log_context: dict[str, Any]) -> None:
+def _run_in_process(
+    task: Task, kwargs: dict[str, Any], log_context: dict[str, Any], retries: int = 0
+) -> None:
     """Run ``task`` on a pool thread, which keeps no database connection between tasks.
 
     An idle pool thread holding connections would count against the
     database's limit and keep a test database from being dropped.
     """
     log_context_bind(**log_context)
+    _runner.active = True
     try:
-        result = task.apply(kwargs=kwargs)
+        result = task.apply(kwargs=kwargs, retries=retries)
         if result.failed():
             logger.error("background task %s failed: %r", task.name, result.result)
     finally:
+        _runner.active = False
         log_context_clear()
         connections.close_all()
+
+
+def task_retry(task: Task, *, exc: Exception, countdown: float) -> Exception:
+    """The exception a bound task raises to be run again in ``countdown`` seconds, which
+    really wait: a Celery worker gets Celery's ``Retry``; the embedded mode's pool gets the
+    run started by a timer after the countdown (Celery's ``apply`` would run a retry at once:
+    six attempts in 130 ms), and ``Ignore`` ends this run. A task applied directly (a test,
+    a management command) is retried at once, as Celery's ``apply`` does."""
+    logger.info("task %s: %s; retry in %.2fs", task.name, exc, countdown)
+    if not getattr(_runner, "active", False):
+        return task.retry(exc=exc, countdown=countdown)
+    timer = threading.Timer(countdown, _retry_start)
+    timer.args = (timer, task, dict(task.request.kwargs or {}), task.request.retries + 1)
+    timer.kwargs = {"log_context": log_context_get()}
+    timer.daemon = True
+    with _waiting_lock:
+        _waiting.add(timer)
+    timer.start()
+    return Ignore()
+
+
+def _retry_start(
+    timer: threading.Timer,
+    task: Task,
+    kwargs: dict[str, Any],
+    retries: int,
+    *,
+    log_context: dict[str, Any],
+) -> None:
+    background_submit(task=task, kwargs=kwargs, log_context=log_context, retries=retries)
+    with _waiting_lock:
+        _waiting.discard(timer)
 
 
 def task_headers() -> dict[str, Any]:
@@ -92,20 +136,24 @@ def task_enqueue(*, task: Task, **kwargs: Any) -> None:
     transaction.on_commit(send)
 
 
-def background_submit(*, task: Task, kwargs: dict[str, Any], log_context: dict[str, Any]) -> None:
+def background_submit(
+    *, task: Task, kwargs: dict[str, Any], log_context: dict[str, Any], retries: int = 0
+) -> None:
     """Run ``task`` now on the embedded mode's thread pool, counted as pending until it ends.
 
-    For ``task_enqueue`` once the transaction has committed, and for the embedded mode's
-    periodic runner (``chatapp.periodic``), which has no transaction to wait for.
+    For ``task_enqueue`` once the transaction has committed, for the embedded mode's
+    periodic runner (``chatapp.periodic``), which has no transaction to wait for, and for a
+    retry whose time has come (``retries``: the retries before it, as Celery counts them).
     """
-    future = _in_process_executor().submit(_run_in_process, task, kwargs, log_context)
+    future = _in_process_executor().submit(_run_in_process, task, kwargs, log_context, retries)
     _pending.add(future)
     future.add_done_callback(_pending.discard)
 
 
 def background_pending_count() -> int:
-    """In-process background tasks started and not finished yet (the embedded mode's queue)."""
-    return len(_pending)
+    """In-process background tasks started and not finished yet, or waiting for a retry (the
+    embedded mode's queue)."""
+    return len(_pending) + len(_waiting)
 
 
 def background_wait_idle(timeout: float = 30.0) -> None:
@@ -114,5 +162,11 @@ def background_wait_idle(timeout: float = 30.0) -> None:
     For management commands and tests that need the embedded mode's effects to
     be visible before they go on; the web process never calls it.
     """
-    for future in list(_pending):
-        future.result(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while _pending or _waiting:
+        for timer in list(_waiting):
+            timer.join(timeout=max(0.0, deadline - time.monotonic()))
+        for future in list(_pending):
+            future.result(timeout=max(0.0, deadline - time.monotonic()))
+        if time.monotonic() >= deadline:
+            raise TimeoutError("background work still pending")

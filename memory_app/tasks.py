@@ -10,6 +10,7 @@ import random
 from celery import shared_task
 from django.conf import settings
 
+from core.background import task_retry
 from core.llm import ModelError
 from memory_app import services
 
@@ -26,24 +27,35 @@ def memory_job_run(self, *, job_id: str) -> str:
     """Run a generation job; returns its final status (or ``queued`` while a retry waits).
 
     Idempotent (see ``services.memory_job_run``), so a redelivery after a worker crash is safe.
-    A transient ModelError is retried up to ``MEMORY_JOB_MAX_RETRIES`` times, then the job is
-    ``dead`` with the error kept; any other error makes it ``failed`` at once.
+    A transient ModelError (the model server down, busy, timing out) is retried with
+    exponential backoff and full jitter up to ``MEMORY_JOB_RETRY_MAX_SECONDS`` (an hour) for
+    as long as the job is younger than ``MEMORY_JOB_RETRY_FOR_SECONDS`` (a day), then the job
+    is ``dead`` with the error kept; any other error makes it ``failed`` at once. A wait longer
+    than a task may wait in the broker is left to the periodic redispatch
+    (``services.memory_job_retry_note``).
     """
     try:
-        return services.memory_job_run(job_id=job_id).status
+        job = services.memory_job_run(job_id=job_id)
     except ModelError as error:
-        retries = self.request.retries
-        if error.transient and retries < settings.MEMORY_JOB_MAX_RETRIES:
-            services.memory_job_retry_note(job_id=job_id, error=error)
-            ceiling = settings.MEMORY_JOB_RETRY_BASE_SECONDS * 2**retries
+        if error.transient and services.memory_job_retries_left(job_id=job_id):
+            ceiling = settings.MEMORY_JOB_RETRY_BASE_SECONDS * 2 ** min(self.request.retries, 30)
             countdown = random.uniform(0, min(settings.MEMORY_JOB_RETRY_MAX_SECONDS, ceiling))
-            raise self.retry(exc=error, countdown=countdown) from error
+            by_task = services.memory_job_retry_note(job_id=job_id, error=error, wait=countdown)
+            if not by_task:
+                logger.info(
+                    "memory job %s: %s; retry in %.2fs by redispatch", job_id, error, countdown
+                )
+                return "queued"
+            raise task_retry(self, exc=error, countdown=countdown) from error
         services.memory_job_fail(job_id=job_id, error=error, dead=error.transient)
         return "dead" if error.transient else "failed"
     except Exception as error:
         logger.exception("memory job %s failed", job_id)
         services.memory_job_fail(job_id=job_id, error=error, dead=False)
         return "failed"
+    if job.status == "succeeded":
+        services.memory_jobs_waiting_wake(app_name=job.app_name)
+    return job.status
 
 
 @shared_task(name="memory_app.tasks.memory_sessions_idle_enqueue")

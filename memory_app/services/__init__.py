@@ -26,9 +26,11 @@ from memory_app.services.embeddings import (
 from memory_app.services.jobs import (
     memory_job_fail,
     memory_job_request,
+    memory_job_retries_left,
     memory_job_retry_note,
     memory_job_run,
     memory_jobs_redispatch,
+    memory_jobs_waiting_wake,
 )
 from memory_app.services.memories import (
     ForgetReport,
@@ -96,9 +98,11 @@ __all__ = [
     "memory_index_invalidations_merged",
     "memory_job_fail",
     "memory_job_request",
+    "memory_job_retries_left",
     "memory_job_retry_note",
     "memory_job_run",
     "memory_jobs_redispatch",
+    "memory_jobs_waiting_wake",
     "memory_notices_send",
     "memory_session_end",
     "memory_session_left",

@@ -344,11 +344,46 @@ def _job_write(
     return finished, report
 
 
-def memory_job_retry_note(*, job_id: str, error: Exception) -> None:
-    """A transient failure that will be retried: back to queued, with the error kept."""
+def memory_job_retries_left(*, job_id: str) -> bool:
+    """Whether a job that failed transiently is still young enough to be tried again: dead
+    only after ``MEMORY_JOB_RETRY_FOR_SECONDS`` of trying, so that a model server down for
+    an hour, or a night, loses nothing."""
+    since = timezone.now() - timedelta(seconds=settings.MEMORY_JOB_RETRY_FOR_SECONDS)
+    return GenerationJob.objects.filter(pk=job_id, created_at__gt=since).exists()
+
+
+def memory_job_retry_note(*, job_id: str, error: Exception, wait: float) -> bool:
+    """A transient failure that will be retried in ``wait`` seconds: back to queued, with the
+    error kept (the chat's pending panel and the staff console show it), and marked as
+    dispatched for the wait, so that the periodic redispatch does not send it sooner. Returns
+    whether the task waits for it itself; a wait longer than a task may wait in the broker
+    (``TASK_VISIBILITY_TIMEOUT_SECONDS``) is left to the redispatch, which sends the job once
+    the mark expires."""
     GenerationJob.objects.filter(pk=job_id).exclude(status__in=TERMINAL_STATUSES).update(
         status=GenerationJob.Status.QUEUED, error=f"{type(error).__name__}: {error}"
     )
+    by_task = wait <= settings.TASK_VISIBILITY_TIMEOUT_SECONDS
+    mark = max(wait, settings.MEMORY_JOB_REDISPATCH_AFTER_SECONDS) if by_task else wait
+    try:
+        cache.set(DISPATCHED_KEY.format(job_id=job_id), 1, timeout=max(1, int(mark)))
+    except REDIS_ERRORS as error:
+        logger.warning("memory job %s not marked as waiting, no cache: %s", job_id, error)
+    return by_task
+
+
+def memory_jobs_waiting_wake(*, app_name: str) -> int:
+    """Send now the app's jobs waiting for a retry after a transient failure: a job of the app
+    just succeeded, so its model server is back, and they need not wait out their backoff (up
+    to an hour). Returns how many were sent. A job sent twice is harmless (see
+    :func:`memory_jobs_redispatch`)."""
+    waiting = GenerationJob.objects.filter(
+        app_name=app_name, status=GenerationJob.Status.QUEUED, attempts__gt=0
+    ).exclude(error="")
+    jobs = list(waiting.order_by("created_at")[: settings.MEMORY_IDLE_SCAN_BATCH_SIZE])
+    for job in jobs:
+        logger.info("memory job %s: the model server answers again, sent now", job.id)
+        _job_enqueue(job)
+    return len(jobs)
 
 
 def memory_job_fail(*, job_id: str, error: Exception, dead: bool) -> None:
@@ -369,9 +404,9 @@ def _jobs_stuck_release(*, now: datetime) -> int:
     for longer than ``MEMORY_JOB_STUCK_AFTER_SECONDS`` (the cache unreadable, a ``tool`` job,
     which runs in the request without a heartbeat). Nothing would ever finish them. Each goes
     back to ``queued`` with its attempts kept and "worker lost" as its error, and is sent
-    again; a job that already used ``MEMORY_JOB_MAX_RETRIES`` + 1 attempts is ``dead``
-    instead. A ``tool`` job (facts stored directly) is ``failed``: its facts were only in the
-    lost process, so there is nothing to run again. Returns how many were sent.
+    again; a job tried for longer than ``MEMORY_JOB_RETRY_FOR_SECONDS`` is ``dead`` instead.
+    A ``tool`` job (facts stored directly) is ``failed``: its facts were only in the lost
+    process, so there is nothing to run again. Returns how many were sent.
 
     A job is released only if it is still in the run that was seen (same ``started_at``), so a
     job that started again meanwhile is left alone. Should the old run be alive after all, the
@@ -407,7 +442,7 @@ def _jobs_stuck_release(*, now: datetime) -> int:
         if job.trigger == GenerationJob.Trigger.TOOL:
             if same_run.update(status=GenerationJob.Status.FAILED, error=error, finished_at=now):
                 logger.warning("memory job %s failed: %s", job.id, error)
-        elif job.attempts > settings.MEMORY_JOB_MAX_RETRIES:
+        elif job.created_at < now - timedelta(seconds=settings.MEMORY_JOB_RETRY_FOR_SECONDS):
             if same_run.update(status=GenerationJob.Status.DEAD, error=error, finished_at=now):
                 logger.warning("memory job %s dead: %s", job.id, error)
         elif same_run.update(status=GenerationJob.Status.QUEUED, error=error):

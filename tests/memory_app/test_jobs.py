@@ -10,13 +10,16 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings as django_settings
+from django.core.cache import cache
 from django.db import connection, connections
 from django.test import Client
 from django.utils import timezone
 
 from chatapp.asgi import application
+from core.background import background_submit, background_wait_idle
 from core.llm import ModelError
 from memory_app import services
+from memory_app import tasks as memory_tasks
 from memory_app.consolidation import preparation
 from memory_app.embedding import vector_from_bytes
 from memory_app.extraction import ExtractedFact
@@ -221,15 +224,25 @@ def test_no_embedder_call_happens_under_the_user_s_lock(user, enqueued, monkeypa
 # --- Failures -----------------------------------------------------------------------------------
 
 
-def test_transient_model_errors_are_retried_then_the_job_is_dead(
-    user, enqueued, fake_gemini, settings
+def test_transient_model_errors_are_retried_until_the_job_is_a_day_old_then_it_is_dead(
+    user, enqueued, fake_gemini, settings, monkeypatch
 ):
-    settings.MEMORY_JOB_MAX_RETRIES = 2
     settings.MEMORY_JOB_RETRY_BASE_SECONDS = 0
     session = session_make(user)
     turn_add(session, "I live in Porto.")
     job = job_for(user, session)
     fake_gemini.push(HttpError(500), HttpError(503), HttpError(500))
+    attempts = []
+    real = services.memory_job_run
+
+    def aged(**kwargs):
+        attempts.append(1)
+        if len(attempts) == 3:
+            a_day_ago = timezone.now() - timedelta(seconds=24 * 3600 + 1)
+            GenerationJob.objects.filter(pk=job.pk).update(created_at=a_day_ago)
+        return real(**kwargs)
+
+    monkeypatch.setattr(services, "memory_job_run", aged)
 
     run(job)
 
@@ -239,6 +252,81 @@ def test_transient_model_errors_are_retried_then_the_job_is_dead(
     assert "500" in job.error or "INTERNAL" in job.error
     assert len(fake_gemini.requests) == 3
     assert not MemoryWatermark.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_process_a_retry_waits_as_long_as_logged(user, monkeypatch, settings, caplog):
+    settings.MEMORY_JOB_RETRY_BASE_SECONDS = 0.3
+    monkeypatch.setattr(memory_tasks.random, "uniform", lambda low, high: high)
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    job = job_for(user, session)
+    real = job_services.facts_extract
+    tried_at = []
+
+    def down_once(**kwargs):
+        tried_at.append(time.monotonic())
+        if len(tried_at) == 1:
+            raise ModelError("connection refused", code="model_unavailable", transient=True)
+        return real(**kwargs)
+
+    monkeypatch.setattr(job_services, "facts_extract", down_once)
+    caplog.set_level("INFO", logger="core.background")
+
+    background_submit(task=memory_job_run, kwargs={"job_id": str(job.id)}, log_context={})
+    background_wait_idle()
+
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == (Status.SUCCEEDED, 2)
+    assert tried_at[1] - tried_at[0] >= 0.3
+    assert "retry in 0.30s" in caplog.text
+
+
+def test_a_wait_longer_than_the_broker_keeps_a_task_is_left_to_the_redispatch(
+    user, enqueued, monkeypatch, settings
+):
+    settings.MEMORY_JOB_RETRY_BASE_SECONDS = 2 * settings.TASK_VISIBILITY_TIMEOUT_SECONDS
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    job = job_for(user, session)
+
+    def down(**kwargs):
+        raise ModelError("connection refused", code="model_unavailable", transient=True)
+
+    monkeypatch.setattr(job_services, "facts_extract", down)
+    monkeypatch.setattr(memory_tasks.random, "uniform", lambda low, high: high)
+    enqueued.clear()
+
+    assert run(job) == "queued"
+
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == (Status.QUEUED, 1)
+    assert "connection refused" in job.error
+    assert enqueued == []
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    GenerationJob.objects.filter(pk=job.pk).update(created_at=an_hour_ago)
+    memory_jobs_redispatch.apply().get()
+    assert enqueued == [], "the redispatch waits out the retry delay"
+    cache.delete(job_services.DISPATCHED_KEY.format(job_id=job.id))  # the delay is over
+    memory_jobs_redispatch.apply().get()
+    assert enqueued == [{"job_id": str(job.id)}]
+
+
+def test_a_success_sends_the_apps_jobs_waiting_for_a_retry_at_once(user, enqueued, settings):
+    session = session_make(user)
+    turn_add(session, "I live in Porto.")
+    waiting = job_for(user, session)
+    GenerationJob.objects.filter(pk=waiting.pk).update(
+        attempts=2, error="ModelError: connection refused"
+    )
+    other = session_make(user)
+    turn_add(other, "I have a cat.")
+    done = job_for(user, other)
+    enqueued.clear()
+
+    assert run(done) == Status.SUCCEEDED
+
+    assert enqueued == [{"job_id": str(waiting.id)}]
 
 
 def test_a_transient_error_then_success(user, enqueued, monkeypatch, settings):
@@ -394,11 +482,14 @@ def test_a_running_job_beats_until_it_ends(user, enqueued, monkeypatch, settings
 
 
 def test_a_stuck_job_out_of_attempts_is_dead_and_a_stuck_tool_job_failed(user, enqueued, settings):
-    settings.MEMORY_JOB_MAX_RETRIES = 2
+    settings.MEMORY_JOB_RETRY_FOR_SECONDS = settings.MEMORY_JOB_STUCK_AFTER_SECONDS
     session = session_make(user)
     turn_add(session, "I live in Porto.")
     exhausted = job_for(user, session)
     running_since(exhausted, settings.MEMORY_JOB_STUCK_AFTER_SECONDS + 60, attempts=3)
+    GenerationJob.objects.filter(pk=exhausted.pk).update(
+        created_at=timezone.now() - timedelta(seconds=settings.MEMORY_JOB_STUCK_AFTER_SECONDS + 60)
+    )
     direct = GenerationJob.objects.create(
         user=user, app_name=APP, session_id=session_key(session), trigger=Trigger.TOOL
     )
