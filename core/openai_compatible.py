@@ -270,6 +270,23 @@ class _PendingCall:
         )
 
 
+def _pooled(embedding: Any, *, model: str) -> list[float]:
+    """One text's embedding as one vector: a server without pooling (llama.cpp's
+    ``--pooling none``) answers a vector per token, which would not compare with anything, so
+    they are averaged, as ``--pooling mean`` would; ``ModelError`` for what is neither."""
+    if embedding and all(isinstance(row, list) for row in embedding):
+        widths = {len(row) for row in embedding}
+        if len(widths) == 1:
+            logger.warning("%s answered a vector per token: mean-pooled", model)
+            return [sum(column) / len(embedding) for column in zip(*embedding, strict=True)]
+    if embedding and all(isinstance(value, int | float) for value in embedding):
+        return [float(value) for value in embedding]
+    raise ModelError(
+        f"{PROVIDER}'s embedding model {model} answered no vector: {embedding!s:.100}",
+        code="model_invalid_output",
+    )
+
+
 def _usage(usage: Any) -> types.GenerateContentResponseUsageMetadata | None:
     if usage is None:
         return None
@@ -540,6 +557,15 @@ class OpenAICompatibleModel:
                     traits.streams_tool_choice = False
                 yield chunk
             return
+        if (produced or pending) and finish_reason is None:
+            # The stream ended without the server saying the answer was done: its process
+            # died or the connection was cut. What came is kept by the caller, with this error.
+            raise ModelError(
+                f"The model server at {settings.OPENAI_BASE_URL or 'the OpenAI API'} stopped "
+                "in the middle of the reply.",
+                code="model_unavailable",
+                transient=True,
+            )
         calls = [pending[index].function_call() for index in sorted(pending)]
         if calls:
             produced = True
@@ -628,7 +654,8 @@ class OpenAICompatibleModel:
         )
 
     async def embed(self, texts: list[str], *, model: str) -> list[list[float]]:
-        """One embedding vector per text, in order, from one ``/embeddings`` request."""
+        """One embedding vector per text, in order, from one ``/embeddings`` request; a server
+        that answers one vector per token (llama.cpp without pooling) has them mean-pooled."""
         if not texts:
             return []
         try:
@@ -637,7 +664,10 @@ class OpenAICompatibleModel:
             )
         except _CLIENT_ERRORS as error:
             raise model_error_from(error) from error
-        return [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
+        return [
+            _pooled(item.embedding, model=model)
+            for item in sorted(response.data, key=lambda d: d.index)
+        ]
 
     async def aclose(self) -> None:
         """Close the client's connections; the model cannot be used afterwards."""

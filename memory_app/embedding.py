@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
-from core.llm import provider_configured, provider_model, provider_name
+from core.llm import ModelError, provider_configured, provider_model, provider_name
 from memory_app.ranking.embedders import Embedder, MiniLMEmbedder, NoEmbedder
+
+logger = logging.getLogger(__name__)
 
 
 class ProviderEmbedder:
@@ -41,6 +44,24 @@ class ProviderEmbedder:
         vectors = np.asarray(async_to_sync(embed)(), dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.where(norms == 0, 1, norms)
+
+
+class SearchEmbedder:
+    """An embedder as a search uses it: a failure of the embedding model (its server down,
+    slow, or answering no vector) leaves the search to words alone (None, as the lexical
+    fallback reads it) instead of failing the turn that searches. Named as the embedder it
+    wraps, so stored vectors still match."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.name = embedder.name
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray | None:
+        try:
+            return self.embedder.encode(texts)
+        except ModelError as error:
+            logger.warning("embeddings failed, searching by words alone: %s", error)
+            return None
 
 
 def local_model_installed() -> bool:

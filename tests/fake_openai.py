@@ -238,7 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
             inputs = request.body.get("input", [])
             inputs = [inputs] if isinstance(inputs, str) else inputs
             data = [
-                {"object": "embedding", "index": index, "embedding": embedding_for(text)}
+                {"object": "embedding", "index": index, "embedding": fake.embedding(text)}
                 for index, text in enumerate(inputs)
             ]
             self._send_json(
@@ -303,6 +303,8 @@ class FakeOpenAI(ScriptedServer):
         # Stream a tool decision, which llama-cpp-python's server cannot
         # (see ``fails_streamed_tool_choice``).
         self.streams_tool_choice = True
+        # Answer a vector per token, as llama.cpp's server without pooling (see ``embedding``).
+        self.embeddings_per_token = False
         # ``GET /v1/models``: model name -> the fields its entry adds.
         self.listed_models: dict[str, dict[str, Any]] = {}
 
@@ -329,6 +331,13 @@ class FakeOpenAI(ScriptedServer):
                 "Input should be 'text' or 'json_object'"
             )
         return None
+
+    def embedding(self, text: str) -> list[float] | list[list[float]]:
+        """``text``'s vector, or with ``embeddings_per_token`` one per word, as llama.cpp's
+        server answers without pooling (each the vector of the word)."""
+        if self.embeddings_per_token:
+            return [embedding_for(word) for word in text.split()]
+        return embedding_for(text)
 
     def fails_streamed_tool_choice(self, request: RecordedRequest, script: Script) -> bool:
         """Whether, without ``streams_tool_choice``, this streamed request's answer is a tool

@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from memory_app.embedding import embedder_get
+from memory_app.embedding import SearchEmbedder, embedder_get
 from memory_app.extraction.offline.sentences import sentences_split
 from memory_app.models import MemorySettings
 from memory_app.ranking import Embedder, MemoryIndex, Origin, stem, tokenize, words_related
@@ -299,9 +299,11 @@ def past_conversations_search(
         session_key=session_id,
     )
     rows, query_vector = windows.rows, None
-    embedder = embedder_get()
+    embedder = SearchEmbedder(embedder_get())
     if embedder.name != "none" and pgvector_enabled():
-        query_vector = embedder.encode([query])[0]
+        encoded = embedder.encode([query])
+        query_vector = None if encoded is None else encoded[0]
+    if query_vector is not None:
         rows = rows + _nearest_rows(
             app_name=app_name,
             user_pk=user_pk,

@@ -28,7 +28,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q, Subquery
 from django.utils import timezone
 
-from memory_app.embedding import embedder_get, vector_from_bytes
+from memory_app.embedding import SearchEmbedder, embedder_get, vector_from_bytes
 from memory_app.extraction.offline import fact_is_turn_record
 from memory_app.models import (
     AppIndexVersion,
@@ -281,7 +281,7 @@ def _index_get(
     first turns, all share the one index of the app's shared memories, kept under the app's
     version: a turn does not index them again.
     """
-    embedder = embedder_get()
+    embedder = SearchEmbedder(embedder_get())
     if versions is None:
         versions = _versions(app_name=app_name, user_pk=user_pk)
     if not versions[0]:

@@ -592,3 +592,28 @@ async def test_a_stream_that_ends_empty_is_asked_again_and_the_servers_context_e
         "Your message is longer than this model can read (about 2,224 of 2,048 tokens)."
     )
     assert len(fake_openai.requests) == 2
+
+
+async def test_per_token_vectors_are_mean_pooled_into_one_per_text(openai_model, fake_openai):
+    fake_openai.embeddings_per_token = True
+
+    [vector] = await openai_model.embed(["likes green tea"], model="smollm2")
+
+    words = [embedding_for(word) for word in ("likes", "green", "tea")]
+    assert vector == pytest.approx([sum(column) / 3 for column in zip(*words, strict=True)])
+
+
+async def test_a_stream_that_stops_without_finishing_is_an_error_after_its_text(
+    openai_model, fake_openai
+):
+    fake_openai.push(Reply([text_delta("Ahoy! "), text_delta("This is")]))
+    received = []
+
+    with pytest.raises(ModelError) as raised:
+        async for chunk in generate_with_retries(openai_model, chat_request(), FAST_RETRIES):
+            received.append(chunk.text)
+
+    assert received == ["Ahoy! ", "This is"]
+    assert raised.value.code == "model_unavailable"
+    assert "stopped in the middle of the reply" in str(raised.value)
+    assert fake_openai.url in str(raised.value)

@@ -17,7 +17,14 @@ from memory_app.selectors import search as search_selectors
 from memory_app.tasks import memory_job_run
 from memory_app.topics import MANAGED_TOPICS
 from sessions_app.events import Event
-from tests.fake_openai import HttpError, Reply, embedding_for, json_reply, tool_answer_reply
+from tests.fake_openai import (
+    HttpError,
+    Reply,
+    Stall,
+    embedding_for,
+    json_reply,
+    tool_answer_reply,
+)
 from tests.memory_app.support import (
     job_for,
     lexical_only,  # noqa: F401 (fixture)
@@ -258,3 +265,20 @@ class TestEmbeddings:
         assert {r.body["model"] for r in fake_openai.requests} == {"nomic-embed-text"}
         other.refresh_from_db()
         assert np.array_equal(vector_from_bytes(other.embedding), planted)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("failure", [HttpError(503, "loading model"), "timeout"])
+def test_a_search_whose_embeddings_fail_goes_on_by_words(user, fake_openai, settings, failure):
+    settings.MEMORY_EMBEDDER = "openai"
+    settings.MEMORY_OPENAI_EMBEDDING_MODEL = "nomic-embed-text"
+    if failure == "timeout":
+        settings.LLM_TIMEOUT_SECONDS = 0.2
+        failure = Stall(seconds=5)
+    memory_make(user=user, text="The user likes green tea.")
+    memory_make(user=user, text="The user lives in Lyon.")
+    fake_openai.push_embedding(failure, failure)
+
+    found = selectors.memory_search(app_name="chat", user_pk=user.pk, query="green tea")
+
+    assert [memory.text for memory in found][:1] == ["The user likes green tea."]
