@@ -293,6 +293,9 @@ LLM_MAX_STRUCTURED_TOKENS = env.int("LLM_MAX_STRUCTURED_TOKENS", default=1024)
 # not say it (vLLM and LM Studio do; llama.cpp's and Ollama's OpenAI API do not). Prompts are
 # trimmed to fit it, the oldest history first.
 OPENAI_CONTEXT_TOKENS = env.int("OPENAI_CONTEXT_TOKENS", default=8192)
+# Requests one model server serves at once (chat first, background work waiting); 0: no limit,
+# as clouds need none. Local servers that serve one at a time (llama.cpp's, by default) want 1.
+OPENAI_MAX_CONCURRENT_REQUESTS = env.int("OPENAI_MAX_CONCURRENT_REQUESTS", default=0)
 OFFLINE_MODEL_CHUNK_DELAY_SECONDS = env.float("OFFLINE_MODEL_CHUNK_DELAY_SECONDS", default=0.02)
 # Per-app agent definitions: {"app_name": {field of AgentConfig: value}}.
 AGENTS: dict = {}
@@ -347,6 +350,10 @@ MEMORY_GEMINI_EMBEDDING_MODEL = env.str(
     "MEMORY_GEMINI_EMBEDDING_MODEL", default="gemini-embedding-001"
 )
 MEMORY_OPENAI_EMBEDDING_MODEL = env.str("MEMORY_OPENAI_EMBEDDING_MODEL", default="")
+# A server of its own for the embeddings (llama.cpp serves one model a server); empty: the
+# chat's OPENAI_BASE_URL and OPENAI_API_KEY.
+MEMORY_OPENAI_EMBEDDING_BASE_URL = env.str("MEMORY_OPENAI_EMBEDDING_BASE_URL", default="")
+MEMORY_OPENAI_EMBEDDING_API_KEY = env.str("MEMORY_OPENAI_EMBEDDING_API_KEY", default="")
 # Model (of LLM_PROVIDER) that extracts facts from conversations and consolidates them.
 MEMORY_EXTRACTION_MODEL = env.str("MEMORY_EXTRACTION_MODEL", default=LLM_MODEL)
 # Apps whose memories have PII (emails, phone numbers) redacted: {"app": true}.

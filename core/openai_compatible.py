@@ -37,6 +37,7 @@ from google.genai import types
 
 from core.llm import LlmChunk, LlmRequest, ModelError, structured_answer
 from core.prompt_fit import context_exceeded_error, messages_fit
+from core.request_slots import request_slot
 from core.tls import tls_context
 
 ANSWER_TOOL = "answer"
@@ -47,20 +48,21 @@ IMAGE_LEFT_OUT = "(An image was here; this model cannot see images, so it was le
 logger = logging.getLogger(__name__)
 
 
-def _client() -> openai.AsyncOpenAI:
+def _client(*, base_url: str | None = None, api_key: str | None = None) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(
-        base_url=settings.OPENAI_BASE_URL or None,
+        base_url=(settings.OPENAI_BASE_URL if base_url is None else base_url) or None,
         # Local servers need no key, but the client refuses to start without one.
-        api_key=settings.OPENAI_API_KEY or "none",
+        api_key=(settings.OPENAI_API_KEY if api_key is None else api_key) or "none",
         timeout=settings.LLM_TIMEOUT_SECONDS,
         max_retries=0,
         http_client=openai.DefaultAsyncHttpxClient(verify=tls_context()),
     )
 
 
-def model_error_from(error: Exception) -> ModelError:
-    """The ``ModelError`` for a failure of the client, transient when a retry may succeed."""
-    where = settings.OPENAI_BASE_URL or "the OpenAI API"
+def model_error_from(error: Exception, *, where: str = "") -> ModelError:
+    """The ``ModelError`` for a failure of the client, transient when a retry may succeed;
+    ``where``: the server's URL (default ``OPENAI_BASE_URL``)."""
+    where = where or settings.OPENAI_BASE_URL or "the OpenAI API"
     if isinstance(error, openai.APITimeoutError | httpx2.TimeoutException):
         return ModelError(
             f"The model server at {where} did not answer within "
@@ -407,6 +409,7 @@ class OpenAICompatibleModel:
     def __init__(self, model: str) -> None:
         self.name = model
         self.client = _client()
+        self.embedding_client: openai.AsyncOpenAI | None = None
 
     @property
     def traits(self) -> ServerTraits:
@@ -474,7 +477,23 @@ class OpenAICompatibleModel:
             model=self.name, messages=_images_left_out(messages), **options
         )
 
+    def _slot(self, *, chat: bool, server: str | None = None):
+        """One of the server's request slots (``OPENAI_MAX_CONCURRENT_REQUESTS``), the chat's
+        first (:func:`core.request_slots.request_slot`)."""
+        return request_slot(
+            server=settings.OPENAI_BASE_URL if server is None else server,
+            limit=settings.OPENAI_MAX_CONCURRENT_REQUESTS,
+            chat=chat,
+        )
+
     async def generate_stream(self, request: LlmRequest) -> AsyncIterator[LlmChunk]:
+        """The model's answer to ``request`` (:meth:`_stream`), once one of the server's request
+        slots is free: a chat turn's before compaction's."""
+        async with self._slot(chat=request.purpose == "chat"):
+            async for chunk in self._stream(request):
+                yield chunk
+
+    async def _stream(self, request: LlmRequest) -> AsyncIterator[LlmChunk]:
         """Stream text as it arrives; tool calls (assembled from their fragments), usage and
         the finish reason come last.
 
@@ -611,6 +630,22 @@ class OpenAICompatibleModel:
         contents: str | list[types.Content],
         response_schema: dict[str, Any],
     ) -> dict[str, Any]:
+        """The structured answer (:meth:`_structured`), asked once one of the server's request
+        slots is free and no chat request waits for one: this is background work."""
+        async with self._slot(chat=False):
+            return await self._structured(
+                system_instruction=system_instruction,
+                contents=contents,
+                response_schema=response_schema,
+            )
+
+    async def _structured(
+        self,
+        *,
+        system_instruction: str,
+        contents: str | list[types.Content],
+        response_schema: dict[str, Any],
+    ) -> dict[str, Any]:
         """One non-streamed call whose answer is a JSON object matching ``response_schema``.
 
         Servers differ in how they are asked, so the roads of :data:`STRUCTURED_ROADS` are
@@ -654,21 +689,38 @@ class OpenAICompatibleModel:
         )
 
     async def embed(self, texts: list[str], *, model: str) -> list[list[float]]:
-        """One embedding vector per text, in order, from one ``/embeddings`` request; a server
+        """One embedding vector per text, in order, from one ``/embeddings`` request to the
+        embedding server (``MEMORY_OPENAI_EMBEDDING_BASE_URL``, else the chat's); a server
         that answers one vector per token (llama.cpp without pooling) has them mean-pooled."""
         if not texts:
             return []
+        server = settings.MEMORY_OPENAI_EMBEDDING_BASE_URL or settings.OPENAI_BASE_URL
         try:
-            response = await self.client.embeddings.create(
-                model=model, input=texts, encoding_format="float"
-            )
+            async with self._slot(chat=True, server=server):
+                response = await self._embedding_client().embeddings.create(
+                    model=model, input=texts, encoding_format="float"
+                )
         except _CLIENT_ERRORS as error:
-            raise model_error_from(error) from error
+            raise model_error_from(error, where=server) from error
         return [
             _pooled(item.embedding, model=model)
             for item in sorted(response.data, key=lambda d: d.index)
         ]
 
+    def _embedding_client(self) -> openai.AsyncOpenAI:
+        """The client of the embedding server: its own when ``MEMORY_OPENAI_EMBEDDING_BASE_URL``
+        names one (a second llama.cpp server with an embedding model), else the chat's."""
+        if not settings.MEMORY_OPENAI_EMBEDDING_BASE_URL:
+            return self.client
+        if self.embedding_client is None:
+            self.embedding_client = _client(
+                base_url=settings.MEMORY_OPENAI_EMBEDDING_BASE_URL,
+                api_key=settings.MEMORY_OPENAI_EMBEDDING_API_KEY,
+            )
+        return self.embedding_client
+
     async def aclose(self) -> None:
-        """Close the client's connections; the model cannot be used afterwards."""
+        """Close the clients' connections; the model cannot be used afterwards."""
         await self.client.close()
+        if self.embedding_client is not None:
+            await self.embedding_client.close()

@@ -3,6 +3,7 @@ against a local fake OpenAI-compatible server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 
@@ -16,9 +17,11 @@ from core.llm import (
     structured_answer,
 )
 from core.openai_compatible import IMAGE_LEFT_OUT, OpenAICompatibleModel
+from core.request_slots import request_slot
 from tests.core.test_gemini import FAST_RETRIES, chat_request, collect, user_says
 from tests.fake_openai import (
     FailMidStream,
+    FakeOpenAI,
     HttpError,
     Reply,
     Stall,
@@ -617,3 +620,41 @@ async def test_a_stream_that_stops_without_finishing_is_an_error_after_its_text(
     assert raised.value.code == "model_unavailable"
     assert "stopped in the middle of the reply" in str(raised.value)
     assert fake_openai.url in str(raised.value)
+
+
+async def test_with_one_request_at_a_time_the_chat_goes_before_waiting_background_work(
+    openai_model, fake_openai, settings
+):
+    settings.OPENAI_MAX_CONCURRENT_REQUESTS = 1
+    fake_openai.push(text_reply("Hi."), json_reply({"facts": []}))
+
+    async with request_slot(server=fake_openai.url, limit=1, chat=False):
+        background = asyncio.create_task(
+            openai_model.generate_json(
+                system_instruction="Extract.", contents="I like tea.", response_schema=SCHEMA
+            )
+        )
+        await asyncio.sleep(0.1)
+        chat = asyncio.create_task(collect(openai_model.generate_stream(chat_request())))
+        await asyncio.sleep(0.1)
+        assert fake_openai.requests == [], "both wait while the server's one slot is taken"
+
+    chunks, answer = await asyncio.gather(chat, background)
+
+    assert "".join(chunk.text for chunk in chunks) == "Hi."
+    assert answer == {"facts": []}
+    first, second = fake_openai.requests
+    assert first.body["stream"] is True and "response_format" in second.body
+
+
+async def test_embeddings_go_to_a_server_of_their_own(openai_model, fake_openai, settings):
+    embedding_server = FakeOpenAI().start()
+    settings.MEMORY_OPENAI_EMBEDDING_BASE_URL = embedding_server.url
+    try:
+        vectors = await openai_model.embed(["likes tea"], model="nomic-embed-text")
+    finally:
+        embedding_server.stop()
+
+    assert vectors == [embedding_for("likes tea")]
+    assert [r.path for r in embedding_server.requests] == ["/v1/embeddings"]
+    assert fake_openai.requests == []
