@@ -70,11 +70,15 @@ def task_retry(task: Task, *, exc: Exception, countdown: float) -> Exception:
     """The exception a bound task raises to be run again in ``countdown`` seconds, which
     really wait: a Celery worker gets Celery's ``Retry``; the embedded mode's pool gets the
     run started by a timer after the countdown (Celery's ``apply`` would run a retry at once:
-    six attempts in 130 ms), and ``Ignore`` ends this run. A task applied directly (a test,
+    six attempts in 130 ms), and ``Ignore`` ends this run (``exc`` itself once the task's
+    ``max_retries`` are used, as Celery raises it). A task applied directly (a test,
     a management command) is retried at once, as Celery's ``apply`` does."""
-    logger.info("task %s: %s; retry in %.2fs", task.name, exc, countdown)
     if not getattr(_runner, "active", False):
+        logger.info("task %s: %s; retry in %.2fs", task.name, exc, countdown)
         return task.retry(exc=exc, countdown=countdown)
+    if task.max_retries is not None and task.request.retries >= task.max_retries:
+        return exc
+    logger.info("task %s: %s; retry in %.2fs", task.name, exc, countdown)
     timer = threading.Timer(countdown, _retry_start)
     timer.args = (timer, task, dict(task.request.kwargs or {}), task.request.retries + 1)
     timer.kwargs = {"log_context": log_context_get()}
