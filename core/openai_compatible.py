@@ -22,12 +22,9 @@ memory job reading it would fail for good.
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
@@ -35,15 +32,24 @@ import openai
 from django.conf import settings
 from google.genai import types
 
+from core.chat_completions import (
+    STRUCTURED_ROADS,
+    PendingCall,
+    ServerTraits,
+    chat_messages,
+    has_images,
+    images_left_out,
+    server_traits,
+    structured_request,
+    structured_text,
+    tool_spec,
+)
 from core.llm import LlmChunk, LlmRequest, ModelError, structured_answer
 from core.prompt_fit import context_exceeded_error, messages_fit
 from core.request_slots import request_slot
 from core.tls import tls_context
 
-ANSWER_TOOL = "answer"
 PROVIDER = "The model server"
-# What stands for an image in a request resent to a model that refused images.
-IMAGE_LEFT_OUT = "(An image was here; this model cannot see images, so it was left out.)"
 
 logger = logging.getLogger(__name__)
 
@@ -106,108 +112,6 @@ def model_error_from(error: Exception, *, where: str = "") -> ModelError:
 _CLIENT_ERRORS = (openai.OpenAIError, httpx2.TransportError)
 
 
-def _part_content(part: types.Part) -> dict[str, Any] | None:
-    """One part of a user message as a Chat Completions content part: text, an image as a
-    data URL, a text file as its text, any other file named (the API carries no other kind)."""
-    if part.text:
-        return {"type": "text", "text": part.text}
-    blob = part.inline_data
-    if blob is None or blob.data is None:
-        return None
-    mime_type = blob.mime_type or "application/octet-stream"
-    if mime_type.startswith("image/"):
-        url = f"data:{mime_type};base64,{base64.b64encode(blob.data).decode()}"
-        return {"type": "image_url", "image_url": {"url": url}}
-    if mime_type.startswith("text/") or mime_type in ("application/json", "text/csv"):
-        return {"type": "text", "text": blob.data.decode("utf-8", errors="replace")}
-    return {"type": "text", "text": f"(a {mime_type} file this model cannot read)"}
-
-
-def _messages(system_instruction: str, contents: str | list[types.Content]) -> list[dict]:
-    """The conversation as Chat Completions messages, the system instruction first."""
-    messages: list[dict[str, Any]] = []
-    if system_instruction:
-        messages.append({"role": "system", "content": system_instruction})
-    if isinstance(contents, str):
-        messages.append({"role": "user", "content": contents})
-        return messages
-    for content in contents:
-        parts = list(content.parts or ())
-        if content.role == "model":
-            text = "".join(part.text or "" for part in parts if not part.thought)
-            calls = [
-                {
-                    "id": part.function_call.id or f"call-{index}",
-                    "type": "function",
-                    "function": {
-                        "name": part.function_call.name,
-                        "arguments": json.dumps(part.function_call.args or {}),
-                    },
-                }
-                for index, part in enumerate(parts)
-                if part.function_call
-            ]
-            message: dict[str, Any] = {"role": "assistant", "content": text or None}
-            if calls:
-                message["tool_calls"] = calls
-            messages.append(message)
-            continue
-        for index, part in enumerate(parts):
-            if part.function_response:
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": part.function_response.id or f"call-{index}",
-                        "content": json.dumps(part.function_response.response or {}),
-                    }
-                )
-        shown = [
-            item
-            for part in parts
-            if not part.function_response and (item := _part_content(part)) is not None
-        ]
-        if shown:
-            messages.append({"role": "user", "content": _content(shown)})
-    return messages
-
-
-def _content(items: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    """A user message's content as servers take it: one string when it is all text (llama.cpp's
-    ``chatml`` format drops a list of parts, other templates fail on it), the list of parts only
-    when an image needs the vision form."""
-    if any(item["type"] == "image_url" for item in items):
-        return items
-    return "\n\n".join(item["text"] for item in items)
-
-
-def _has_images(messages: list[dict[str, Any]]) -> bool:
-    return any(
-        isinstance(message["content"], list)
-        and any(item["type"] == "image_url" for item in message["content"])
-        for message in messages
-    )
-
-
-def _images_left_out(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with every image replaced by the text :data:`IMAGE_LEFT_OUT`."""
-    return [
-        {
-            **message,
-            "content": _content(
-                [
-                    {"type": "text", "text": IMAGE_LEFT_OUT}
-                    if item["type"] == "image_url"
-                    else item
-                    for item in message["content"]
-                ]
-            ),
-        }
-        if isinstance(message["content"], list)
-        else message
-        for message in messages
-    ]
-
-
 # What a 5xx body says when the server failed on the request itself rather than on its own
 # state: llama-cpp-python answers an invalid request with a 500 carrying the exception's text
 # (pydantic's "validation error", a template's TypeError, a ValueError of its chat format).
@@ -233,43 +137,6 @@ def _refused(error: openai.APIStatusError) -> bool:
 def _refused_tools(error: openai.APIStatusError) -> bool:
     """Whether the refusal is of the tools offered (a model or server that calls none)."""
     return _refused(error) and "tool" in (error.message or "").lower()
-
-
-def _tool(declaration: types.FunctionDeclaration) -> dict[str, Any]:
-    parameters = declaration.parameters_json_schema
-    if parameters is None and declaration.parameters is not None:
-        parameters = declaration.parameters.json_schema.model_dump(mode="json", exclude_none=True)
-    return {
-        "type": "function",
-        "function": {
-            "name": declaration.name,
-            "description": declaration.description or "",
-            "parameters": parameters or {"type": "object", "properties": {}},
-        },
-    }
-
-
-@dataclass
-class _PendingCall:
-    """A tool call being streamed: its arguments arrive as fragments of a JSON string."""
-
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-    def function_call(self) -> types.FunctionCall:
-        raw = "".join(self.arguments).strip() or "{}"
-        try:
-            args = json.loads(raw)
-        except json.JSONDecodeError as error:
-            raise ModelError(
-                f"The model called {self.name} with arguments that are not JSON: {raw:.200}",
-                code="model_invalid_output",
-                transient=True,
-            ) from error
-        return types.FunctionCall(
-            id=self.id or None, name=self.name, args=args if isinstance(args, dict) else {}
-        )
 
 
 def _pooled(embedding: Any, *, model: str) -> list[float]:
@@ -299,87 +166,6 @@ def _usage(usage: Any) -> types.GenerateContentResponseUsageMetadata | None:
     )
 
 
-# The roads to a structured answer, in the order tried: the standard ``json_schema`` response
-# format; llama.cpp's own form (``json_object`` with the schema, which its grammar enforces);
-# the schema as the parameters of one forced tool call; and the schema asked for in words,
-# read by a tolerant parser (JSON in prose, in fences, with text after it).
-STRUCTURED_ROADS = ("json_schema", "json_object", "tool_call", "prompt")
-
-
-def _structured_request(
-    road: str, messages: list[dict[str, Any]], schema: dict[str, Any]
-) -> dict[str, Any]:
-    """The keyword arguments of a Chat Completions call asking by ``road`` for a JSON object
-    matching ``schema``."""
-    if road == "json_schema":
-        return {
-            "messages": messages,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": ANSWER_TOOL, "schema": schema},
-            },
-        }
-    if road == "json_object":
-        return {
-            "messages": messages,
-            "response_format": {"type": "json_object", "schema": schema},
-        }
-    if road == "tool_call":
-        return {
-            "messages": messages,
-            "tools": [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": ANSWER_TOOL,
-                        "description": "Give your answer.",
-                        "parameters": schema,
-                    },
-                }
-            ],
-            "tool_choice": {"type": "function", "function": {"name": ANSWER_TOOL}},
-        }
-    asked = (
-        "Answer with one JSON object and nothing else, matching this JSON Schema:\n"
-        + json.dumps(schema)
-    )
-    if messages and messages[0]["role"] == "system":
-        system = {"role": "system", "content": f"{messages[0]['content']}\n\n{asked}"}
-        return {"messages": [system, *messages[1:]]}
-    return {"messages": [{"role": "system", "content": asked}, *messages]}
-
-
-def _structured_text(response: Any) -> str:
-    """The JSON text of a structured answer: the forced tool call's arguments, else the
-    message's text."""
-    message = response.choices[0].message
-    calls = message.tool_calls or []
-    return calls[0].function.arguments if calls else (message.content or "")
-
-
-@dataclass
-class ServerTraits:
-    """What this process has learnt of one model of one server, so that a later request goes
-    the way that works at once: whether it calls tools at all, whether it can stream a tool
-    decision (llama-cpp-python's ``chatml-function-calling`` cannot), and which road of
-    structured output it answers, and the model's context window."""
-
-    calls_tools: bool = True
-    streams_tool_choice: bool = True
-    structured_road: str = ""
-    # The model's context window as the server's model list says it (0: not asked yet; -1:
-    # the server does not say, so ``OPENAI_CONTEXT_TOKENS`` holds).
-    context_tokens: int = 0
-
-
-_TRAITS: dict[tuple[str, str], ServerTraits] = {}
-
-
-def server_traits(model: str) -> ServerTraits:
-    """The traits learnt of ``model`` on the configured server (``OPENAI_BASE_URL``)."""
-    return _TRAITS.setdefault((settings.OPENAI_BASE_URL, model), ServerTraits())
-
-
 def _chunks_of_completion(response: Any) -> list[LlmChunk]:
     """A non-streamed completion as the chunks a stream of it would have given."""
     choice = response.choices[0] if response.choices else None
@@ -388,7 +174,7 @@ def _chunks_of_completion(response: Any) -> list[LlmChunk]:
         chunks.append(LlmChunk(text=choice.message.content))
     calls = []
     for index, call in enumerate((choice.message.tool_calls if choice else None) or ()):
-        pending = _PendingCall(
+        pending = PendingCall(
             id=call.id or f"call-{index}",
             name=call.function.name,
             arguments=[call.function.arguments],
@@ -460,13 +246,13 @@ class OpenAICompatibleModel:
     async def _create(self, *, messages: list[dict[str, Any]], **options: Any) -> Any:
         """One Chat Completions call of this model; when the server refuses a request that
         carries images, the same call once more with the images left out
-        (:func:`_images_left_out`), the model being one without vision."""
+        (:func:`images_left_out`), the model being one without vision."""
         try:
             return await self.client.chat.completions.create(
                 model=self.name, messages=messages, **options
             )
         except openai.APIStatusError as error:
-            if not (_refused(error) and _has_images(messages)):
+            if not (_refused(error) and has_images(messages)):
                 raise
             logger.info(
                 "%s refused a request with images (%s): sent again without them",
@@ -474,7 +260,7 @@ class OpenAICompatibleModel:
                 error.status_code,
             )
         return await self.client.chat.completions.create(
-            model=self.name, messages=_images_left_out(messages), **options
+            model=self.name, messages=images_left_out(messages), **options
         )
 
     def _slot(self, *, chat: bool, server: str | None = None):
@@ -506,7 +292,7 @@ class OpenAICompatibleModel:
         extra: dict[str, Any] = {}
         traits = self.traits
         if request.tools and traits.calls_tools:
-            extra["tools"] = [_tool(declaration) for declaration in request.tools]
+            extra["tools"] = [tool_spec(declaration) for declaration in request.tools]
             extra["tool_choice"] = "auto"
         limit = (
             settings.LLM_MAX_SUMMARY_TOKENS
@@ -514,14 +300,14 @@ class OpenAICompatibleModel:
             else settings.LLM_MAX_REPLY_TOKENS
         )
         messages, extra["max_tokens"] = await self._fitted(
-            _messages(request.system_instruction, request.contents), max_tokens=limit
+            chat_messages(request.system_instruction, request.contents), max_tokens=limit
         )
         offers_tools = "tools" in extra
         if offers_tools and not traits.streams_tool_choice:
             async for chunk in self._generate_unstreamed(messages=messages, **extra):
                 yield chunk
             return
-        pending: dict[int, _PendingCall] = {}
+        pending: dict[int, PendingCall] = {}
         usage = None
         finish_reason = None
         produced = False
@@ -555,7 +341,7 @@ class OpenAICompatibleModel:
                         finish_reason = choice.finish_reason or finish_reason
                         delta = choice.delta
                         for fragment in delta.tool_calls or ():
-                            call = pending.setdefault(fragment.index, _PendingCall())
+                            call = pending.setdefault(fragment.index, PendingCall())
                             call.id = fragment.id or call.id
                             if fragment.function is not None:
                                 call.name = fragment.function.name or call.name
@@ -655,7 +441,8 @@ class OpenAICompatibleModel:
         ``model_invalid_output`` when no road gives a JSON object.
         """
         messages, max_tokens = await self._fitted(
-            _messages(system_instruction, contents), max_tokens=settings.LLM_MAX_STRUCTURED_TOKENS
+            chat_messages(system_instruction, contents),
+            max_tokens=settings.LLM_MAX_STRUCTURED_TOKENS,
         )
         traits = self.traits
         roads = list(STRUCTURED_ROADS)
@@ -665,9 +452,9 @@ class OpenAICompatibleModel:
         for road in roads:
             try:
                 response = await self._create(
-                    **_structured_request(road, messages, response_schema), max_tokens=max_tokens
+                    **structured_request(road, messages, response_schema), max_tokens=max_tokens
                 )
-                answer = structured_answer(_structured_text(response), provider=PROVIDER)
+                answer = structured_answer(structured_text(response), provider=PROVIDER)
             except openai.APIStatusError as error:
                 if not _refused(error) or context_exceeded_error(error.message):
                     raise model_error_from(error) from error

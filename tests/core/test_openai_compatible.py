@@ -10,13 +10,14 @@ import socket
 import pytest
 from google.genai import types
 
+from core.chat_completions import IMAGE_LEFT_OUT
 from core.llm import (
     ModelError,
     generate_with_retries,
     provider_model,
     structured_answer,
 )
-from core.openai_compatible import IMAGE_LEFT_OUT, OpenAICompatibleModel
+from core.openai_compatible import OpenAICompatibleModel
 from core.request_slots import request_slot
 from tests.core.test_gemini import FAST_RETRIES, chat_request, collect, user_says
 from tests.fake_openai import (
