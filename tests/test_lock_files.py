@@ -60,6 +60,7 @@ SOURCES = {
         *requirements_in("embeddings.in"),
     ],
     "adk.txt": [*requirements_in("adk.in"), *project_requirements("adk", project=CLIENT)],
+    "local-model.txt": requirements_in("local-model.in"),
     "uv.txt": requirements_in("uv.in"),
 }
 
@@ -141,6 +142,9 @@ def test_the_makefile_installs_only_from_the_locks():
     assert "$(LOCKED_INSTALL) requirements/embeddings.txt" in makefile_rule(
         "$(EMBEDDINGS_VENV)/.installed"
     )
+    assert "$(LOCKED_INSTALL) requirements/local-model.txt" in makefile_rule(
+        "$(LOCAL_MODEL_VENV)/.installed"
+    )
     assert "bench.adk_venv" in makefile_rule("test-adk")
     assert "pip install" not in makefile.replace(locked_install, "").replace(uv_locked_install, "")
     prerequisites = {
@@ -151,6 +155,7 @@ def test_the_makefile_installs_only_from_the_locks():
         "bench": "install",
         "test-adk": "install",
         "test-local-embeddings": "$(EMBEDDINGS_VENV)/.installed",
+        "test-local-model": "$(LOCAL_MODEL_VENV)/.installed",
     }
     for target, prerequisite in prerequisites.items():
         rule = re.search(rf"^{re.escape(target)}:(.*)$", makefile, re.MULTILINE)[1]
@@ -180,9 +185,12 @@ def test_ci_installs_through_the_makefile_only():
     ci = (ROOT / ".ci" / "run").read_text()
 
     assert "pip install" not in ci
-    assert {"make test", "make test-local-embeddings", "make test-adk"} <= set(
-        re.findall(r"\bmake [\w-]+", ci)
-    )
+    assert {
+        "make test",
+        "make test-local-embeddings",
+        "make test-adk",
+        "make test-local-model",
+    } <= set(re.findall(r"\bmake [\w-]+", ci))
 
 
 def test_make_lock_and_upgrade_compile_every_lock():
