@@ -197,6 +197,29 @@ def test_a_job_the_server_rate_limits_is_retried_then_makes_its_memory(
     assert "operations" in consolidated.body["response_format"]["json_schema"]["schema"]["required"]
 
 
+@pytest.mark.usefixtures("lexical_only")
+def test_a_job_on_a_server_that_refuses_json_schema_with_a_500_makes_its_memory(
+    user, enqueued, fake_openai
+):
+    """llama-cpp-python's server: every job died on its 500 for ``json_schema``."""
+    fake_openai.json_schema_refused = True
+    session = session_make(user)
+    turn_add(session, "Remember that I live in Porto.")
+    [event] = user_events(session.id)
+    told = Event(id=event.event_id, author="user", content=event.content)
+    fake_openai.push(
+        json_reply({"facts": [fact(told, "The user lives in Porto.")]}),
+        operations({"fact": 1, "operation": "CREATE", "reason": "Something new."}),
+    )
+    job = job_for(user, session)
+
+    assert memory_job_run.apply(kwargs={"job_id": str(job.id)}).get() == "succeeded"
+
+    assert Memory.objects.get(user=user).text == "The user lives in Porto."
+    formats = [request.body["response_format"]["type"] for request in fake_openai.requests]
+    assert formats == ["json_schema", "json_object", "json_object"]
+
+
 @pytest.fixture
 def fresh_embedder():
     embedder_get.cache_clear()
