@@ -311,6 +311,7 @@ class OpenAICompatibleModel:
         usage = None
         finish_reason = None
         produced = False
+        opened = False
         try:
             try:
                 stream = await self._create(
@@ -334,6 +335,7 @@ class OpenAICompatibleModel:
                     stream_options={"include_usage": True},
                     **extra,
                 )
+            opened = True
             async with stream:
                 async for chunk in stream:
                     usage = _usage(chunk.usage) or usage
@@ -350,12 +352,14 @@ class OpenAICompatibleModel:
                             produced = True
                             yield LlmChunk(text=delta.content)
         except _CLIENT_ERRORS as error:
-            raise model_error_from(error) from error
+            if not opened or produced or pending:
+                raise model_error_from(error) from error
+            logger.info("%s broke off its stream before a word: %s", self.name, error)
         if not produced and not pending and finish_reason is None:
-            # A stream that ended before its first word, without saying why: a server that
-            # failed after its 200 (llama-cpp-python cannot stream a tool decision, and finds
-            # a prompt over its context only then). Asked again without a stream, it calls
-            # the tool, answers, or says what is wrong.
+            # A stream that ended (or broke off) before its first word, without saying why: a
+            # server that failed after its 200 (llama-cpp-python cannot stream a tool
+            # decision, and finds a prompt over its context only then). Asked again without a
+            # stream, it calls the tool, answers, or says what is wrong.
             logger.info("%s streamed nothing: asked again without a stream", self.name)
             async for chunk in self._generate_unstreamed(messages=messages, **extra):
                 if chunk.function_calls:

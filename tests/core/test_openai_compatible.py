@@ -659,3 +659,15 @@ async def test_embeddings_go_to_a_server_of_their_own(openai_model, fake_openai,
     assert vectors == [embedding_for("likes tea")]
     assert [r.path for r in embedding_server.requests] == ["/v1/embeddings"]
     assert fake_openai.requests == []
+
+
+async def test_a_stream_broken_off_before_a_word_is_asked_again_without_a_stream(
+    openai_model, fake_openai
+):
+    fake_openai.push(FailMidStream([]), text_reply("Hello."))
+
+    chunks = await collect(openai_model.generate_stream(chat_request()))
+
+    assert "".join(chunk.text for chunk in chunks) == "Hello."
+    broken, asked = fake_openai.requests
+    assert broken.body["stream"] is True and "stream" not in asked.body
