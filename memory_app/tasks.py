@@ -120,16 +120,16 @@ def embeddings_compute(
     many of each were stored, or ``failed``.
 
     Idempotent (see ``services.embeddings_compute``). A transient error of the embedder is
-    retried ``MEMORY_JOB_MAX_RETRIES`` times with exponential backoff and full jitter; then, or
-    at once for any other error, the task ends as an ``EmbeddingFailure`` row staff see in the
-    console, and the items stay searchable by their words.
+    retried ``MEMORY_EMBEDDING_MAX_RETRIES`` times with exponential backoff and full jitter;
+    then, or at once for any other error, the task ends as an ``EmbeddingFailure`` row staff
+    see in the console, and the items stay searchable by their words.
     """
     memory_ids = memory_ids or []
     try:
         report = services.embeddings_compute(memory_ids=memory_ids, session_key=session_key)
     except Exception as error:
         retries = self.request.retries
-        if _embedding_error_transient(error) and retries < settings.MEMORY_JOB_MAX_RETRIES:
+        if _embedding_error_transient(error) and retries < settings.MEMORY_EMBEDDING_MAX_RETRIES:
             ceiling = settings.MEMORY_JOB_RETRY_BASE_SECONDS * 2**retries
             countdown = random.uniform(0, min(settings.MEMORY_JOB_RETRY_MAX_SECONDS, ceiling))
             raise self.retry(exc=error, countdown=countdown) from error
