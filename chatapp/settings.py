@@ -429,6 +429,10 @@ CELERY_BEAT_SCHEDULE |= {
         "task": "memory_app.tasks.rewind_releases_sweep",
         "schedule": float(MEMORY_MAINTENANCE_INTERVAL_SECONDS),
     },
+    "memory-rederivations-sweep": {
+        "task": "memory_app.tasks.memory_rederivations_sweep",
+        "schedule": float(MEMORY_MAINTENANCE_INTERVAL_SECONDS),
+    },
     "memories-forget": {
         "task": "memory_app.tasks.memories_forget",
         "schedule": float(MEMORY_FORGET_INTERVAL_SECONDS),

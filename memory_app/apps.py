@@ -32,6 +32,17 @@ def _session_pre_delete(sender, instance, origin=None, **kwargs) -> None:
         session_memories_release(session_ids=[instance.pk])
 
 
+def _artifact_pre_delete(sender, instance, origin=None, **kwargs) -> None:
+    """A session's file removed on its own (not with its session, whose deletion settles its
+    memories, nor with the account): the memories drawn from it are released."""
+    from memory_app.services import artifact_memories_release
+    from sessions_app.models import ArtifactRecord
+
+    model = origin.model if isinstance(origin, QuerySet) else type(origin)
+    if model is ArtifactRecord and instance.session_id is not None:
+        artifact_memories_release(artifact_ids=[instance.pk])
+
+
 def _session_rewound(
     sender, session_id: str, restored_from_sequence: int | None = None, **kwargs
 ) -> None:
@@ -109,12 +120,15 @@ class MemoryAppConfig(AppConfig):
         from memory_app.permissions import memory_permissions_register
         from memory_app.selectors.generation import memory_consent_condition
         from sessions_app.consent import memory_consent_register
-        from sessions_app.models import SessionRecord
+        from sessions_app.models import ArtifactRecord, SessionRecord
         from sessions_app.signals import session_rewound
 
         memory_permissions_register()
         memory_consent_register(memory_consent_condition())
         pre_delete.connect(_session_pre_delete, sender=SessionRecord, dispatch_uid="memory-session")
+        pre_delete.connect(
+            _artifact_pre_delete, sender=ArtifactRecord, dispatch_uid="memory-artifact"
+        )
         session_rewound.connect(_session_rewound, dispatch_uid="memory-session-rewound")
         post_save.connect(_memory_saved, sender=Memory, dispatch_uid="memory-saved")
         post_delete.connect(_memory_deleted, sender=Memory, dispatch_uid="memory-deleted")

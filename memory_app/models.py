@@ -214,6 +214,27 @@ class RewindRelease(models.Model):
         return f"{self.session_id} rewound at {self.rewound_at:%Y-%m-%d %H:%M:%S}"
 
 
+class MemoryRederivation(models.Model):
+    """The memory lost some of its sources (a chat deleted, a turn rewound, a file removed, a
+    session expired) and is to be derived again from those it keeps: written in the
+    transaction that took the sources away, deleted once the derivation ran, so one whose task
+    was lost is found and run by the periodic sweep. ``cause`` says, for the person, what took
+    the sources away ("after you deleted the chat “Trip”"); ``requests`` counts the requests
+    since the last derivation, so one that lands while a derivation runs keeps the row."""
+
+    memory = models.OneToOneField(
+        "Memory", on_delete=models.CASCADE, primary_key=True, related_name="rederivation"
+    )
+    cause = models.TextField()
+    requested_at = models.DateTimeField(db_index=True)
+    requests = models.PositiveIntegerField(default=1)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} to derive again {self.cause}"
+
+
 class Memory(models.Model):
     """One atomic fact. ``user`` owns user- and session-scope memories; app-scope ones have none."""
 

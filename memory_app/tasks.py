@@ -149,3 +149,31 @@ def embeddings_sweep() -> dict[str, int]:
     for no task, and anything a lost or failed task left; returns the counts stored."""
     report = services.embeddings_missing_fill()
     return {"memories": report.memories, "turns": report.turns}
+
+
+@shared_task(name="memory_app.tasks.memory_rederive", bind=True, acks_late=True, max_retries=None)
+def memory_rederive(self, *, memory_id: str) -> str:
+    """Derive a memory again from the sources it keeps; returns what happened (see
+    ``services.memory_rederive``). Idempotent. A transient ModelError is retried with backoff up
+    to ``MEMORY_JOB_MAX_RETRIES`` times; then, or on any other error, the request keeps the
+    error (``failed``) and waits for a new one."""
+    try:
+        return services.memory_rederive(memory_id=memory_id)
+    except ModelError as error:
+        retries = self.request.retries
+        if error.transient and retries < settings.MEMORY_JOB_MAX_RETRIES:
+            ceiling = settings.MEMORY_JOB_RETRY_BASE_SECONDS * 2**retries
+            countdown = random.uniform(0, min(settings.MEMORY_JOB_RETRY_MAX_SECONDS, ceiling))
+            raise self.retry(exc=error, countdown=countdown) from error
+        services.memory_rederive_fail(memory_id=memory_id, error=error)
+        return "failed"
+    except Exception as error:
+        logger.exception("deriving memory %s again failed", memory_id)
+        services.memory_rederive_fail(memory_id=memory_id, error=error)
+        return "failed"
+
+
+@shared_task(name="memory_app.tasks.memory_rederivations_sweep")
+def memory_rederivations_sweep() -> int:
+    """Send again the derivations whose task was lost; returns how many were sent."""
+    return services.memory_rederivations_sweep()

@@ -47,8 +47,14 @@ from memory_app.services.memories import (
 )
 from memory_app.services.memory_files import memory_image_release
 from memory_app.services.profile import profile_state_sync
+from memory_app.services.rederivation import (
+    memory_rederivations_sweep,
+    memory_rederive,
+    memory_rederive_fail,
+)
 from memory_app.services.releases import (
     SessionReleaseReport,
+    artifact_memories_release,
     rewind_releases_sweep,
     session_memories_release,
     session_rewound_memories_release,
@@ -78,6 +84,7 @@ __all__ = [
     "ForgetReport",
     "MemoryCorrectionError",
     "SessionReleaseReport",
+    "artifact_memories_release",
     "embedder_active",
     "embedding_failure_record",
     "embeddings_compute",
@@ -104,6 +111,9 @@ __all__ = [
     "memory_jobs_redispatch",
     "memory_jobs_waiting_wake",
     "memory_notices_send",
+    "memory_rederivations_sweep",
+    "memory_rederive",
+    "memory_rederive_fail",
     "memory_session_end",
     "memory_session_left",
     "memory_session_opened",

@@ -12,6 +12,7 @@ that it is due (``RewindRelease``), in its own transaction, so a revision whose 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -29,7 +30,9 @@ from memory_app.models import (
     MemoryWatermark,
     RewindRelease,
 )
+from memory_app.services.rederivation import memories_rederive_request
 from memory_app.services.users import memory_index_invalidate, memory_index_invalidations_merged
+from sessions_app.models import ArtifactRecord, SessionRecord
 
 
 @dataclass(frozen=True)
@@ -52,10 +55,13 @@ def _release(
     affected_extra: Q | None,
     dies_anyway: Callable[[Memory], bool],
     reason: Callable[[Memory], str],
+    cause: Callable[[Memory], str],
 ) -> SessionReleaseReport:
     """Release the memories sourced from the events ``leaving`` selects (a filter on
     ``MemorySource``); ``affected_extra`` adds memories (a filter on ``Memory``) and
-    ``dies_anyway`` says which go even with sources left."""
+    ``dies_anyway`` says which go even with sources left. Those revised are to be derived
+    again from the sources they keep (:mod:`.rederivation`), ``cause`` saying to the person
+    what took the others away."""
     affected_query = MemorySource.objects.filter(leaving).values_list("memory_id", flat=True)
     if affected_extra is not None:
         affected_query = affected_query.union(
@@ -87,6 +93,7 @@ def _release(
         for memory in revised
     )
     MemorySource.objects.filter(pk__in=leaving_ids).delete()
+    memories_rederive_request(causes={memory.pk: cause(memory) for memory in revised})
     with memory_index_invalidations_merged():
         Memory.objects.filter(pk__in=[m.pk for m in deleted]).delete()
         for app_name, user_pk in {(m.app_name, m.user_id) for m in affected}:
@@ -124,11 +131,56 @@ def session_memories_release(*, session_ids: Sequence[str]) -> SessionReleaseRep
             f"Sessions {', '.join(gone)} were deleted; their events no longer support this memory."
         )
 
+    def cause(memory: Memory) -> str:
+        gone = sorted(
+            {s.event.session for s in memory.sources.all() if s.event.session_id in released},
+            key=lambda session: session.pk,
+        )
+        if not gone:
+            return "after a chat went"
+        return _chat_gone(title=gone[0].title, expired=gone[0].last_update_time < _idle_cutoff())
+
     return _release(
         leaving=Q(event__session_id__in=list(released)),
         affected_extra=Q(session_id__in=list(released)),
         dies_anyway=lambda memory: memory.session_id in released,
         reason=reason,
+        cause=cause,
+    )
+
+
+def _idle_cutoff() -> float:
+    """The last update before which a session has expired (never, with no TTL)."""
+    ttl = settings.SESSION_IDLE_TTL_SECONDS
+    return time.time() - ttl if ttl > 0 else float("-inf")
+
+
+def _chat_gone(*, title: str, expired: bool) -> str:
+    """What took a chat's sources away, said to its person: "after you deleted the chat
+    “Moving”", "after the chat “Moving” expired"."""
+    named = f"the chat \u201c{title}\u201d" if title else "a chat"
+    return f"after {named} expired" if expired else f"after you deleted {named}"
+
+
+def artifact_memories_release(*, artifact_ids: Sequence[str]) -> SessionReleaseReport:
+    """Before files of a session go (removed by the person or their app): the memories drawn
+    from them lose those sources, deleted when none is left, else derived again from the
+    sources they keep. Must run in the deleting transaction, as the source links name the file
+    until then."""
+    names = dict(ArtifactRecord.objects.filter(pk__in=artifact_ids).values_list("pk", "filename"))
+
+    def removed(memory: Memory) -> str:
+        name = next(
+            (names[s.artifact_id] for s in memory.sources.all() if s.artifact_id in names), ""
+        )
+        return f"after you removed the file \u201c{name}\u201d" if name else "after a file went"
+
+    return _release(
+        leaving=Q(artifact_id__in=list(artifact_ids)),
+        affected_extra=None,
+        dies_anyway=lambda memory: False,
+        reason=lambda memory: "A file it was drawn from was removed; it no longer supports it.",
+        cause=removed,
     )
 
 
@@ -183,10 +235,17 @@ def session_rewound_memories_release(*, session_id: str) -> SessionReleaseReport
                 f"Turns of session {session_id} it came from were edited or regenerated; "
                 "they no longer support this memory."
             ),
+            cause=lambda memory: _rewound_cause(session_id),
         )
         if counted is not None:
             RewindRelease.objects.filter(session_id=session_id, rewinds=counted).delete()
         return report
+
+
+def _rewound_cause(session_id: str) -> str:
+    title = SessionRecord.objects.filter(pk=session_id).values_list("title", flat=True).first()
+    named = f"the chat \u201c{title}\u201d" if title else "a chat"
+    return f"after you edited or regenerated a message in {named}"
 
 
 def rewind_releases_sweep(*, now: datetime | None = None) -> int:
