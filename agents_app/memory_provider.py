@@ -17,6 +17,7 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from google.genai import types
 
+from agents_app.forget_memory import FORGET_MEMORY_TOOL
 from agents_app.runtime.memory_hooks import MemoryPermissions
 from agents_app.runtime.tools import Tool, ToolContext, response_failed
 from agents_app.runtime.turn_context import past_snippet_dict
@@ -515,7 +516,12 @@ class DjangoMemoryProvider:
         return guidance
 
     def tools(self) -> list[Tool]:
-        return [LOAD_MEMORY_TOOL, CREATE_MEMORY_TOOL, SEARCH_PAST_CONVERSATIONS_TOOL]
+        return [
+            LOAD_MEMORY_TOOL,
+            CREATE_MEMORY_TOOL,
+            FORGET_MEMORY_TOOL,
+            SEARCH_PAST_CONVERSATIONS_TOOL,
+        ]
 
     def turn_trigger_read(
         self, *, app_name: str, user_id: str, session_id: str, invocation_id: str

@@ -10,7 +10,11 @@ specified (and tested) rule by rule. For the latest user message:
    ``memory_app.extraction.files.KEEP_REQUEST``) calls no tool: the reply names the files and
    says they will be kept (or why not), and the memory job the request triggers keeps them,
    as memories that hold the files.
-2. "what do you know/remember (about X)?" with ``load_memory`` offered: call
+2. "forget (that) X", "don't remember X", "delete what you know about X"
+   (``memory_app.extraction.facts.FORGET_REQUEST``) with ``forget_memory`` offered: call
+   ``forget_memory(about=X)``, with ``all=True`` for "what you know about"; the result is said
+   as what was forgotten, or the memories that could be meant, asking which.
+2b. "what do you know/remember (about X)?" with ``load_memory`` offered: call
    ``load_memory(query=X or the whole question)``.
 3. "where/when did I say/mention/tell you X?" (or "did I ever mention X?") with
    ``search_past_conversations`` offered: call ``search_past_conversations(query=X)``.
@@ -44,9 +48,10 @@ from google.genai import types
 
 from agents_app.runtime.context import SUMMARY_PREFIX, estimate_tokens
 from core.llm import ATTACHMENT_LABEL_PREFIX, AttachmentInfo, LlmChunk, LlmRequest
+from memory_app.extraction.facts import FORGET_REQUEST
 from memory_app.extraction.files import KEEP_REQUEST
 from memory_app.ranking import terms_related, tokenize
-from memory_app.wording import memory_said_to_user, sentence
+from memory_app.wording import memories_said_to_user, memory_said_to_user, sentence
 from sessions_app.uploads import pdf_text
 
 OFFLINE_MODEL_NAME = "offline"
@@ -196,6 +201,18 @@ def _recalled(memories: list[dict[str, Any]]) -> str:
     return "Here's what I remember:\n" + "\n".join(lines)
 
 
+def _forgot(result: dict[str, Any]) -> str:
+    """What a ``forget_memory`` result tells the person: what went, or which it could mean."""
+    choices = result.get("choices") or []
+    if choices:
+        lines = [f"- {sentence(memory_said_to_user(str(c.get('text', ''))))}" for c in choices]
+        return "Which one should I forget?\n" + "\n".join(lines)
+    forgotten = [str(text) for text in result.get("forgotten") or []]
+    if not forgotten:
+        return "I don't have anything remembered about that, so there is nothing to forget."
+    return sentence(f"Done \u2014 I've forgotten that {memories_said_to_user(forgotten)}")
+
+
 def _past_found(turns: list[dict[str, Any]]) -> str:
     if not turns:
         return "I couldn't find that in your past chats."
@@ -211,6 +228,7 @@ def _past_found(turns: list[dict[str, Any]]) -> str:
 _FAILED = {
     "create_memory": "Sorry, I couldn't save that",
     "load_memory": "Sorry, I couldn't look that up",
+    "forget_memory": "Sorry, I couldn't forget that",
     "search_past_conversations": "Sorry, I couldn't search your past chats",
     "set_state": "Sorry, I couldn't save that",
 }
@@ -233,6 +251,8 @@ def _after_tool(responses: list[types.FunctionResponse], calls: list[types.Funct
         elif response.name == "create_memory":
             fact = memory_said_to_user(str(result.get("text") or "that"))
             sentences.append(sentence(f"Got it \u2014 I'll remember that {fact}"))
+        elif response.name == "forget_memory":
+            sentences.append(_forgot(result))
         elif response.name == "load_memory":
             sentences.append(_recalled(result.get("memories") or []))
         elif response.name == "search_past_conversations":
@@ -304,6 +324,8 @@ class OfflineModel:
             return _call("create_memory", text=match["fact"], asked=True)
         if request.not_saved_reason and _REMEMBER.match(text):
             return f"I have not saved that: {request.not_saved_reason}."
+        if "forget_memory" in tools and (match := FORGET_REQUEST.match(text)):
+            return _call("forget_memory", about=match["about"], all=bool(match["all"]))
         if "load_memory" in tools and (match := _RECALL.search(text)):
             return _call("load_memory", query=(match["topic"] or text).strip())
         if "search_past_conversations" in tools and (match := _WHERE_SAID.search(text)):

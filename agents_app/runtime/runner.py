@@ -417,6 +417,8 @@ class Runner:
                     tools[tool.name] = tool
                 if tool.name == "search_past_conversations" and permissions.past:
                     tools[tool.name] = tool
+                if tool.name == "forget_memory" and not permissions.temporary:
+                    tools[tool.name] = tool
         return tools
 
     async def _steps(

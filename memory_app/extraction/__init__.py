@@ -90,13 +90,15 @@ question and yields nothing):
    only "what/where/how do/are/will you <verb>" questions (not "want", "think", "know", "how
    are you doing" ...), only a short answer that is no question, small talk, yes or no,
    request ("Write ...") or first-person statement; source ``implicit``, confidence 0.7.
-5. Nothing else is kept. A request, a question, a task, small talk (a sentence made only of
-   greeting, thanks, asking-after and leave-taking words, or names beside one, see
-   ``offline.patterns.SMALL_TALK_WORDS``) and the assistant's answers are what was said, not
-   facts about the person: they stay in the session store (past conversations) and never
-   become memories. A model's fact that only records one ("The user asked for a haiku")
-   is dropped too (:func:`memory_app.extraction.facts.fact_is_request`). A fact whose topic
-   the app turned off is dropped.
+5. Nothing else is kept. A request to forget (``facts.FORGET_REQUEST``: "forget that ...",
+   "don't remember ...", "delete what you know about my ..."; the agent's ``forget_memory``
+   acts on it) yields no fact, whoever extracts. A request, a question, a task, small talk (a
+   sentence made only of greeting, thanks, asking-after and leave-taking words, or names
+   beside one, see ``offline.patterns.SMALL_TALK_WORDS``) and the assistant's answers are
+   what was said, not facts about the person: they stay in the session store (past
+   conversations) and never become memories. A model's fact that only records one ("The
+   user asked for a haiku") is dropped too (:func:`memory_app.extraction.facts.fact_is_request`).
+   A fact whose topic the app turned off is dropped.
 
 Context: a job's events are read with what came before them in the conversation
 (:class:`ExtractionContext`: the compaction's rolling summary and the turns between it and the
@@ -118,6 +120,7 @@ from django.conf import settings
 from core.llm import provider_configured
 from memory_app.extraction.facts import (
     CREATE_MEMORY_TOOL,
+    FORGET_REQUEST,
     ExtractedFact,
     ExtractionContext,
     FactFile,
@@ -170,6 +173,23 @@ def _not_saved_already(*, facts: list[ExtractedFact], events: list[Event]) -> li
     return [fact for fact in facts if not covered(fact)]
 
 
+def _not_asked_to_forget(*, facts: list[ExtractedFact], events: list[Event]) -> list[ExtractedFact]:
+    """``facts`` less those drawn only from requests to forget ("forget that my sister lives
+    in Braga" names a fact so that it goes, not so that it is kept)."""
+    forgetting = {
+        event.id
+        for event in events
+        if event.author == "user"
+        and event.content
+        and FORGET_REQUEST.match(
+            " ".join(part.text for part in event.content.parts or () if part.text)
+        )
+    }
+    if not forgetting:
+        return facts
+    return [fact for fact in facts if not set(fact.event_ids) <= forgetting]
+
+
 def facts_extract(
     *,
     app_name: str,
@@ -205,6 +225,7 @@ def facts_extract(
             events=events, files=files
         )
     facts = _not_saved_already(facts=facts, events=events)
+    facts = _not_asked_to_forget(facts=facts, events=events)
     facts += facts_from_tool_calls(events=events)
     position = {event.id: index for index, event in enumerate(events)}
     facts.sort(key=lambda fact: position[fact.event_ids[0]])

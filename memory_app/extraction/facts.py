@@ -15,6 +15,19 @@ from memory_app.topics import (
 )
 
 CREATE_MEMORY_TOOL = "create_memory"
+# A request to forget ("forget that ...", "don't remember ...", "delete what you know about my
+# ..."): the agent's ``forget_memory`` acts on it; it states no fact to remember. ``all``: it
+# asks for everything about the subject. ``about``: what is to be forgotten.
+FORGET_REQUEST = re.compile(
+    r"^\s*(?:(?:ok|okay|also|and|please|actually),?\s+)*"
+    r"(?:(?P<all>(?:delete|forget|erase|remove|clear)\s+(?:what|everything|anything|all)"
+    r"(?:\s+(?:that|of what))?\s+you\s+(?:know|remember|have|keep|saved?)(?:\s+(?:saved|stored))?"
+    r"\s+(?:about|on|of)\s+)"
+    r"|(?:forget|do\s*n[o']?t\s+remember|do\s+not\s+remember|stop\s+remembering)"
+    r"\s+(?:about\s+|that\s+)?)"
+    r"(?P<about>[^?]+?)\s*(?:,?\s*please)?\s*[.!]*\s*$",
+    re.I | re.S,
+)
 USER_AUTHOR = "user"
 EXCERPT_CHARS = 500
 

@@ -23,6 +23,7 @@ from memory_app.services.embeddings import (
     turn_embeddings_request,
     turn_vector_index_ensure,
 )
+from memory_app.services.forgetting import ForgetRequestReport, memories_forget_requested
 from memory_app.services.jobs import (
     memory_job_fail,
     memory_job_request,
@@ -82,6 +83,7 @@ from memory_app.services.users import (
 __all__ = [
     "EmbeddingReport",
     "ForgetReport",
+    "ForgetRequestReport",
     "MemoryCorrectionError",
     "SessionReleaseReport",
     "artifact_memories_release",
@@ -92,6 +94,7 @@ __all__ = [
     "embeddings_missing_fill",
     "memories_delete_all",
     "memories_forget",
+    "memories_forget_requested",
     "memory_add_stated",
     "memory_change_notice_send",
     "memory_correct",
