@@ -132,6 +132,7 @@ class AppAdmin(admin.ModelAdmin):
                     "trigger_session_left_seconds",
                     "trigger_explicit",
                     "pii_redaction",
+                    "memory_lifetime",
                     "memory_topics",
                     "shared_memories",
                     "new_app_memory",

@@ -8,7 +8,7 @@ import time
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from agents_app.models import App
+from agents_app.models import App, MemoryLifetime
 from agents_app.redaction import event_redact
 from agents_app.selectors import app_get, app_usable_by
 from sessions_app.app_policy import AppSettings, settings_app_settings
@@ -40,7 +40,11 @@ def app_settings_of(app: App) -> AppSettings:
         }
     )
     pii = deployment.pii_redaction if app.pii_redaction is None else app.pii_redaction
-    return AppSettings(pii_redaction=pii, triggers=triggers)
+    return AppSettings(
+        pii_redaction=pii,
+        triggers=triggers,
+        memories_outlive_sessions=app.memory_lifetime == MemoryLifetime.OUTLIVE_SESSIONS,
+    )
 
 
 class RegisteredAppPolicy:

@@ -49,6 +49,13 @@ def _default_tools() -> list[str]:
     return list(AgentConfig.__dataclass_fields__["tools"].default)
 
 
+class MemoryLifetime(models.TextChoices):
+    """What a deleted session takes of the memories drawn from it."""
+
+    FOLLOW_SOURCES = "follow_sources", "Memories follow their sources"
+    OUTLIVE_SESSIONS = "outlive_sessions", "Memories outlive their sessions"
+
+
 class App(models.Model):
     """An app: its agent's configuration and who may use it."""
 
@@ -122,6 +129,13 @@ class App(models.Model):
         blank=True,
         help_text="Redact e-mail addresses, phone and card numbers and national ids from "
         "events before they are stored, and from memories. Empty: MEMORY_PII_REDACTION.",
+    )
+    memory_lifetime = models.CharField(
+        max_length=32,
+        choices=MemoryLifetime.choices,
+        default=MemoryLifetime.FOLLOW_SOURCES,
+        help_text="What a deleted session takes: the memories drawn only from it (the "
+        "others derived again), or none.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

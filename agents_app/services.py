@@ -19,6 +19,7 @@ from agents_app.models import (
     ALL_SCOPES,
     App,
     EndUser,
+    MemoryLifetime,
     ServiceAccount,
     ServiceAccountKey,
     ServiceRequest,
@@ -50,6 +51,18 @@ class IssuedKey:
 
     record: ServiceAccountKey
     key: str
+
+
+def app_memory_lifetime_set(*, app: App, lifetime: str) -> App:
+    """Choose whether the app's memories follow their sources or outlive their sessions
+    (``MemoryLifetime``); applies to sessions deleted from now on (a release decides when its
+    session goes, so a change never reaches back into a deletion already made). Raises
+    ValueError for any other value."""
+    if lifetime not in MemoryLifetime.values:
+        raise ValueError(f"memory_lifetime must be one of {', '.join(MemoryLifetime.values)}")
+    app.memory_lifetime = lifetime
+    app.save(update_fields=["memory_lifetime", "updated_at"])
+    return app
 
 
 def scopes_validate(scopes: Iterable[str]) -> list[str]:

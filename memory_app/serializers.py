@@ -238,6 +238,10 @@ class PendingMemorySerializer(serializers.Serializer):
     )
     create = serializers.BooleanField(help_text="Whether memories are made from this chat.")
     temporary = serializers.BooleanField()
+    forgotten_with_it = serializers.IntegerField(
+        help_text="How many of your memories deleting this chat would delete: those drawn "
+        "from it alone (the others are derived again from what remains)."
+    )
 
 
 class MemorySettingsSerializer(serializers.Serializer):

@@ -21,11 +21,14 @@ from sessions_app.events import Event
 
 @dataclass(frozen=True)
 class AppSettings:
-    """An app's memory settings: ``pii_redaction`` of events and memories, and its memory
-    ``triggers`` (keys of ``MEMORY_TRIGGERS``, those left out take the deployment's value)."""
+    """An app's memory settings: ``pii_redaction`` of events and memories, its memory
+    ``triggers`` (keys of ``MEMORY_TRIGGERS``, those left out take the deployment's value), and
+    whether its memories outlive a deleted session (``memories_outlive_sessions``; otherwise
+    they follow their sources)."""
 
     pii_redaction: bool = False
     triggers: dict[str, Any] = field(default_factory=dict)
+    memories_outlive_sessions: bool = False
 
 
 class AppPolicy(Protocol):

@@ -26,9 +26,11 @@ from agents_app.service_api.serializers import (
     MemoryEventsJobSerializer,
     MemoryEventsSerializer,
     MemoryGenerateSerializer,
+    MemoryLifetimeSerializer,
     MemorySearchQuerySerializer,
     ServiceEventSerializer,
 )
+from agents_app.services import app_memory_lifetime_set
 from core.api import BAD_REQUEST, TOO_LARGE, UNSUPPORTED, request_data_validated
 from memory_app import selectors as memory_selectors
 from memory_app import services as memory_services
@@ -291,6 +293,32 @@ def _is_uuid(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+class AppMemoryLifetimeView(ServiceAPIView):
+    """Whether the app's memories follow their sources or outlive their sessions."""
+
+    @extend_schema(
+        operation_id="v1_memory_lifetime_retrieve",
+        summary="Whether the app's memories outlive their sessions",
+        parameters=[APP_NAME],
+        responses={200: MemoryLifetimeSerializer, **ERRORS},
+    )
+    def get(self, request: Request, app_name: str) -> Response:
+        return Response({"memory_lifetime": self.app.memory_lifetime})
+
+    @extend_schema(
+        operation_id="v1_memory_lifetime_update",
+        summary="Choose whether the app's memories outlive their sessions",
+        description="Applies to sessions deleted from then on.",
+        parameters=[APP_NAME],
+        request=MemoryLifetimeSerializer,
+        responses={200: MemoryLifetimeSerializer, **BODY_ERRORS},
+    )
+    def put(self, request: Request, app_name: str) -> Response:
+        data = request_data_validated(MemoryLifetimeSerializer, request.data)
+        app = app_memory_lifetime_set(app=self.app, lifetime=data["memory_lifetime"])
+        return Response({"memory_lifetime": app.memory_lifetime})
 
 
 class AppMemoryListView(ServiceAPIView):

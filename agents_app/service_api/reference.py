@@ -10,6 +10,15 @@ TAG = "Apps"
 PATH_PREFIX = "/api/v1/apps/"
 
 DESCRIPTIONS = {
+    "v1_memory_lifetime_retrieve": (
+        "`follow_sources` (the default): a deleted session takes the memories drawn only from "
+        "it, and those with other sources are derived again from what remains; "
+        "`outlive_sessions`: memories stay when their session is deleted, their history "
+        "saying that it was."
+    ),
+    "v1_memory_lifetime_update": (
+        "Sets the app's `memory_lifetime`; sessions deleted from then on follow it."
+    ),
     "v1_app_state_retrieve": (
         "Every `app:` key of the app's state with its value: what all of the app's users share."
     ),

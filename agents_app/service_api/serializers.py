@@ -9,6 +9,7 @@ from django.http import HttpResponse
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
+from agents_app.models import MemoryLifetime
 from core.api import StrictCharField
 from sessions_app.events import TIMESTAMP_MAX, TIMESTAMP_MIN, TIMESTAMP_RANGE_MESSAGE, Event
 from sessions_app.openapi import event_schema
@@ -144,6 +145,17 @@ class MemoryEventsSerializer(serializers.Serializer):
     )
     events = serializers.ListField(child=serializers.DictField(), allow_empty=False, min_length=1)
     custom_metadata = serializers.DictField(required=False)
+
+
+class MemoryLifetimeSerializer(serializers.Serializer):
+    memory_lifetime = serializers.ChoiceField(
+        choices=MemoryLifetime.values,
+        help_text="`follow_sources` (the default): a deleted session takes the memories drawn "
+        "only from it, and the others are derived again from what remains; "
+        "`outlive_sessions`: memories stay when their session is deleted, their history "
+        "saying so (as an ADK app that cleans up sessions after adding them to memory "
+        "expects).",
+    )
 
 
 class MemoryCreateSerializer(serializers.Serializer):

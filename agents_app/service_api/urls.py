@@ -38,5 +38,6 @@ urlpatterns = [
     path(USER + "memories/<id:memory_id>/", memory.MemoryDetailView.as_view(), name="v1-memory"),
     path("jobs/<id:job_id>/", memory.JobDetailView.as_view(), name="v1-job"),
     path("memories/", memory.AppMemoryListView.as_view(), name="v1-app-memories"),
+    path("memory-lifetime/", memory.AppMemoryLifetimeView.as_view(), name="v1-memory-lifetime"),
     path("memories/<id:memory_id>/", memory.AppMemoryDetailView.as_view(), name="v1-app-memory"),
 ]

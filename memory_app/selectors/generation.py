@@ -8,12 +8,16 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Exists, OuterRef
 
 from memory_app.extraction.facts import EXCERPT_CHARS
 from memory_app.models import (
     AppIndexVersion,
     GenerationJob,
+    Memory,
     MemorySettings,
+    MemorySource,
+    MemoryStatus,
     MemoryWatermark,
 )
 from sessions_app.app_policy import app_policy_get
@@ -289,6 +293,33 @@ class PendingMemory:
     job: str | None
     create: bool
     temporary: bool
+    forgotten_with_it: int = 0
+
+
+def session_memories_drawn_only(*, user_pk: int, session_id: str) -> int:
+    """How many of the user's memories deleting the session would take: those kept for it
+    alone (session scope), and those drawn from it and nowhere else, unless its app keeps
+    memories after their sessions."""
+    record = SessionRecord.objects.filter(pk=session_id, user_id=user_pk).first()
+    if record is None:
+        return 0
+    own = Memory.objects.filter(user_id=user_pk, session_id=session_id).exclude(
+        status=MemoryStatus.RETIRED
+    )
+    count = own.count()
+    if app_policy_get().app_settings(app_name=record.app_name).memories_outlive_sessions:
+        return count
+    elsewhere = MemorySource.objects.filter(memory_id=OuterRef("pk")).exclude(
+        event__session_id=session_id
+    )
+    drawn = (
+        Memory.objects.filter(user_id=user_pk, sources__event__session_id=session_id)
+        .exclude(session_id=session_id)
+        .exclude(status=MemoryStatus.RETIRED)
+        .exclude(Exists(elsewhere))
+        .distinct()
+    )
+    return count + drawn.count()
 
 
 def session_pending_memory(*, user_pk: int, session_id: str) -> PendingMemory | None:
@@ -325,6 +356,7 @@ def session_pending_memory(*, user_pk: int, session_id: str) -> PendingMemory | 
         job=job,
         create=access.create,
         temporary=access.temporary,
+        forgotten_with_it=session_memories_drawn_only(user_pk=user_pk, session_id=session_id),
     )
 
 

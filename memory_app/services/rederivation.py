@@ -183,8 +183,8 @@ def _derived_reason(cause: str) -> str:
 
 def memory_rederive(*, memory_id: str) -> str:
     """Derive the memory again from the sources it keeps, if a request for it is recorded;
-    returns what happened: ``updated``, ``unchanged``, ``deleted`` (no source left) or
-    ``none`` (nothing was requested, or the memory is not a person's active one).
+    returns what happened: ``updated``, ``unchanged`` or ``none`` (nothing was requested, or
+    the memory is not a person's active one).
 
     The extraction (a model call when configured) runs before any lock; the write takes the
     user's lock and applies only if the memory's sources are still those read. A request that
@@ -224,11 +224,9 @@ def memory_rederive(*, memory_id: str) -> str:
 def _apply(
     *, memory: Memory, folded: tuple[PreparedFact, float, str] | None, cause: str, embedder: str
 ) -> str:
-    """Write the derivation: the memory deleted when no source is left, else updated (with a
-    revision) when what the sources say differs from what it holds."""
-    if not memory.sources.exists():
-        memory.delete()
-        return "deleted"
+    """Write the derivation: the memory updated (with a revision) when what its sources say
+    differs from what it holds. One left with no source stays: the release that took its last
+    source deleted it, unless its app keeps memories after their sessions."""
     if folded is None:
         return "unchanged"
     item, confidence, source_type = folded

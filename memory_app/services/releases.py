@@ -32,6 +32,7 @@ from memory_app.models import (
 )
 from memory_app.services.rederivation import memories_rederive_request
 from memory_app.services.users import memory_index_invalidate, memory_index_invalidations_merged
+from sessions_app.app_policy import app_policy_get
 from sessions_app.models import ArtifactRecord, SessionRecord
 
 
@@ -49,6 +50,11 @@ def _source_list(sources) -> list[dict[str, str]]:
     ]
 
 
+_OUTLIVED = (
+    "Its session was deleted; the app keeps memories after their sessions, so this one stays."
+)
+
+
 def _release(
     *,
     leaving: Q,
@@ -56,12 +62,14 @@ def _release(
     dies_anyway: Callable[[Memory], bool],
     reason: Callable[[Memory], str],
     cause: Callable[[Memory], str],
+    outlives: Callable[[Memory], bool] = lambda memory: False,
 ) -> SessionReleaseReport:
     """Release the memories sourced from the events ``leaving`` selects (a filter on
     ``MemorySource``); ``affected_extra`` adds memories (a filter on ``Memory``) and
     ``dies_anyway`` says which go even with sources left. Those revised are to be derived
     again from the sources they keep (:mod:`.rederivation`), ``cause`` saying to the person
-    what took the others away."""
+    what took the others away. Those ``outlives`` keeps (an app whose memories outlive their
+    sessions) stay as they are, whatever sources they keep, the revision saying why."""
     affected_query = MemorySource.objects.filter(leaving).values_list("memory_id", flat=True)
     if affected_extra is not None:
         affected_query = affected_query.union(
@@ -72,11 +80,12 @@ def _release(
         return SessionReleaseReport(deleted=[], revised=[])
     elsewhere = MemorySource.objects.filter(memory_id=OuterRef("pk")).exclude(leaving)
     affected = list(Memory.objects.filter(pk__in=affected_ids).annotate(kept=Exists(elsewhere)))
-    deleted = [m for m in affected if not m.kept or dies_anyway(m)]
-    revised = [m for m in affected if m.kept and not dies_anyway(m)]
-    prefetch_related_objects(revised, "sources__event__session")
+    prefetch_related_objects([m for m in affected if not dies_anyway(m)], "sources__event__session")
+    kept = [m for m in affected if not dies_anyway(m) and outlives(m)]
+    deleted = [m for m in affected if m not in kept and (not m.kept or dies_anyway(m))]
+    revised = [m for m in affected if m not in kept and m.kept and not dies_anyway(m)]
     leaving_ids = set(
-        MemorySource.objects.filter(leaving, memory__in=[m.pk for m in revised]).values_list(
+        MemorySource.objects.filter(leaving, memory__in=[m.pk for m in revised + kept]).values_list(
             "pk", flat=True
         )
     )
@@ -88,9 +97,9 @@ def _release(
             after={
                 "sources": _source_list(s for s in memory.sources.all() if s.pk not in leaving_ids)
             },
-            reason=reason(memory),
+            reason=reason(memory) if memory in revised else _OUTLIVED,
         )
-        for memory in revised
+        for memory in revised + kept
     )
     MemorySource.objects.filter(pk__in=leaving_ids).delete()
     memories_rederive_request(causes={memory.pk: cause(memory) for memory in revised})
@@ -131,6 +140,18 @@ def session_memories_release(*, session_ids: Sequence[str]) -> SessionReleaseRep
             f"Sessions {', '.join(gone)} were deleted; their events no longer support this memory."
         )
 
+    lifetimes: dict[str, bool] = {}
+
+    def outlives(memory: Memory) -> bool:
+        """Every session it loses is of an app whose memories outlive their sessions."""
+        apps = {
+            s.event.session.app_name for s in memory.sources.all() if s.event.session_id in released
+        }
+        for app_name in apps - lifetimes.keys():
+            policy = app_policy_get().app_settings(app_name=app_name)
+            lifetimes[app_name] = policy.memories_outlive_sessions
+        return bool(apps) and all(lifetimes[app_name] for app_name in apps)
+
     def cause(memory: Memory) -> str:
         gone = sorted(
             {s.event.session for s in memory.sources.all() if s.event.session_id in released},
@@ -146,6 +167,7 @@ def session_memories_release(*, session_ids: Sequence[str]) -> SessionReleaseRep
         dies_anyway=lambda memory: memory.session_id in released,
         reason=reason,
         cause=cause,
+        outlives=outlives,
     )
 
 

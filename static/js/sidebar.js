@@ -210,10 +210,21 @@ export class Sidebar {
     input.select();
   }
 
-  confirmDelete(sessionId) {
+  async confirmDelete(sessionId) {
     const name = this.titleOf(sessionId) || UNTITLED;
+    let forgotten = 0;
+    try {
+      forgotten = (await this.api.getPendingMemory(sessionId)).forgotten_with_it ?? 0;
+    } catch {
+      forgotten = 0;
+    }
+    const memories =
+      forgotten === 0
+        ? ""
+        : `, and ${forgotten} ${forgotten === 1 ? "memory" : "memories"} drawn only from it,`;
     document.getElementById("delete-dialog-text").textContent =
-      `“${name}” and its messages and chat state will be deleted. This cannot be undone.`;
+      `“${name}” and its messages and chat state${memories} will be deleted. ` +
+      "Memories it shares with other chats are derived again from those. This cannot be undone.";
     this.dialog.returnValue = "";
     this.dialog.addEventListener(
       "close",

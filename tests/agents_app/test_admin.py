@@ -40,9 +40,21 @@ def _app_form(app: App, **changes) -> dict:
         "max_events_loaded": app.max_events_loaded,
         "trigger_every_turn": "unknown",
         "trigger_explicit": "unknown",
+        "memory_lifetime": app.memory_lifetime,
     }
     data.update(changes)
     return {key: value for key, value in data.items() if value != ""}
+
+
+def test_staff_choose_that_an_apps_memories_outlive_their_sessions(superuser_client):
+    app, _ = app_ensure(name="support")
+    answer = superuser_client.post(
+        f"/admin/agents_app/app/{app.pk}/change/",
+        _app_form(app, memory_lifetime="outlive_sessions"),
+    )
+    assert answer.status_code == 302, answer.context["adminform"].form.errors
+    app.refresh_from_db()
+    assert app.memory_lifetime == "outlive_sessions"
 
 
 def test_staff_change_an_apps_agent_in_the_console(superuser_client):

@@ -284,6 +284,7 @@ def test_what_a_chat_has_waiting_to_be_remembered(api_client, user, other_user):
         "job": None,
         "create": True,
         "temporary": False,
+        "forgotten_with_it": 0,
     }
     theirs = session_make(other_user)
     assert api_client.get(f"/api/memory-pending/{theirs.id}/").status_code == 404
