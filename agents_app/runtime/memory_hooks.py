@@ -18,6 +18,15 @@ from sessions_app.types import Session
 PROFILE_PREFIX = "user:"
 
 
+CREATION_OFF = "creating memories is turned off in your Settings"
+# What a chat keeps while its person has memory creation off, said whenever it saves nothing.
+CREATION_OFF_KEPT = (
+    "This chat keeps your messages in its history until you delete it, but nothing you say "
+    "while creation is off becomes a memory, and your other chats never find it when they "
+    "search your past conversations. Memories saved before stay until you delete them."
+)
+
+
 @dataclass(frozen=True)
 class MemoryPermissions:
     """Whether this turn may read memories into the prompt and create new ones.
@@ -40,7 +49,7 @@ class MemoryPermissions:
         if self.temporary:
             return "this is a temporary chat, which keeps nothing about you"
         if not self.create:
-            return "creating memories is turned off in your Settings"
+            return CREATION_OFF
         return ""
 
     def visible_state(self, state: Mapping[str, Any]) -> dict[str, Any]:

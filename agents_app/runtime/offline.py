@@ -6,10 +6,11 @@ specified (and tested) rule by rule. For the latest user message:
 1. "remember (that) X" with ``create_memory`` offered: call ``create_memory(text=X,
    asked=True)``;
    without it, in a chat that keeps nothing (``not_saved_reason``): say it was not saved, and
-   why. A message with attached files that asks to remember them ("remember this logo",
-   ``memory_app.extraction.files.KEEP_REQUEST``) calls no tool: the reply names the files and
-   says they will be kept (or why not), and the memory job the request triggers keeps them,
-   as memories that hold the files.
+   why, and with creation off what the chat keeps and what it does not
+   (``CREATION_OFF_KEPT``). A message with attached files that asks to remember them
+   ("remember this logo", ``memory_app.extraction.files.KEEP_REQUEST``) calls no tool: the
+   reply names the files and says they will be kept (or why not), and the memory job the
+   request triggers keeps them, as memories that hold the files.
 2. "forget (that) X", "don't remember X", "delete what you know about X"
    (``memory_app.extraction.facts.FORGET_REQUEST``) with ``forget_memory`` offered: call
    ``forget_memory(about=X)``, with ``all=True`` for "what you know about"; the result is said
@@ -47,6 +48,7 @@ from django.conf import settings
 from google.genai import types
 
 from agents_app.runtime.context import SUMMARY_PREFIX, estimate_tokens
+from agents_app.runtime.memory_hooks import CREATION_OFF, CREATION_OFF_KEPT
 from core.llm import ATTACHMENT_LABEL_PREFIX, AttachmentInfo, LlmChunk, LlmRequest
 from memory_app.extraction.facts import FORGET_REQUEST
 from memory_app.extraction.files import KEEP_REQUEST
@@ -323,7 +325,10 @@ class OfflineModel:
         if "create_memory" in tools and (match := _REMEMBER.match(text)):
             return _call("create_memory", text=match["fact"], asked=True)
         if request.not_saved_reason and _REMEMBER.match(text):
-            return f"I have not saved that: {request.not_saved_reason}."
+            reply = f"I have not saved that: {request.not_saved_reason}."
+            if request.not_saved_reason == CREATION_OFF:
+                reply += " " + CREATION_OFF_KEPT
+            return reply
         if "forget_memory" in tools and (match := FORGET_REQUEST.match(text)):
             return _call("forget_memory", about=match["about"], all=bool(match["all"]))
         if "load_memory" in tools and (match := _RECALL.search(text)):

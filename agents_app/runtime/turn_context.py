@@ -18,7 +18,13 @@ from agents_app.runtime.instruction_sections import (
     profile_section,
     quoted_json,
 )
-from agents_app.runtime.memory_hooks import MemoryPermissions, MemoryProvider, NoMemoryProvider
+from agents_app.runtime.memory_hooks import (
+    CREATION_OFF,
+    CREATION_OFF_KEPT,
+    MemoryPermissions,
+    MemoryProvider,
+    NoMemoryProvider,
+)
 from agents_app.runtime.templating import ReadonlyContext, instruction_resolve
 from agents_app.runtime.tools import Tool
 from core.async_database import StoreRead, store_reads_joined
@@ -228,6 +234,8 @@ async def turn_request_build(
             f"\n\nNothing said in this chat is kept ({not_saved}). If the user asks you to "
             "remember something, tell them plainly that it is not saved, and why."
         )
+        if not_saved == CREATION_OFF:
+            instruction += f" Tell them too what is and is not kept: {CREATION_OFF_KEPT}"
     images = memory_images_content(report.memories)
     contents, attachments = await contents_attachments_read(
         [images, *history.contents] if images else history.contents,

@@ -334,14 +334,16 @@ def past_turns_read(
     *, app_name: str, user_pk: int, scores: dict[int, float], asked: dict[int, str] | None = None
 ) -> list[PastTurn]:
     """The turns of ``scores`` (event pk -> score) that are still there now, read fresh, in the
-    given order: the user's, not rewound, in a chat of the app that is not temporary; each with
-    the question of ``asked`` (event pk -> question) it answers."""
+    given order: the user's, not rewound, not said while their memory creation was off
+    (``memory_excluded``: consent reaches this door too), in a chat of the app that is not
+    temporary; each with the question of ``asked`` (event pk -> question) it answers."""
     if not scores:
         return []
     rows = EventRecord.objects.filter(
         pk__in=list(scores),
         author="user",
         rewound=False,
+        memory_excluded=False,
         session__user_id=user_pk,
         session__app_name=app_name,
         session__temporary=False,

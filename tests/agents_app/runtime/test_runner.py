@@ -528,7 +528,10 @@ async def test_remember_with_creation_off_says_plainly_it_was_not_saved(owner, t
         make_runner(memory=memory), owner, session.id, "remember that I have a cat named Miso"
     )
 
-    assert events[-1].text() == f"I have not saved that: {reason}."
+    said = events[-1].text()
+    assert said.startswith(f"I have not saved that: {reason}.")
+    # With creation off, the reply also says what is and is not kept.
+    assert ("never find it when they search your past conversations" in said) is not temporary
     assert memory.created == []
 
 
