@@ -250,6 +250,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 DEFAULT_APP_NAME = env.str("DEFAULT_APP_NAME", default="chat")
 # Sessions idle longer than this are deleted by the periodic cleanup; 0 keeps them forever.
 SESSION_IDLE_TTL_SECONDS = env.int("SESSION_IDLE_TTL_SECONDS", default=30 * 24 * 3600)
+# Temporary chats are deleted this many days after they were started (0 keeps them until idle).
+TEMPORARY_CHAT_RETENTION_DAYS = env.int("TEMPORARY_CHAT_RETENTION_DAYS", default=30)
 SESSION_CLEANUP_INTERVAL_SECONDS = env.int("SESSION_CLEANUP_INTERVAL_SECONDS", default=3600)
 SESSION_CLEANUP_BATCH_SIZE = env.int("SESSION_CLEANUP_BATCH_SIZE", default=500)
 MAX_EVENT_BYTES = env.int("MAX_EVENT_BYTES", default=256 * 1024)
@@ -259,6 +261,10 @@ MAX_STATE_KEY_LENGTH = 255
 CELERY_BEAT_SCHEDULE = {
     "sessions-expire-idle": {
         "task": "sessions_app.tasks.sessions_expire_idle",
+        "schedule": float(SESSION_CLEANUP_INTERVAL_SECONDS),
+    },
+    "sessions-temporary-expire": {
+        "task": "sessions_app.tasks.sessions_temporary_expire",
         "schedule": float(SESSION_CLEANUP_INTERVAL_SECONDS),
     },
     # Files whose rows rolled back (a failed write after the file was stored), a day after.

@@ -124,11 +124,12 @@ def conversation_entry(event: EventRecord) -> ConversationEntry:
 
 @admin.register(SessionRecord)
 class SessionRecordAdmin(ReadOnlyAdmin):
-    # The title links to the conversation; the app and temporary are filters: the list fits the
-    # console at 1280 px, a session's page has every field.
+    # The title links to the conversation; the app is a filter: the list fits the console at
+    # 1280 px, a session's page has every field. Temporary chats are never shown: what their
+    # person was told keeps nothing is not read by staff either.
     list_display = ["title_shown", "user", "updated", "event_total"]
     list_display_links = ["title_shown"]
-    list_filter = ["app_name", "temporary"]
+    list_filter = ["app_name"]
     search_fields = ["session_id", "title", "user__username"]
     list_select_related = ["user"]
     ordering = ["-last_update_time"]
@@ -164,7 +165,12 @@ class SessionRecordAdmin(ReadOnlyAdmin):
         return {**super().get_model_perms(request), "view": self.has_view_permission(request)}
 
     def get_queryset(self, request):
-        sessions = super().get_queryset(request).annotate(events_stored=Count("events"))
+        sessions = (
+            super()
+            .get_queryset(request)
+            .exclude(temporary=True)
+            .annotate(events_stored=Count("events"))
+        )
         return sessions_visible_to_staff(staff=request.user, queryset=sessions)
 
     def changelist_view(self, request, extra_context=None):

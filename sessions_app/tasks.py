@@ -20,3 +20,10 @@ def artifact_files_orphaned_delete() -> int:
     """Delete stored files no artifact names, a day after they were written (see
     ``services.artifact_files_orphaned_delete``); safe to run twice or concurrently."""
     return services.artifact_files_orphaned_delete()
+
+
+@shared_task(name="sessions_app.tasks.sessions_temporary_expire")
+def sessions_temporary_expire() -> int:
+    """Delete temporary chats older than ``TEMPORARY_CHAT_RETENTION_DAYS``; return how many
+    went. Safe to run twice or concurrently."""
+    return services.sessions_temporary_expire()

@@ -45,7 +45,7 @@ _PG_MESSAGES = (
     'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
     f"WHERE event.content IS NOT NULL AND {_PG_TSVECTOR} @@ to_tsquery('simple', %s) "
     "AND session.user_id = %s AND session.app_name = %s AND NOT event.rewound "
-    "AND NOT session.memory_only "
+    "AND NOT session.memory_only AND NOT session.temporary "
     "ORDER BY event.timestamp DESC LIMIT %s"
 )
 _SQLITE_MESSAGES = (
@@ -55,7 +55,7 @@ _SQLITE_MESSAGES = (
     'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
     "WHERE sessions_app_event_search MATCH %s "
     "AND session.user_id = %s AND session.app_name = %s AND NOT event.rewound "
-    "AND NOT session.memory_only "
+    "AND NOT session.memory_only AND NOT session.temporary "
     "ORDER BY event.timestamp DESC LIMIT %s"
 )
 
@@ -149,7 +149,8 @@ def _message_rows(*, words: list[tuple[str, ...]], user_pk: int, app_name: str) 
 
 
 def chats_search(*, user_pk: int, app_name: str, query: str) -> list[SearchHit]:
-    """The user's chats of ``app_name`` whose title or messages hold every word of ``query``
+    """The user's chats of ``app_name`` (temporary ones left out: reachable by their link
+    only) whose title or messages hold every word of ``query``
     (by their stems), one hit per chat: chats whose title matches first, most recently updated
     first, then chats by their newest matching message. An empty list for a query with no
     words."""
@@ -158,7 +159,7 @@ def chats_search(*, user_pk: int, app_name: str, query: str) -> list[SearchHit]:
         return []
     hits: dict[str, SearchHit] = {}
     sessions = SessionRecord.objects.filter(
-        user_id=user_pk, app_name=app_name, memory_only=False
+        user_id=user_pk, app_name=app_name, memory_only=False, temporary=False
     ).exclude(title="")
     sessions = sessions.order_by("-last_update_time").only(
         "session_id", "title", "last_update_time"

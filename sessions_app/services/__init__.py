@@ -36,6 +36,7 @@ from sessions_app.services.sessions import (
     session_delete,
     session_rename,
     sessions_expire_idle,
+    sessions_temporary_expire,
 )
 from sessions_app.services.user_state import (
     user_state_correct,
@@ -65,6 +66,7 @@ __all__ = [
     "session_rename",
     "session_rewind",
     "sessions_expire_idle",
+    "sessions_temporary_expire",
     "user_state_correct",
     "user_state_delete",
     "user_state_put",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from sessions_app import selectors, storage
 from sessions_app.errors import SessionAlreadyExistsError, SessionStoreError
@@ -150,6 +152,28 @@ def session_rename(
     if record is None:
         return False
     return SessionRecord.objects.filter(pk=record.pk).update(title=title) > 0
+
+
+def sessions_temporary_expire(*, now: datetime | None = None) -> int:
+    """Delete the temporary chats created longer ago than ``TEMPORARY_CHAT_RETENTION_DAYS``
+    (their memories need no settling: a temporary chat makes none), a batch per transaction;
+    returns how many went. Safe to run twice or concurrently."""
+    days = settings.TEMPORARY_CHAT_RETENTION_DAYS
+    if days <= 0:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    total = 0
+    while True:
+        with transaction.atomic():
+            ids = list(
+                SessionRecord.objects.filter(temporary=True, created_at__lt=cutoff)
+                .order_by("created_at")
+                .values_list("pk", flat=True)[: settings.SESSION_CLEANUP_BATCH_SIZE]
+            )
+            if not ids:
+                return total
+            SessionRecord.objects.filter(pk__in=ids, temporary=True).delete()
+        total += len(ids)
 
 
 def sessions_expire_idle(*, now: float | None = None, batch_size: int | None = None) -> int:

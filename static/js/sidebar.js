@@ -58,6 +58,10 @@ export class Sidebar {
         this.list.replaceChildren();
       }
       for (const session of page.results) {
+        // A temporary chat once left is reachable by its link only, while it is kept.
+        if (session.temporary && session.id !== this.activeId) {
+          continue;
+        }
         this.upsert(session, { atTop: false });
       }
       this.nextPageToken = page.next_page_token;
@@ -134,6 +138,9 @@ export class Sidebar {
   }
 
   setActive(sessionId) {
+    if (this.activeId && this.activeId !== sessionId && this.isTemporary(this.activeId)) {
+      this.item(this.activeId)?.remove();
+    }
     this.activeId = sessionId;
     for (const li of this.list.children) {
       const link = li.querySelector(".session-link");
