@@ -226,6 +226,18 @@ def _list(principal: Principal, page: int) -> dict[str, Any]:
     }
 
 
+def _added_by(principal: Principal) -> str:
+    """Who added a memory over MCP, for its history: the person's token by its name, or the
+    app's service account and the key's prefix."""
+    if principal.token is not None:
+        return f"added over MCP with your token \u201c{principal.token.name}\u201d"
+    key = principal.key
+    return (
+        f"added over MCP by the service account \u201c{key.service_account.name}\u201d "
+        f"(key {key.prefix})"
+    )
+
+
 @database_sync_to_async
 def _add(principal: Principal, text: str, topic: str) -> dict[str, Any]:
     _writer(principal)
@@ -235,7 +247,11 @@ def _add(principal: Principal, text: str, topic: str) -> dict[str, Any]:
             "This person turned off creating memories in their settings; nothing was stored."
         )
     memory = memory_services.memory_add_stated(
-        app_name=principal.app_name, user_pk=user_pk, text=text, topic=topic
+        app_name=principal.app_name,
+        user_pk=user_pk,
+        text=text,
+        topic=topic,
+        added_by=_added_by(principal),
     )
     if memory is None:
         raise ToolError("This was not stored: it failed the memory safety check.")

@@ -13,6 +13,7 @@ urlpatterns = [
     path("", chat_views.chat, name="home"),
     path("chat/<id:session_id>/", chat_views.chat, name="chat-session"),
     path("memory/", memory_views.memory_page, name="memory"),
+    path("memory/add/", memory_views.memory_add, name="memory-add"),
     path("memory/delete-all/", memory_views.memories_delete_all, name="memory-delete-all"),
     path("memory/profile/", memory_views.profile_change, name="memory-profile"),
     path("memory/<id:memory_id>/delete/", memory_views.memory_delete, name="memory-delete"),

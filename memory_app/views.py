@@ -19,7 +19,14 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from memory_app import selectors, services
-from memory_app.models import MEMORY_STATUS_NOTES, Memory, MemoryRevision, SourceType
+from memory_app.models import (
+    HELD_FOR_REVIEW_NOTE,
+    MEMORY_STATUS_NOTES,
+    Memory,
+    MemoryRevision,
+    MemoryStatus,
+    SourceType,
+)
 from memory_app.selectors import event_text
 from memory_app.serializers import (
     SEARCH_LIMIT,
@@ -198,6 +205,7 @@ def _memory_page_render(
             if str(item.memory.id) == refused.memory_id:
                 item.refused_text, item.refused_reason = refused.text, refused.reason
     context = {
+        "topics": [(key, label) for key, label in labels.items()],
         "profile": selectors.profile_entries(app_name=app_name, user_pk=user_pk),
         "query": query,
         "results": results,
@@ -214,6 +222,44 @@ def _back(request: HttpRequest) -> HttpResponse:
     query = request.POST.get("q", "").strip()
     url = reverse("memory")
     return redirect(f"{url}?{urlencode({'q': query})}" if query else url)
+
+
+ADDED_ON_THE_MEMORY_PAGE = "added on the Memory page"
+ADDED_TEXT_MAX_CHARS = 1000
+
+
+@login_required
+@require_POST
+def memory_add(request: HttpRequest) -> HttpResponse:
+    """A memory the person writes themselves: their explicit statement, through the same
+    consolidation and safety checks as one said in a chat, its history saying where it came
+    from."""
+    app_name = settings.DEFAULT_APP_NAME
+    text = " ".join(request.POST.get("text", "").split())
+    topic = request.POST.get("topic", "")
+    if topic not in {spec.key for spec in topics_for_app(app_name=app_name)}:
+        topic = ""
+    if not text or len(text) > ADDED_TEXT_MAX_CHARS:
+        messages.error(
+            request, f"Write what to remember, in at most {ADDED_TEXT_MAX_CHARS} characters."
+        )
+        return _back(request)
+    memory = services.memory_add_stated(
+        app_name=app_name,
+        user_pk=request.user.pk,
+        text=text,
+        topic=topic,
+        added_by=ADDED_ON_THE_MEMORY_PAGE,
+    )
+    if memory is None:
+        messages.error(request, "Not added: it failed the memory safety check.")
+    elif memory.status == MemoryStatus.QUARANTINED:
+        messages.warning(
+            request, f"Added, but {HELD_FOR_REVIEW_NOTE[0].lower()}{HELD_FOR_REVIEW_NOTE[1:]}"
+        )
+    else:
+        messages.success(request, "Added. The assistant uses it from the next reply.")
+    return _back(request)
 
 
 @login_required

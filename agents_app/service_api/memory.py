@@ -221,8 +221,14 @@ class MemoryListView(ServiceAPIView):
             importance=0.5,
             scope=MemoryScope(data["scope"]),
         )
+        key = request.user.key
         report = memory_services.memory_facts_store(
-            app_name=app_name, user_pk=end_user.user_id, session_id=session_key, facts=[fact]
+            app_name=app_name,
+            user_pk=end_user.user_id,
+            session_id=session_key,
+            facts=[fact],
+            added_by=f"added through the API by the service account "
+            f"\u201c{key.service_account.name}\u201d (key {key.prefix})",
         )
         kept = report.created + report.updated + report.unchanged
         if not kept:

@@ -72,6 +72,13 @@ def _direct_job(*, app_name: str, user_pk: int, session_id: str | None) -> Gener
     )
 
 
+def _revisions_attribute(*, job_id, added_by: str) -> None:
+    for revision in MemoryRevision.objects.filter(actor_job_id=job_id):
+        created = revision.action == MemoryRevision.Action.CREATED
+        revision.reason = added_by if created else f"{revision.reason} ({added_by})"
+        revision.save(update_fields=["reason"])
+
+
 def memory_facts_store(
     *,
     app_name: str,
@@ -80,10 +87,13 @@ def memory_facts_store(
     facts: list[ExtractedFact],
     sequences: tuple[int, int] | None = None,
     actor_user_pk: int | None = None,
+    added_by: str = "",
 ) -> ConsolidationReport:
     """Store facts given directly (the ``create_memory`` tool, ``MemoryService.add_memory``)
     through consolidation, under the user's lock, as a ``tool``-trigger job; notices after.
-    The facts are embedded before the lock is taken."""
+    The facts are embedded before the lock is taken. ``added_by`` says in the history of each
+    memory this writes who added it ("added over MCP with your token “laptop”"): a memory
+    created says only that, one changed says it beside why."""
     prepared = consolidation_prepare(app_name=app_name, facts=facts, user_pk=user_pk)
     job = _direct_job(app_name=app_name, user_pk=user_pk, session_id=session_id)
     with transaction.atomic():
@@ -97,6 +107,8 @@ def memory_facts_store(
             job_id=job.id,
             actor_user_pk=actor_user_pk,
         )
+        if added_by:
+            _revisions_attribute(job_id=job.id, added_by=added_by)
         first, last = sequences or (None, None)
         job_finish(
             job,
@@ -153,14 +165,19 @@ def memory_create_explicit(
     )
 
 
-def memory_add_stated(*, app_name: str, user_pk: int, text: str, topic: str = "") -> Memory | None:
-    """Store ``text`` as something the user stated (ADK's ``add_memory``, the MCP tool), outside
-    any session, through consolidation and its safety checks; the memory kept (new, updated or
-    the one it matched, possibly held for review), or None when it failed a check."""
+def memory_add_stated(
+    *, app_name: str, user_pk: int, text: str, topic: str = "", added_by: str = ""
+) -> Memory | None:
+    """Store ``text`` as something the user stated (ADK's ``add_memory``, the MCP tool, the
+    Memory page's form), outside any session, through consolidation and its safety checks;
+    the memory kept (new, updated or the one it matched, possibly held for review), or None
+    when it failed a check. ``added_by``: where it was added, for its history."""
     fact = ExtractedFact(
         text=text, topic=topic, source_type=SourceType.EXPLICIT, confidence=0.9, importance=0.5
     )
-    report = memory_facts_store(app_name=app_name, user_pk=user_pk, session_id=None, facts=[fact])
+    report = memory_facts_store(
+        app_name=app_name, user_pk=user_pk, session_id=None, facts=[fact], added_by=added_by
+    )
     kept = report.created + report.updated + report.unchanged + report.quarantined
     return kept[0] if kept else None
 
