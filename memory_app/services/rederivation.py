@@ -153,7 +153,7 @@ def _facts_of_sources(memory: Memory) -> tuple[list[tuple[PreparedFact, float]],
     said, in that order, and the name of the embedder of their vectors. Extraction reads each
     session's events apart, as a generation job does."""
     event_pks = list(memory.sources.values_list("event_id", flat=True))
-    stored = session_selectors.stored_events_of_records(event_pks=event_pks)
+    stored = session_selectors.stored_events_of_records(user_pk=memory.user_id, event_pks=event_pks)
     events = [each.event for each in stored if not each.rewound]
     session_of = dict(
         MemorySource.objects.filter(memory=memory).values_list("event__event_id", "event__session")

@@ -114,12 +114,13 @@ def stored_events_recent(*, session_key: str, limit: int) -> list[StoredEvent]:
     return [_stored_event_from_row(row) for row in rows]
 
 
-def stored_events_of_records(*, event_pks: list[int]) -> list[StoredEvent]:
-    """The stored events of these ``EventRecord`` keys (rewound ones too: the caller decides),
-    in the order they were stored; keys of events gone are left out. For a reader that already
-    holds the keys through a relation of its own, such as a memory's sources."""
+def stored_events_of_records(*, user_pk: int, event_pks: list[int]) -> list[StoredEvent]:
+    """The stored events of these ``EventRecord`` keys in the user's sessions (rewound ones
+    too: the caller decides), in the order they were said; keys of events gone, or of another
+    user's, are left out. For a reader that already holds the keys through a relation of its
+    own, such as a memory's sources."""
     rows = (
-        EventRecord.objects.filter(pk__in=event_pks)
+        EventRecord.objects.filter(pk__in=event_pks, session__user_id=user_pk)
         .order_by("timestamp", "session_id", "sequence")
         .values_list(*STORED_EVENT_COLUMNS)
     )
