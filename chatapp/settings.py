@@ -416,7 +416,7 @@ MEMORY_INDEX_CACHE_BYTES = env.int("MEMORY_INDEX_CACHE_BYTES", default=256 * 102
 # MEMORY_EMBEDDING_SWEEP_SECONDS what has no vector yet (turns stored through ADK's API, a lost
 # task) is embedded by the sweep.
 MEMORY_EMBEDDING_BATCH_SIZE = env.int("MEMORY_EMBEDDING_BATCH_SIZE", default=64)
-MEMORY_EMBEDDING_MAX_RETRIES = env.int("MEMORY_EMBEDDING_MAX_RETRIES", default=5)
+MEMORY_TASK_MAX_RETRIES = env.int("MEMORY_TASK_MAX_RETRIES", default=5)
 MEMORY_EMBEDDING_SWEEP_SECONDS = env.float("MEMORY_EMBEDDING_SWEEP_SECONDS", default=300.0)
 CELERY_BEAT_SCHEDULE |= {
     "memory-sessions-idle": {

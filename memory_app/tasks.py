@@ -120,7 +120,7 @@ def embeddings_compute(
     many of each were stored, or ``failed``.
 
     Idempotent (see ``services.embeddings_compute``). A transient error of the embedder is
-    retried ``MEMORY_EMBEDDING_MAX_RETRIES`` times with exponential backoff and full jitter;
+    retried ``MEMORY_TASK_MAX_RETRIES`` times with exponential backoff and full jitter;
     then, or at once for any other error, the task ends as an ``EmbeddingFailure`` row staff
     see in the console, and the items stay searchable by their words.
     """
@@ -129,7 +129,7 @@ def embeddings_compute(
         report = services.embeddings_compute(memory_ids=memory_ids, session_key=session_key)
     except Exception as error:
         retries = self.request.retries
-        if _embedding_error_transient(error) and retries < settings.MEMORY_EMBEDDING_MAX_RETRIES:
+        if _embedding_error_transient(error) and retries < settings.MEMORY_TASK_MAX_RETRIES:
             ceiling = settings.MEMORY_JOB_RETRY_BASE_SECONDS * 2**retries
             countdown = random.uniform(0, min(settings.MEMORY_JOB_RETRY_MAX_SECONDS, ceiling))
             raise self.retry(exc=error, countdown=countdown) from error
@@ -155,13 +155,13 @@ def embeddings_sweep() -> dict[str, int]:
 def memory_rederive(self, *, memory_id: str) -> str:
     """Derive a memory again from the sources it keeps; returns what happened (see
     ``services.memory_rederive``). Idempotent. A transient ModelError is retried with backoff up
-    to ``MEMORY_JOB_MAX_RETRIES`` times; then, or on any other error, the request keeps the
+    to ``MEMORY_TASK_MAX_RETRIES`` times; then, or on any other error, the request keeps the
     error (``failed``) and waits for a new one."""
     try:
         return services.memory_rederive(memory_id=memory_id)
     except ModelError as error:
         retries = self.request.retries
-        if error.transient and retries < settings.MEMORY_JOB_MAX_RETRIES:
+        if error.transient and retries < settings.MEMORY_TASK_MAX_RETRIES:
             ceiling = settings.MEMORY_JOB_RETRY_BASE_SECONDS * 2**retries
             countdown = random.uniform(0, min(settings.MEMORY_JOB_RETRY_MAX_SECONDS, ceiling))
             raise self.retry(exc=error, countdown=countdown) from error

@@ -216,7 +216,7 @@ def test_a_transient_embedder_error_is_retried_with_backoff(user, embedder):
 def test_retries_run_out_into_a_visible_failure_and_the_memory_is_still_found(
     user, embedder, settings
 ):
-    settings.MEMORY_EMBEDDING_MAX_RETRIES = 2
+    settings.MEMORY_TASK_MAX_RETRIES = 2
     memory = memory_make(user=user, text="The user grows tomatoes.")
     embedder.push_embedding(HttpError(503), HttpError(503), HttpError(503))
 

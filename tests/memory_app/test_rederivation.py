@@ -216,7 +216,7 @@ def test_another_users_deletion_never_touches_this_memory(user, other_user, move
 def test_a_transient_model_error_is_retried_then_kept_as_failed(user, moved, monkeypatch, settings):
     _, porto, memory = moved
     delete(user, porto)
-    settings.MEMORY_JOB_MAX_RETRIES = 0
+    settings.MEMORY_TASK_MAX_RETRIES = 0
 
     def unavailable(**kwargs):
         raise ModelError("the model is busy", transient=True)
