@@ -61,7 +61,9 @@ def chat_messages(system_instruction: str, contents: str | list[types.Content]) 
                 for index, part in enumerate(parts)
                 if part.function_call
             ]
-            message: dict[str, Any] = {"role": "assistant", "content": text or None}
+            # Text even when empty: llama-cpp-python's server refuses an assistant message whose
+            # content is null, which the OpenAI API allows beside tool calls.
+            message: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
                 message["tool_calls"] = calls
             messages.append(message)

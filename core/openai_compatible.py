@@ -361,9 +361,14 @@ class OpenAICompatibleModel:
             # decision, and finds a prompt over its context only then). Asked again without a
             # stream, it calls the tool, answers, or says what is wrong.
             logger.info("%s streamed nothing: asked again without a stream", self.name)
-            async for chunk in self._generate_unstreamed(messages=messages, **extra):
-                if chunk.function_calls:
-                    traits.streams_tool_choice = False
+            if offers_tools:
+                # Offered tools, the stream gave nothing: the server cannot stream its tool
+                # decision (llama-cpp-python decides, then fails the stream), so tool requests
+                # to it go unstreamed from now on rather than paying for two decisions a step.
+                traits.streams_tool_choice = False
+            async for chunk in self._generate_unstreamed(
+                messages=messages, after_broken_stream=True, **extra
+            ):
                 yield chunk
             return
         if (produced or pending) and finish_reason is None:
@@ -393,12 +398,25 @@ class OpenAICompatibleModel:
         yield LlmChunk(usage_metadata=usage, finish_reason=finish_reason)
 
     async def _generate_unstreamed(
-        self, *, messages: list[dict[str, Any]], **options: Any
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        after_broken_stream: bool = False,
+        **options: Any,
     ) -> AsyncIterator[LlmChunk]:
         """The request of a turn asked without a stream, given as the chunks a stream would
-        have given; an empty answer raises as a streamed one does."""
+        have given; an empty answer raises as a streamed one does. ``after_broken_stream``: a
+        stream of the same request just broke off, and a server that cut it may also drop the
+        kept-alive connection this request goes out on, so a failure to connect is tried once
+        more on a new one."""
         try:
-            response = await self._create(messages=messages, **options)
+            try:
+                response = await self._create(messages=messages, **options)
+            except openai.APIConnectionError:
+                if not after_broken_stream:
+                    raise
+                logger.info("%s dropped the connection after its stream: asked again", self.name)
+                response = await self._create(messages=messages, **options)
         except _CLIENT_ERRORS as error:
             raise model_error_from(error) from error
         chunks = _chunks_of_completion(response)

@@ -316,10 +316,13 @@ class FakeOpenAI(ScriptedServer):
     def refusal(self, request: RecordedRequest) -> str | None:
         """Why llama-cpp-python's server would refuse ``request`` with a 500 (None when it
         would not): a message whose text comes as a list of parts without an image fails its
-        models' own chat templates; with ``json_schema_refused``, a ``json_schema`` response
-        format, which it does not know."""
+        models' own chat templates; an assistant message's content must be a string, even
+        beside tool calls; with ``json_schema_refused``, a ``json_schema`` response format,
+        which it does not know."""
         for message in request.messages:
             content = message.get("content")
+            if message.get("role") == "assistant" and not isinstance(content, str):
+                return "messages: an assistant message's content: Input should be a valid string"
             if isinstance(content, list) and not any(
                 item.get("type") == "image_url" for item in content
             ):

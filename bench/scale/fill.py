@@ -219,8 +219,9 @@ def sessions_insert(
     )
     cursor.execute(
         f'INSERT INTO {tables.sessions} ("key", session_id, app_name, user_id, title, temporary,'
-        " created_at, last_update_time, last_sequence, initial_state)"
-        " SELECT s.id, s.id, %s, %s, 'Chat ' || s.text_base, false, to_timestamp(s.started),"
+        " memory_only, created_at, last_update_time, last_sequence, initial_state)"
+        " SELECT s.id, s.id, %s, %s, 'Chat ' || s.text_base, false, false,"
+        " to_timestamp(s.started),"
         f" s.started + s.n * s.step, s.n, '{{}}'::jsonb FROM {unnest}",
         [app_name, user_pk, *arrays],
     )
