@@ -1,9 +1,12 @@
 """Search across one user's chats: their titles and the text of their messages.
 
-Messages are found by the database's full-text search over the events' text parts
-(migration 0008): PostgreSQL's ``jsonb_to_tsvector`` through a GIN expression index, SQLite's
-FTS5 table on the embedded default. Both index the words as they are (the ``simple``
-configuration and FTS5's ``unicode61``); each word of the query is reduced to its English stem
+Messages are found by the database's full-text search over the events' text parts: PostgreSQL's
+stored ``search_vector`` column (``jsonb_to_tsvector``, migration 0012) through its GIN index,
+SQLite's FTS5 table (migration 0008) on the embedded default. On PostgreSQL the user's chats are
+listed first and written into the statement (``session_id = ANY``), so the planner intersects
+the session index with the words' index, or for a rare word filters its few matches, and reads
+only that user's matching rows. Both index the words as they are (the ``simple`` configuration
+and FTS5's ``unicode61``); each word of the query is reduced to its English stem
 (snowballstemmer, the same on both databases) and matches the words starting with it, all of
 them required, so "winery" finds "wineries" and "walked" finds "walking" on both. Titles, a
 user's few hundred short strings at most, are matched the same way in Python.
@@ -35,17 +38,12 @@ SNIPPET_BEFORE = 60
 SNIPPET_CHARS = 180
 WORD = re.compile(r"\w+")
 
-_PG_TSVECTOR = (
-    "jsonb_to_tsvector('simple'::regconfig, "
-    "jsonb_path_query_array(event.content::jsonb, '$.parts[*].text'), '[\"string\"]')"
-)
 _PG_MESSAGES = (
     "SELECT session.session_id, event.event_id, event.author, event.timestamp, "
     "event.content::text, session.title FROM sessions_app_eventrecord AS event "
     'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
-    f"WHERE event.content IS NOT NULL AND {_PG_TSVECTOR} @@ to_tsquery('simple', %s) "
-    "AND session.user_id = %s AND session.app_name = %s AND NOT event.rewound "
-    "AND NOT session.memory_only AND NOT session.temporary "
+    "WHERE event.session_id = ANY(%s) AND event.content IS NOT NULL "
+    "AND event.search_vector @@ to_tsquery('simple', %s) AND NOT event.rewound "
     "ORDER BY event.timestamp DESC LIMIT %s"
 )
 _SQLITE_MESSAGES = (
@@ -134,17 +132,29 @@ def _snippet(text: str, words: list[tuple[str, ...]]) -> str:
     return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(flat) else "")
 
 
+def _session_keys(*, user_pk: int, app_name: str, session_key: str | None = None) -> list[str]:
+    """The keys of the user's searched chats of the app (not temporary, not memory-only, not
+    ``session_key``), written into the PostgreSQL statements as a list: the planner then knows
+    how many events they hold and picks between the session index and the words' index, which
+    it cannot for a subquery's result."""
+    sessions = SessionRecord.objects.filter(
+        user_id=user_pk, app_name=app_name, temporary=False, memory_only=False
+    )
+    return list(sessions.exclude(key=session_key or "").values_list("key", flat=True))
+
+
 def _message_rows(*, words: list[tuple[str, ...]], user_pk: int, app_name: str) -> list[tuple]:
     if connection.vendor == "postgresql":
-        sql = _PG_MESSAGES
         match = " & ".join("(" + " | ".join(f"{form}:*" for form in forms) + ")" for forms in words)
+        keys = _session_keys(user_pk=user_pk, app_name=app_name)
+        sql, params = _PG_MESSAGES, [keys, match, MESSAGE_HITS]
     else:
-        sql = _SQLITE_MESSAGES
         match = " AND ".join(
             "(" + " OR ".join(f'"{form}"*' for form in forms) + ")" for forms in words
         )
+        sql, params = _SQLITE_MESSAGES, [match, user_pk, app_name, MESSAGE_HITS]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [match, user_pk, app_name, MESSAGE_HITS])
+        cursor.execute(sql, params)
         return cursor.fetchall()
 
 
@@ -196,11 +206,9 @@ def chats_search(*, user_pk: int, app_name: str, query: str) -> list[SearchHit]:
 
 _PG_WORD_MATCHES = (
     "SELECT event.session_id, event.sequence FROM sessions_app_eventrecord AS event "
-    'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
-    f"WHERE event.content IS NOT NULL AND {_PG_TSVECTOR} @@ to_tsquery('simple', %s) "
-    "AND session.user_id = %s AND session.app_name = %s AND NOT session.temporary "
-    "AND NOT session.memory_only "
-    "AND session.\"key\" <> %s AND NOT event.rewound AND event.author <> 'system' "
+    "WHERE event.session_id = ANY(%s) AND event.content IS NOT NULL "
+    "AND event.search_vector @@ to_tsquery('simple', %s) "
+    "AND NOT event.rewound AND event.author <> 'system' "
     "ORDER BY event.timestamp DESC, event.id DESC LIMIT %s"
 )
 _SQLITE_WORD_MATCHES = (
@@ -258,7 +266,7 @@ def turn_windows(
 ) -> TurnWindows:
     """The user's events of the app around those holding one of ``words`` (each word as its
     forms, any of which matches the words starting with it), in one statement through the
-    full-text index of migration 0008.
+    full-text index (module docstring).
 
     Each word brings its ``per_word`` most recent matching events, so a rare word's matches are
     all there and a common one's bounded; each match brings the events from ``before`` before
@@ -279,8 +287,15 @@ def turn_windows(
         f"SELECT * FROM ({one}) AS word_{number}" for number in range(len(words))
     )
     params: list[object] = []
-    for forms in words:
-        params += [_word_match(forms, vendor), user_pk, app_name, session_key or "", per_word]
+    if vendor == "postgresql":
+        keys = _session_keys(user_pk=user_pk, app_name=app_name, session_key=session_key)
+        if not keys:
+            return TurnWindows(rows=[], events=0)
+        for forms in words:
+            params += [keys, _word_match(forms, vendor), per_word]
+    else:
+        for forms in words:
+            params += [_word_match(forms, vendor), user_pk, app_name, session_key or "", per_word]
     params += [user_pk, app_name]
     steps = ", ".join(f"({step})" for step in range(-before, after + 1))
     if vendor == "postgresql":

@@ -2,6 +2,8 @@
 PostgreSQL's full-text search, or SQLite's FTS5 on the embedded default."""
 
 import pytest
+from django.conf import settings
+from django.db import connection
 from google.genai import types
 from rest_framework.test import APIClient
 
@@ -154,3 +156,30 @@ def test_bad_queries_are_refused(api_client, params):
 @pytest.mark.django_db
 def test_search_needs_a_signed_in_user():
     assert APIClient().get("/api/search/", {"q": "tea"}).status_code == 403
+
+
+@pytest.mark.skipif(settings.USING_SQLITE, reason="PostgreSQL's stored words; SQLite has FTS5")
+def test_postgresql_keeps_each_events_words_with_it_under_one_index(api_client, user):
+    """The words are a generated column, filled on append and indexed by migrations (the
+    expression index of 0008 gone), which the search reads."""
+    _, found_id = _turn(_session(user, "Trip"), "The Douro valley in September")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT is_generated FROM information_schema.columns"
+            " WHERE table_name = 'sessions_app_eventrecord' AND column_name = 'search_vector'"
+        )
+        assert cursor.fetchall() == [("ALWAYS",)]
+        cursor.execute(
+            "SELECT indexname, indexdef LIKE '%%USING gin (search_vector)%%' FROM pg_indexes"
+            " WHERE tablename = 'sessions_app_eventrecord' AND indexname LIKE 'event_search%%'"
+        )
+        assert cursor.fetchall() == [("event_search_vector", True)]
+        cursor.execute(
+            "SELECT search_vector::text FROM sessions_app_eventrecord WHERE search_vector IS"
+            " NOT NULL ORDER BY sequence"
+        )
+        assert cursor.fetchall() == [
+            ("'douro':2 'in':4 'september':5 'the':1 'valley':3",),
+            ("'noted':1",),
+        ]
+    assert [hit["event_id"] for hit in _search(api_client, "sept")] == [found_id]
