@@ -25,8 +25,9 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.contrib.auth import SESSION_KEY
-from django.core.exceptions import BadRequest, SuspiciousOperation
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.core.exceptions import SuspiciousOperation
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.deprecation import MiddlewareMixin
 from whitenoise.middleware import WhiteNoiseMiddleware
@@ -190,7 +191,10 @@ class UnstorableTextMiddleware(_SyncAndAsyncMiddleware):
         if problem is None:
             return self.get_response(request)
         if not request.path_info.startswith("/api/"):
-            raise BadRequest(problem)
+            refused = HttpResponseBadRequest(
+                render_to_string("400.html", {"reason": f"{problem} in the form."}, request)
+            )
+            return _answered(refused) if self.is_async else refused
         refused = JsonResponse({"detail": f"{problem} in the query string or form."}, status=400)
         return _answered(refused) if self.is_async else refused
 

@@ -304,6 +304,9 @@ def _is_uuid(value: str) -> bool:
 class AppMemoryLifetimeView(ServiceAPIView):
     """Whether the app's memories follow their sources or outlive their sessions."""
 
+    read_scope = Scope.MEMORY_READ
+    write_scope = Scope.MEMORY_WRITE
+
     @extend_schema(
         operation_id="v1_memory_lifetime_retrieve",
         summary="Whether the app's memories outlive their sessions",

@@ -287,6 +287,7 @@ DOORS: dict[str, Door] = {
     "memory/": Door(OWN, shows=(MEMORIES,)),
     "memory/delete-all/": Door(OWN),
     "memory/profile/": Door(OWN, status=405),
+    "memory/add/": Door(OWN, status=405),
     "memory/<id:memory_id>/delete/": Door(OWN_OBJECT, MEMORY, status=405, writes=(("post", {}),)),
     "memory/<id:memory_id>/correct/": Door(
         OWN_OBJECT, MEMORY, status=405, writes=(("post", {"text": "I like tea"}),)
@@ -397,6 +398,7 @@ DOORS: dict[str, Door] = {
             "users/<key:user_id>/memories/",
             "users/<key:user_id>/memories/search/",
             "users/<key:user_id>/memories/<id:memory_id>/",
+            "memory-lifetime/",
             "jobs/<id:job_id>/",
             "memories/",
             "memories/<id:memory_id>/",
@@ -422,6 +424,8 @@ ADMIN_MODELS: dict[str, AdminModel] = {
     "memory_app.memory": AdminModel(MEMORIES, "memory_id"),
     "memory_app.generationjob": AdminModel(None, "job_id"),
     "memory_app.memorytopic": AdminModel(None, "topic_id"),
+    # Background embedding failures: item ids and the embedder's error, no user's words.
+    "memory_app.embeddingfailure": AdminModel(None),
     "sessions_app.sessionrecord": AdminModel(CONVERSATIONS, "session_key"),
     # An app's shared state, no user's: written only with sessions_app.change_app_state.
     "sessions_app.appstate": AdminModel(None),

@@ -42,6 +42,7 @@ SCOPE_OF = {
     "jobs/<id:job_id>/": "memory:read",
     "memories/": "memory:write",
     "memories/<id:memory_id>/": "memory:write",
+    "memory-lifetime/": "memory:write",
 }
 WRITE_BODY = {
     "author": "mallory",
@@ -70,7 +71,9 @@ V1_ROUTES = sorted(
 
 
 def _scope(route: str, method: str) -> str:
-    if route.startswith(("memories/", "users/<key:user_id>/memor")) and method == "get":
+    if route.startswith(("memories/", "memory-lifetime/", "users/<key:user_id>/memor")) and (
+        method == "get"
+    ):
         return "memory:read"
     if route in SCOPE_OF:
         return SCOPE_OF[route]
