@@ -361,6 +361,7 @@ V1_ROUTES = (
     "jobs/<id:job_id>/",
     "memories/",
     "memories/<id:memory_id>/",
+    "memory-lifetime/",
 )
 GRANT = {"grant_id": "a_grant"}
 TOKEN = {"token_id": "a_token"}
@@ -485,6 +486,9 @@ DOORS: dict[str, WriteDoor] = {
     "chat/<id:session_id>/": WriteDoor(READS, SESSION),
     "memory/": WriteDoor(WRITES, probes=(Probe("post", {"q": "tea"}, api=False),)),
     "memory/delete-all/": WriteDoor(WRITES, probes=(Probe("post", api=False),)),
+    "memory/add/": WriteDoor(
+        WRITES, probes=(Probe("post", {"text": "I like tea", "topic": ""}, api=False),)
+    ),
     "memory/profile/": WriteDoor(
         WRITES,
         probes=(
