@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from memory_app.consolidation.matching import KnownMemory
 from memory_app.consolidation.preparation import PreparedFact
 from memory_app.extraction.offline.claims import Claim, claim_retires, claim_supersedes
+from memory_app.extraction.offline.rules import time_bound_days
 
 if TYPE_CHECKING:
     from memory_app.consolidation.decisions import _Run
@@ -63,8 +64,8 @@ def claims_apply(run: _Run, item: PreparedFact, *, replaced_slots: set[tuple[str
         return False  # a statement bound to a time ("in Berlin this week") replaces nothing
     touched: list[tuple[KnownMemory, list[tuple[Claim, Claim]]]] = []
     for known in list(run.known.by_id.values()):
-        if known.record:
-            continue
+        if known.record or time_bound_days(known.memory.text) is not None:
+            continue  # a stay bound to a time ends by itself: no lasting statement replaces it
         pairs = _targets(claims, known)
         if pairs:
             touched.append((known, pairs))
