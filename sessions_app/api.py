@@ -80,11 +80,16 @@ def _user_id(request: Request) -> str:
     return str(request.user.pk)
 
 
+# An id in a path, as the schema states it: its pattern and, again, its length.
+IDENTIFIER_SCHEMA = {
+    "type": "string",
+    "pattern": services.IDENTIFIER_PATTERN.pattern,
+    "maxLength": services.IDENTIFIER_MAX_LENGTH,
+}
 SESSION_ID = OpenApiParameter(
     "session_id",
-    str,
+    IDENTIFIER_SCHEMA,
     OpenApiParameter.PATH,
-    pattern=services.IDENTIFIER_PATTERN.pattern,
     description="The session's id. Another user's session answers 404.",
 )
 APP_NAME = OpenApiParameter(

@@ -27,7 +27,7 @@ from sessions_app.events import (
 )
 from sessions_app.markdown import markdown_render_safe
 from sessions_app.models import EventRecord, SessionRecord
-from sessions_app.services import IDENTIFIER_PATTERN, IDENTIFIER_RULE
+from sessions_app.services import IDENTIFIER_MAX_LENGTH, IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from sessions_app.state import APP_PREFIX, USER_PREFIX, ScopedState, state_merge
 
 # What the store refuses of a state key, in the schema's terms (``state.state_key_validate``
@@ -80,7 +80,10 @@ def identifier_field(**kwargs) -> serializers.RegexField:
     no trailing newline."""
     return StrictRegexField(
         IDENTIFIER_PATTERN,
-        error_messages={"invalid": IDENTIFIER_MESSAGE},
+        # The length the pattern already bounds, stated as the schema's maxLength too: a
+        # client (or a fuzzer) that reads only the length limits sees it.
+        max_length=IDENTIFIER_MAX_LENGTH,
+        error_messages={"invalid": IDENTIFIER_MESSAGE, "max_length": IDENTIFIER_MESSAGE},
         trim_whitespace=False,
         validators=[_identifier_whole],
         **kwargs,

@@ -19,7 +19,7 @@ from agents_app.models import App, EndUser, Scope, ServiceAccountKey
 from agents_app.service_api.auth import BearerKeyAuthentication, HasScope, ServicePrincipal
 from core.api import ErrorSerializer
 from core.throttling import APIServiceAccountRateThrottle
-from sessions_app.api import SessionStoreAPIView
+from sessions_app.api import IDENTIFIER_SCHEMA, SessionStoreAPIView
 from sessions_app.services import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 
 END_USER_ID = IDENTIFIER_PATTERN
@@ -29,9 +29,8 @@ APP_NAME = OpenApiParameter(
 )
 USER_ID = OpenApiParameter(
     "user_id",
-    str,
+    IDENTIFIER_SCHEMA,
     OpenApiParameter.PATH,
-    pattern=END_USER_ID.pattern,
     description="The end user's id in the app (ADK's user_id).",
 )
 NO_KEY = OpenApiResponse(ErrorSerializer, description="No, unknown, revoked or expired key.")

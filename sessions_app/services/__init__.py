@@ -29,6 +29,7 @@ from sessions_app.services.artifacts import (
 from sessions_app.services.events import event_append, session_rewind
 from sessions_app.services.session_service import SessionService
 from sessions_app.services.sessions import (
+    IDENTIFIER_MAX_LENGTH,
     IDENTIFIER_PATTERN,
     IDENTIFIER_RULE,
     memory_events_store,
@@ -46,6 +47,7 @@ from sessions_app.services.user_state import (
 from sessions_app.types import GetSessionConfig, ListSessionsResponse
 
 __all__ = [
+    "IDENTIFIER_MAX_LENGTH",
     "IDENTIFIER_PATTERN",
     "IDENTIFIER_RULE",
     "ArtifactService",

@@ -23,7 +23,8 @@ from sessions_app.types import Session
 # ADK's ids: any non-empty string, up to the 128 characters of ADK's database service's id
 # columns; only what no database stores (a NUL character, a lone surrogate) is refused.
 IDENTIFIER_PATTERN = re.compile(r"^[^\x00\ud800-\udfff]{1,128}\Z")
-IDENTIFIER_RULE = "1-128 characters, any but a NUL character"
+IDENTIFIER_MAX_LENGTH = 128
+IDENTIFIER_RULE = f"1-{IDENTIFIER_MAX_LENGTH} characters, any but a NUL character"
 
 
 def identifier_validate(*, value: Any, what: str) -> str:

@@ -10,6 +10,7 @@ from django.test import Client
 from agents_app.chat.protocol import TURN_BLOCKED_CODE
 from agents_app.chat.turn_claims import turn_claim_release, turn_claim_take
 from agents_app.models import TurnClaim
+from agents_app.services import app_ensure
 from agents_app.runtime.turn_context import turn_session_load
 from core.background import background_wait_idle
 from memory_app.models import Memory
@@ -41,6 +42,9 @@ def cookie(user):
 
 @pytest.fixture
 def chat_session(user):
+    # The chat app is a row its migration made, and a transactional test before this one
+    # may have emptied the table: the REST rewind below checks the app exists.
+    app_ensure(name=APP)
     return services.session_create(app_name=APP, user_id=str(user.pk))
 
 
