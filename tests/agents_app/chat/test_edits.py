@@ -10,8 +10,8 @@ from django.test import Client
 from agents_app.chat.protocol import TURN_BLOCKED_CODE
 from agents_app.chat.turn_claims import turn_claim_release, turn_claim_take
 from agents_app.models import TurnClaim
-from agents_app.services import app_ensure
 from agents_app.runtime.turn_context import turn_session_load
+from agents_app.services import app_ensure
 from core.background import background_wait_idle
 from memory_app.models import Memory
 from sessions_app import services
