@@ -26,6 +26,7 @@ from memory_app.models import (
     MemorySource,
     MemoryStatus,
 )
+from memory_app.ranking.text import tokenize
 from memory_app.selectors.search import memory_search
 from sessions_app.models import UserState
 from sessions_app.selectors import StoreRead, store_read_run
@@ -192,13 +193,35 @@ def user_memories(
     )
 
 
+# Stems as short as this and shorter must be equal to match: "car" is no root of "cardigan".
+_SHORTEST_SHARED_ROOT = 5
+
+
+def _shares_a_root(query_roots: set[str], text: str) -> bool:
+    """Whether ``text`` holds a word whose stem is one of ``query_roots``, or begins one of
+    them, or begins with one (the stemmer leaves "allergi" and "allerg")."""
+    for word in set(tokenize(text)):
+        for root in query_roots:
+            if word == root:
+                return True
+            shorter, longer = sorted((word, root), key=len)
+            if len(shorter) >= _SHORTEST_SHARED_ROOT and longer.startswith(shorter):
+                return True
+    return False
+
+
 def user_memories_matching(*, app_name: str, user_pk: int, query: str, limit: int) -> list[Memory]:
     """The best matches of ``query`` among the user's active memories, best first, as
     :func:`user_memories` gives them (sources and revisions), each with its ``score``.
 
     The same retrieval as the assistant's (:func:`memory_search`), so what the user finds is
-    what a reply could use; app-wide memories, not the user's, are left out."""
+    what a reply could use; app-wide memories, not the user's, are left out. A memory that
+    holds one of the query's words (or a word of the same root: "allergy", "allergic") comes
+    before one found only by meaning, recency or importance, which a person searching for a
+    word does not expect to see first."""
     found = memory_search(app_name=app_name, user_pk=user_pk, query=query, limit=limit)
+    query_roots = set(tokenize(query))
+    found.sort(key=lambda result: not _shares_a_root(query_roots, result.text))
     rows = user_memories(
         app_name=app_name, user_pk=user_pk, memory_ids=[result.id for result in found]
     )

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
 from memory_app import selectors
+from memory_app.embedding import vector_to_bytes
 from memory_app.models import Memory, MemoryRevision, MemoryStatus, SourceType
+from memory_app.selectors import search as search_selectors
+from memory_app.services import memory_index_invalidate
 from memory_app.topics import PERSONAL_INFO, PREFERENCES
 from tests.memory_app.support import (  # noqa: F401 (fixture)
     APP,
@@ -242,3 +248,43 @@ def test_delete_all_memories_deletes_the_profile_too(signed_in, user):
     signed_in.post(reverse("memory-delete-all"), {"confirm": "yes"})
 
     assert _profile_of(user) == []
+
+
+class MedicalEmbedder:
+    """Meaning as a crude embedder sees it: "allergy" and a radiologist are both medicine,
+    while "allergic" is not on its list."""
+
+    name = "medical"
+    MEDICINE = {"allergy", "radiologist", "doctor"}
+
+    def encode(self, texts):
+        rows = []
+        for text in texts:
+            words = set(re.findall(r"\w+", text.lower()))
+            row = np.array([len(words & self.MEDICINE), 0.01], dtype=np.float32)
+            rows.append(row / np.linalg.norm(row))
+        return np.vstack(rows)
+
+
+def test_search_puts_a_memory_holding_the_word_before_one_found_by_meaning_alone(
+    signed_in, user, monkeypatch
+):
+    monkeypatch.setattr(search_selectors, "embedder_get", MedicalEmbedder)
+    texts = [
+        "Your sister Ola is allergic to peanuts.",
+        "Your partner Marek works as a radiologist.",
+    ]
+    allergic, radiologist = (memory_make(user=user, text=text) for text in texts)
+    vectors = MedicalEmbedder().encode(texts)
+    for memory, vector in zip((allergic, radiologist), vectors, strict=True):
+        Memory.objects.filter(pk=memory.pk).update(
+            embedding=vector_to_bytes(vector), embedding_model=MedicalEmbedder.name
+        )
+    memory_index_invalidate(app_name=APP, user_pk=user.pk)
+    by_meaning = search_selectors.memory_search(app_name=APP, user_pk=user.pk, query="allergy")
+    assert by_meaning[0].text == radiologist.text, "the retrieval the assistant uses"
+
+    page = signed_in.get(reverse("memory"), {"q": "allergy"}).content.decode()
+
+    shown = re.findall(r'<p class="memory-text">(.*?)</p>', page)
+    assert shown == [allergic.text, radiologist.text]
