@@ -252,3 +252,30 @@ def signin_state_read(*, user_pk: int, session_key: str) -> StoreRead:
     rests on, in one statement, for a socket to see its sign-in still holds without loading
     and decoding the session."""
     return StoreRead([(_signin_state_sql(), [user_pk, session_key])], _signin_state)
+
+
+@dataclass(frozen=True)
+class ConsoleSection:
+    """A part of the staff console, the permission that shows it, and who holds that."""
+
+    label: str
+    permission: str
+    holders: str
+
+
+CONSOLE_SECTIONS = (
+    ConsoleSection(
+        "Apps, their service accounts, keys and end users", "agents_app.view_app", "Memory admins"
+    ),
+    ConsoleSection("Periodic tasks", "django_celery_beat.view_periodictask", "Memory admins"),
+    ConsoleSection(
+        "The audit log and access grants", "access_app.view_auditlogentry", "Memory admins"
+    ),
+    ConsoleSection("Staff accounts and groups", "auth.view_user", "superusers"),
+)
+
+
+def console_sections_withheld(*, user: AbstractBaseUser) -> list[ConsoleSection]:
+    """The console's sections ``user`` does not see, so the console can say so: a part that
+    is simply missing reads as a fault, not as a role's limit."""
+    return [section for section in CONSOLE_SECTIONS if not user.has_perm(section.permission)]

@@ -57,6 +57,34 @@ def fits(page: Page, selector: str) -> bool:
     return page.locator(selector).evaluate("node => node.scrollWidth <= node.clientWidth")
 
 
+# The columns of machine values (ids, routes, keys, errors), which may break anywhere.
+MACHINE_VALUE_CELLS = (
+    '[class*="_id"], .field-route, .field-prefix, .field-prefixed_key, .field-value_preview, '
+    ".field-error, .field-detail"
+)
+
+
+def words_broken(page: Page) -> list[str]:
+    """The words of the list's cells split across two lines ("Succeede" / "d"), machine
+    values left out."""
+    return page.locator("#result_list td").evaluate_all(
+        """(cells, machine) => cells.filter(cell => !cell.matches(machine)).flatMap(cell => {
+            const broken = [];
+            const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                for (const match of node.data.matchAll(/\\S+/g)) {
+                    const range = document.createRange();
+                    range.setStart(node, match.index);
+                    range.setEnd(node, match.index + match[0].length);
+                    if (range.getClientRects().length > 1) broken.push(match[0]);
+                }
+            }
+            return broken;
+        })""",
+        MACHINE_VALUE_CELLS,
+    )
+
+
 def column(page: Page, field: str) -> list[str]:
     return [
         text.strip() for text in page.locator(f"#result_list td.field-{field}").all_inner_texts()
@@ -131,6 +159,7 @@ def test_the_console_lists_fit_beside_the_navigation_and_filters(
         expect(page.locator("#result_list tbody tr").first).to_be_visible()
         expect(page.locator("#changelist-filter")).to_be_visible()
         assert fits(page, "#changelist .results"), path
+        assert words_broken(page) == [], path
         last = page.locator("#result_list thead th").last
         expect(last).to_be_in_viewport()
     page.goto(f"{server.base_url}/admin/memory_app/generationjob/?q={chatted}")
