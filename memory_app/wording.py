@@ -81,19 +81,39 @@ def memory_said_to_user(text: str) -> str:
     if not re.search(r"\bthe user\b", text, re.I):
         return _clause(_first_person_to_you(text))
     about_user = bool(re.match(r"the user\b(?!'s)", text, re.I))
+    they_are_user = about_user or _about_one_of_theirs(text)
     text = re.sub(r"\bthe user's\b", "your", text, flags=re.I)
     text = _USER_VERB.sub(
         lambda match: f"you {match['adverbs']}{_verb_for_you(match['verb'])}", text
     )
     text = re.sub(r"\bthe user\b", "you", text, flags=re.I)
-    if about_user:
+    if they_are_user:
         for pattern, replacement in _THEY_TO_YOU:
             text = pattern.sub(replacement, text)
+    if about_user:
         text = _JOINED_VERB.sub(
             lambda match: f"{match['conj']} {match['adverbs']}{_verb_for_you(match['verb'])}",
             text,
         )
     return _clause(text)
+
+
+_THEIR_ONE = re.compile(r"the user's\s+(?P<noun>[a-z]+)\b", re.I)
+_GENDERED = re.compile(r"\b(?:she|her|hers|herself|he|him|his|himself)\b", re.I)
+_PLURALS = {"children", "people", "kids", "parents", "grandparents", "friends", "twins"}
+
+
+def _about_one_of_theirs(text: str) -> bool:
+    """Whether a memory about one person of the user's ("The user's sister Ola is allergic to
+    peanuts, so they check labels when they cook for her") uses "they" for the user: where
+    that one person is "she" or "he", "they" is the user. Not so where no one is ("The user's
+    sister lives with their husband": her husband), nor where the user's own are several
+    ("The user's parents ... where they run a bakery")."""
+    match = _THEIR_ONE.match(text)
+    if match is None or not _GENDERED.search(text):
+        return False
+    noun = match["noun"].lower()
+    return noun not in _PLURALS and (not noun.endswith("s") or noun.endswith("ss"))
 
 
 # The verb of a second clause that shares the user as its subject ("and is vegetarian").

@@ -137,6 +137,7 @@ from memory_app.extraction.offline import (
     fact_topic,
     facts_from_offline_rules,
     facts_from_tool_calls,
+    user_text_normalise,
 )
 from memory_app.ranking import tokenize
 from memory_app.topics import TopicSpec
@@ -245,4 +246,5 @@ __all__ = [
     "fact_topic",
     "facts_extract",
     "memory_model_configured",
+    "user_text_normalise",
 ]

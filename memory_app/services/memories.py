@@ -18,7 +18,12 @@ from memory_app.consolidation import (
     consolidation_prepare,
     memories_consolidate,
 )
-from memory_app.extraction import ExtractedFact, fact_text_normalise, fact_topic
+from memory_app.extraction import (
+    ExtractedFact,
+    fact_text_normalise,
+    fact_topic,
+    user_text_normalise,
+)
 from memory_app.extraction.profile import (
     MAPPING_FIELDS,
     profile_field_valid,
@@ -285,6 +290,7 @@ def memory_correct(
     text = pii_redact(text=" ".join(text_normalise(str(text)).split()), app_name=app_name)
     if not text:
         raise MemoryCorrectionError("A correction needs some text.")
+    text = user_text_normalise(text=text)
     if "\x00" in text:
         raise MemoryCorrectionError("A memory cannot contain NUL characters.")
     if len(text) > CORRECTION_MAX_CHARS:

@@ -71,9 +71,9 @@ def porto_replaced_lisbon(page: Page, *, moved: str) -> None:
     expect(replies(page).last).to_contain_text("Porto")
     expect(replies(page).last).not_to_contain_text("Lisbon")
     open_memory_page(page)
-    porto = page.locator(".memory-item", has_text="lives in Porto")
+    porto = page.locator(".memory-item", has_text="live in Porto")
     expect(porto).to_have_count(1)
-    expect(porto.locator(".memory-change")).to_contain_text("it was “The user lives in Lisbon.”")
+    expect(porto.locator(".memory-change")).to_contain_text("it was “you live in Lisbon”")
     expect(porto.locator(".memory-change")).to_contain_text(
         re.compile(
             rf"You said on \d{{1,2}} \w{{3}} that you live in Porto, having moved there {moved}"
@@ -100,9 +100,9 @@ def test_a_correction_said_mid_sentence_reaches_the_page_the_profile_and_a_new_c
     profile = page.locator(".memory-profile")
     expect(profile).to_contain_text("Wroclaw")
     expect(profile).not_to_contain_text("Gdansk")
-    moved = page.locator(".memory-item", has_text="lives in Wroclaw")
+    moved = page.locator(".memory-item", has_text="live in Wroclaw")
     expect(moved).to_have_count(1)
-    expect(moved.locator(".memory-change")).to_contain_text("it was “The user lives in Gdansk.”")
+    expect(moved.locator(".memory-change")).to_contain_text("it was “you live in Gdansk”")
     expect(page.locator(".memory-text", has_text="Gdansk")).to_have_count(0)
 
 

@@ -81,7 +81,7 @@ def test_deleting_the_porto_chat_brings_lisbon_back_everywhere(page_of, quick_se
 
     _wait_for(quick_server, username, ["The user lives in Lisbon."])
     open_memory_page(page)
-    lisbon = page.locator(".memory-item", has_text="lives in Lisbon")
+    lisbon = page.locator(".memory-item", has_text="live in Lisbon")
     expect(lisbon).to_have_count(1)
     expect(page.locator(".memory-text", has_text="Porto")).to_have_count(0)
     expect(lisbon).to_contain_text("Derived again")

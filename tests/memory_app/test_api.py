@@ -135,7 +135,7 @@ def test_a_correction_is_stored_without_invisible_characters(api_client, user):
 
     body = api_client.post(correct(memory.id), {"text": "Works at Glo\u200bbex"}, format="json")
 
-    assert body.json()["text"] == "Works at Globex"
+    assert body.json()["text"] == "Works at Globex."
 
 
 def test_correct_makes_an_explicit_memory_and_refuses_bad_text(api_client, user):
@@ -143,7 +143,7 @@ def test_correct_makes_an_explicit_memory_and_refuses_bad_text(api_client, user)
 
     body = api_client.post(correct(memory.id), {"text": "Works at Globex"}, format="json").json()
 
-    assert body["text"] == "Works at Globex"
+    assert body["text"] == "Works at Globex."
     assert body["source_type"] == SourceType.EXPLICIT
     assert body["confidence"] == 1.0
     assert body["revisions"][-1]["before"]["text"] == "Works at Acme"

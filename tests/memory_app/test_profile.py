@@ -178,7 +178,7 @@ def test_the_profile_card_shows_the_fields_from_their_memories(client, user, oth
     card = page[page.index("Your profile") : page.index("</section>", page.index("Your profile"))]
     assert card.index(">name<") < card.index(">sister<") < card.index(">nickname<")
     assert "Dana" in card and "Ana" in card and "Dee" in card and "Zed" not in card
-    assert "from your memory “The user&#x27;s name is Dana.”" in card
+    assert "from your memory “your name is Dana”" in card
 
 
 def card_change(client, **form):

@@ -123,12 +123,12 @@ def test_a_correction_becomes_an_explicit_trusted_memory_with_the_old_text_kept(
     )
 
     memory.refresh_from_db()
-    assert memory.text == "Lives in Porto"
+    assert memory.text == "Lives in Porto."
     assert memory.source_type == SourceType.EXPLICIT
     assert memory.confidence == 1.0
     revision = memory.revisions.get(action=MemoryRevision.Action.UPDATED)
     assert revision.before["text"] == "Lives in Lisbon"
-    assert revision.after["text"] == "Lives in Porto"
+    assert revision.after["text"] == "Lives in Porto."
     assert revision.actor_user_id == user.pk
     page = response.content.decode()
     assert "Was “Lives in Lisbon”, now “Lives in Porto”." in page

@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memory_app.extraction import user_text_normalise
 from memory_app.wording import memories_said_to_user, memory_said_to_user, said_on, sentence
 
 
@@ -51,6 +52,25 @@ from memory_app.wording import memories_said_to_user, memory_said_to_user, said_
             "your sister lives with their husband",
         ),
         ("The user has two dogs and cats.", "you have two dogs and cats"),
+        # Issue 46: the voice of the Memory page, the profile and the notices.
+        ("The user's name is Tomasz.", "your name is Tomasz"),
+        (
+            "The user lives in Gdansk, where they work as a ferry mechanic.",
+            "you live in Gdansk, where you work as a ferry mechanic",
+        ),
+        ("The user always travels with a paper map.", "you always travel with a paper map"),
+        (
+            "The user's sister Ola is allergic to peanuts, so they always check labels when "
+            "they cook for her.",
+            "your sister Ola is allergic to peanuts, so you always check labels when you cook "
+            "for her",
+        ),
+        (
+            "The user's parents live in Braga, where they run a bakery with him.",
+            "your parents live in Braga, where they run a bakery with him",
+        ),
+        ("The user quit nursing last month.", "you quit nursing last month"),
+        ("The user is not a ferry mechanic anymore.", "you are not a ferry mechanic anymore"),
         (
             "The user is planning to run the Porto marathon in November.",
             "you are planning to run the Porto marathon in November",
@@ -119,3 +139,24 @@ def test_the_reason_of_a_correction_says_what_the_person_said_and_when(fact, rea
     when = datetime(2026, 11, 26, 17, 0, tzinfo=UTC).timestamp()
 
     assert said_on(said=fact, when=when) == reason
+
+
+@pytest.mark.parametrize(
+    ("typed", "stored"),
+    [
+        ("My sister Ola is a nurse.", "The user's sister Ola is a nurse."),
+        ("I live in Lisbon", "The user lives in Lisbon."),
+        ("I'm allergic to peanuts", "The user is allergic to peanuts."),
+        ("You live in Lisbon now.", "The user lives in Lisbon now."),
+        ("Your sister Ola is a nurse.", "The user's sister Ola is a nurse."),
+        ("You're vegetarian", "The user is vegetarian."),
+        ("You always travel with a paper map.", "The user always travels with a paper map."),
+        ("You quit nursing last month.", "The user quit nursing last month."),
+        ("You do not eat meat.", "The user does not eat meat."),
+        ("The user lives in Porto.", "The user lives in Porto."),
+        ("Prefers short answers", "Prefers short answers."),
+    ],
+)
+def test_what_a_person_types_is_kept_in_the_voice_the_model_reads(typed, stored):
+    """A correction typed in the person's own words, or edited from the Memory page's "you"."""
+    assert user_text_normalise(text=typed) == stored

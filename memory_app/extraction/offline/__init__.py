@@ -21,6 +21,7 @@ from memory_app.extraction.offline.reading import (
     fact_switch,
     fact_text_normalise,
     fact_topic,
+    user_text_normalise,
 )
 from memory_app.extraction.offline.rules import facts_from_offline_rules, facts_from_tool_calls
 
@@ -33,4 +34,5 @@ __all__ = [
     "fact_topic",
     "facts_from_offline_rules",
     "facts_from_tool_calls",
+    "user_text_normalise",
 ]

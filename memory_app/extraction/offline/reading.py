@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from memory_app.extraction.offline.phrasing import pronouns_remembered
+from memory_app.extraction.offline.phrasing import pronouns_remembered, third_person_verb
 from memory_app.extraction.offline.sentences import sentence_clean
 from memory_app.extraction.offline.statements import statement_parse
 from memory_app.topics import KEY_CONVERSATION_DETAILS, PERSONAL_INFO, PREFERENCES
@@ -80,6 +80,56 @@ def fact_text_normalise(*, text: str) -> str:
         clean = pronouns_remembered(sentence_clean(clean))
     clean = clean[:1].upper() + clean[1:]
     return clean if clean.endswith((".", "!", "?")) else clean + "."
+
+
+def user_text_normalise(*, text: str) -> str:
+    """What a person typed about themselves as memories keep it (see
+    :func:`fact_text_normalise`): in their own words ("My sister Ola is a nurse") or
+    correcting a memory as the Memory page shows it to them, in the second person ("You live
+    in Lisbon now"); either way stored as "The user ...", the one voice the model reads."""
+    return fact_text_normalise(text=_second_person_third(" ".join(text.split())))
+
+
+_YOU_FORMS = tuple(
+    (re.compile(pattern, re.I), replacement)
+    for pattern, replacement in (
+        (r"\byou're\b", "the user is"),
+        (r"\byou\s+are\b", "the user is"),
+        (r"\byou\s+were\b", "the user was"),
+        (r"\byou've\b", "the user has"),
+        (r"\byou\s+have\b", "the user has"),
+        (r"\byourself\b", "themselves"),
+        (r"\byours\b", "the user's"),
+        (r"\byour\b", "the user's"),
+    )
+)
+_YOU_PRESENT_VERB = re.compile(
+    r"\byou\s+(?P<adverbs>(?:(?:usually|often|always|sometimes|never|also|still|really|just|"
+    r"mostly|generally|now|currently)\s+)*)(?P<verb>[a-z]+)\b",
+    re.I,
+)
+
+
+def _second_person_third(text: str) -> str:
+    for pattern, replacement in _YOU_FORMS:
+        text = pattern.sub(replacement, text)
+
+    def agreeing(match: re.Match) -> str:
+        verb = match["verb"]
+        if _PAST_OR_MODAL.fullmatch(verb.lower()):
+            return f"the user {match['adverbs']}{verb}"
+        return f"the user {match['adverbs']}{third_person_verb(verb)}"
+
+    text = _YOU_PRESENT_VERB.sub(agreeing, text)
+    return re.sub(r"\byou\b", "the user", text, flags=re.I)
+
+
+# Verbs after "you" that already agree with "the user": past forms and modals.
+_PAST_OR_MODAL = re.compile(
+    r"\w+ed|went|had|did|made|got|saw|took|came|gave|found|left|met|ran|told|thought|bought|"
+    r"brought|felt|kept|lost|paid|said|sold|sent|spent|won|wrote|began|grew|quit|can|could|will|"
+    r"would|shall|should|may|might|must|does"
+)
 
 
 _FIRST_PERSON = re.compile(r"\b(?:i|my|me|mine|myself)\b", re.I)
