@@ -49,10 +49,12 @@ def _in_process_executor() -> ThreadPoolExecutor:
 def _run_in_process(
     task: Task, kwargs: dict[str, Any], log_context: dict[str, Any], retries: int = 0
 ) -> None:
-    """Run ``task`` on a pool thread, which keeps no database connection between tasks.
+    """Run ``task`` on a pool thread, which keeps no database connection between tasks,
+    not even a closed one: each task connects as the settings say when it starts.
 
     An idle pool thread holding connections would count against the
-    database's limit and keep a test database from being dropped.
+    database's limit and keep a test database from being dropped; a closed one kept for the
+    thread's life would reopen with the settings of whenever the thread first connected.
     """
     log_context_bind(**log_context)
     _runner.active = True
@@ -64,6 +66,8 @@ def _run_in_process(
         _runner.active = False
         log_context_clear()
         connections.close_all()
+        for alias in list(connections):
+            del connections[alias]
 
 
 def task_retry(task: Task, *, exc: Exception, countdown: float) -> Exception:

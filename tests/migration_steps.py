@@ -5,9 +5,13 @@ from django.apps.registry import Apps
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from core.background import background_wait_idle
+
 
 def migrated_to(targets: list[tuple[str, str]]) -> Apps:
-    """Migrate (backwards) to ``targets``; the models as they were there."""
+    """Migrate (backwards) to ``targets``; the models as they were there. Background work an
+    earlier test left running ends first: it would meet tables this drops."""
+    background_wait_idle()
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(targets)

@@ -255,7 +255,9 @@ def test_transient_model_errors_are_retried_until_the_job_is_a_day_old_then_it_i
 
 
 @pytest.mark.django_db(transaction=True)
-def test_in_process_a_retry_waits_as_long_as_logged(user, monkeypatch, settings, caplog):
+def test_in_process_a_retry_waits_as_long_as_logged(user, enqueued, monkeypatch, settings, caplog):
+    """The job runs once from here (``enqueued`` keeps the request's own dispatch, which
+    would otherwise run it beside this one), then again when its retry is due."""
     settings.MEMORY_JOB_RETRY_BASE_SECONDS = 0.3
     monkeypatch.setattr(memory_tasks.random, "uniform", lambda low, high: high)
     session = session_make(user)
