@@ -44,7 +44,13 @@ from memory_app.safety.patterns import (
     SECRET_PATTERNS,
     SPELLED_OUT_PATTERNS,
 )
-from memory_app.safety.pii import pii_redact, pii_redaction_enabled, pii_scrub
+from memory_app.safety.pii import (
+    card_numbers_mask,
+    payment_card_found,
+    pii_redact,
+    pii_redaction_enabled,
+    pii_scrub,
+)
 
 __all__ = [
     "SafetyVerdict",
@@ -80,6 +86,8 @@ def _secret_found(forms: list[str]) -> str | None:
         for label, pattern in SECRET_PATTERNS:
             if pattern.search(form):
                 return label
+        if payment_card_found(form):
+            return "a payment card number"
     return None
 
 
@@ -116,6 +124,7 @@ def secrets_mask(*, text: str) -> str:
     masked = text_normalise(text)
     for _label, pattern in SECRET_PATTERNS:
         masked = pattern.sub("[secret]", masked)
+    masked = card_numbers_mask(masked)
     if _secret_found(_forms(masked)):
         return SECRET_WITHHELD
     return masked

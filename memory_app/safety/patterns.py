@@ -32,9 +32,18 @@ def _words(*alternatives: str) -> str:
 
 
 _IGNORE_WORDS = {
-    "en": _words("ignore", "disregard", "forget", "override", "bypass"),
+    "en": _words(
+        "ignore", "disregard", "forget", "override", "bypass", r"(?:set|put|cast)\s+aside", "discard"
+    ),
     "fr": _words(r"ignor\w*", r"oubli\w*", r"néglig\w*", r"contourn\w*", r"ne\s+tiens?\s+pas"),
-    "es": _words(r"ignor\w*", r"olvid\w*", r"omit\w*", r"descart\w*", r"pasa\s+por\s+alto"),
+    # Orders, not the past tense a person tells of themselves ("olvidé las instrucciones").
+    "es": _words(
+        r"ignor(?:a|e|en|ad|ar|ando)(?![\u0300-\u036f])",
+        r"olv[ií]d(?:a|e|en|ad|ar|ando|ate|alo|ala)(?![\u0300-\u036f])",
+        r"omit\w*",
+        r"descart\w*",
+        r"pasa\s+por\s+alto",
+    ),
     "de": _words(r"ignorier\w*", r"vergiss\w*", r"vergessen", r"missacht\w*", r"übergeh\w*"),
     "it": _words(r"ignor\w*", r"dimentic\w*", r"trascur\w*", r"non\s+considerare"),
     "pt": _words(r"ignor\w*", r"esque[cç]\w*", r"desconsider\w*", r"despreze"),
@@ -169,7 +178,8 @@ INSTRUCTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"(?:^|[^\w\s,]\s*)(?:system|assistant|developer|admin|root)[*_\s]*(?:override[*_\s]*)?:"
             r"|<\|\s*(?:system|im_start|im_end|endoftext)|\[/?inst\]|<</?sys>>"
-            r"|^\s*#{2,}\s*(?:system|instruction|response)\b",
+            r"|^\s*#{2,}\s*(?:system|instruction|response)\b"
+            r"|[\"']role[\"']\s*:\s*[\"'](?:system|developer|assistant|tool)[\"']",
             re.I | re.M,
         ),
     ),
@@ -248,8 +258,12 @@ _PASSWORD = (
     r"(?:pass\s*words?|pass\s*codes?|pass\s*phrases?|passwd|pwd|mot\s+de\s+passe"
     r"|contrase[nñ]a|passwort|kennwort|wachtwoord|senha)"
 )
+# What a credential may be of before its value: "password for my online banking: ...",
+# "mot de passe de ma banque : ...", "PIN del bancomat è ...".
+_WHOSE = r"(?:\s+(?:for|of|to|at|de|del|da|do|du|di|für|van)\s+[^:=\n\d]{1,30}?)?"
 SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("an API key", re.compile(r"\bsk-(?:[A-Za-z]+-)?[A-Za-z0-9_-]{20,}")),
+    ("a payment API key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
     ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     ("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{22,}")),
     ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
@@ -265,9 +279,28 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "a password",
-        re.compile(r"\b" + _PASSWORD + r"\s*(?:is|was|=|:|est|es|ist|is\s+now|é)\s*\S+", re.I),
+        re.compile(
+            r"\b" + _PASSWORD + _WHOSE + r"\s*(?:is|was|=|:|est|es|ist|is\s+now|é|è)\s*\S+", re.I
+        ),
     ),
-    ("a PIN", re.compile(r"\bpin(?:\s+code)?\s*(?:is|was|=|:)\s*\d{4,8}\b", re.I)),
+    (
+        "a PIN",
+        re.compile(
+            r"\bpin(?:\s+code)?" + _WHOSE + r"\s*(?:is|was|=|:|est|es|ist|é|è)\s*\d{4,8}\b", re.I
+        ),
+    ),
+    (
+        "a card security code",
+        re.compile(r"\b(?:cvv2?|cvc2?|csc|card\s+security\s+code)\s*(?:is|was|=|:)?\s*\d{3,4}\b", re.I),
+    ),
+    (
+        "a social security number",
+        re.compile(
+            r"\b(?:social\s+security\s+(?:number|no\.?)|ssn)\s*(?:is|was|=|:)?\s*"
+            r"\d{3}[- ]?\d{2}[- ]?\d{4}\b",
+            re.I,
+        ),
+    ),
     (
         "a credential",
         re.compile(

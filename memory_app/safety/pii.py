@@ -33,9 +33,26 @@ def _luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
+def payment_card_found(text: str) -> bool:
+    """Whether ``text`` holds a Luhn-valid payment card number (13 to 19 digits, spaced or
+    dashed as printed on a card)."""
+    for match in _CARD.finditer(text):
+        digits = re.sub(r"\D", "", match.group(0))
+        if 13 <= len(digits) <= 19 and _luhn_valid(digits):
+            return True
+    return False
+
+
 def _card_replace(match: re.Match[str]) -> str:
     digits = re.sub(r"\D", "", match.group(0))
     return "[card]" if 13 <= len(digits) <= 19 and _luhn_valid(digits) else match.group(0)
+
+
+def card_numbers_mask(text: str) -> str:
+    """``text`` with each payment card number replaced by ``[secret]``."""
+    return _CARD.sub(
+        lambda match: "[secret]" if _card_replace(match) == "[card]" else match.group(0), text
+    )
 
 
 def _phone_replace(match: re.Match[str]) -> str:
