@@ -28,6 +28,7 @@ from agents_app.services import service_key_create, service_key_revoke
 from core.admin import ReadOnlyAdmin
 from core.llm import ModelError
 from memory_app.models import MemoryTopic
+from memory_app.safety.guard import memory_write_guard
 from memory_app.services.app_memories import app_memories, app_memory_create
 from sessions_app.models import AppState
 
@@ -75,6 +76,15 @@ class AppForm(forms.ModelForm):
         "trust): shared knowledge, or how the agent handles a recurring task. Curate existing "
         "ones under Memories (scope: app).",
     )
+
+    def clean_new_app_memory(self) -> str:
+        """The new shared memory, refused here with the write guard's reason rather than
+        once the app is saved."""
+        text = " ".join(self.cleaned_data.get("new_app_memory", "").split())
+        verdict = memory_write_guard(text=text, procedural=True) if text else None
+        if verdict is not None and not verdict.ok:
+            raise forms.ValidationError(f"Not saved as a memory: {verdict.reason}.")
+        return text
 
 
 @admin.register(App)

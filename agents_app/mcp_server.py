@@ -256,10 +256,12 @@ def _add(principal: Principal, text: str, topic: str) -> dict[str, Any]:
     if memory is None:
         raise ToolError("This was not stored: it failed the memory safety check.")
     _used(principal, AuditAction.ADD, "add_memory", str(memory.id))
-    answer = _memory_json(memory)
     if memory.status == MemoryStatus.QUARANTINED:
-        answer["note"] = "Held for review by staff: it is not used until they release it."
-    return answer
+        raise ToolError(
+            f"Not saved as a memory: {memory.review_reason}. Held for review by staff: it is "
+            "not used until they release it."
+        )
+    return _memory_json(memory)
 
 
 @database_sync_to_async

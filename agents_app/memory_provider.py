@@ -25,6 +25,7 @@ from core.async_database import NOTHING_READ, StoreRead
 from core.llm import MemorySnippet, PastConversationSnippet
 from memory_app import selectors, services
 from memory_app.models import HELD_FOR_REVIEW_NOTE, GenerationJob, MemoryScope
+from sessions_app import selectors as session_selectors
 from sessions_app.selectors import store_read_async, user_pk_from_id
 from sessions_app.types import Session
 
@@ -84,9 +85,29 @@ def _memory_search(
     key = session_key or selectors.memory_session_key(
         app_name=app_name, user_pk=user_pk, session_id=session_id
     )
-    return selectors.memory_search(
+    results = selectors.memory_search(
         app_name=app_name, user_pk=user_pk, session_id=key, shared=False, **search
     )
+    return [
+        snippet_from(result, file_text=_kept_file_text(result, app_name=app_name, user_pk=user_pk))
+        for result in results
+    ]
+
+
+RECALLED_FILE_MAX_CHARS = 4000
+
+
+def _kept_file_text(result: selectors.ScoredMemory, *, app_name: str, user_pk: int) -> str:
+    """What the text file or PDF a recalled memory keeps says (its start), "" for an image
+    or none: read here, in the search's thread, so the prompt can frame it as data."""
+    if not result.image_uri or result.image_mime_type.startswith("image/"):
+        return ""
+    record = session_selectors.artifact_referenced_get(
+        uri=result.image_uri, app_name=app_name, user_id=str(user_pk)
+    )
+    if record is None:
+        return ""
+    return session_selectors.artifact_text(record)[:RECALLED_FILE_MAX_CHARS]
 
 
 def _past_conversations_search(
@@ -160,7 +181,7 @@ def _memory_session_presence(*, opened: bool, app_name: str, user_pk: int, sessi
         services.memory_session_left(user_pk=user_pk, session_id=key)
 
 
-def snippet_from(result: selectors.ScoredMemory) -> MemorySnippet:
+def snippet_from(result: selectors.ScoredMemory, *, file_text: str = "") -> MemorySnippet:
     return MemorySnippet(
         id=result.id,
         text=result.text,
@@ -168,6 +189,7 @@ def snippet_from(result: selectors.ScoredMemory) -> MemorySnippet:
         score=result.score,
         image_uri=result.image_uri,
         image_mime_type=result.image_mime_type,
+        file_text=file_text,
     )
 
 
@@ -194,7 +216,7 @@ async def _search(
         sources=sources,
         index_versions=index_versions,
     )
-    return [snippet_from(result) for result in results]
+    return results
 
 
 def _search_refused(args: dict[str, Any], context: ToolContext) -> dict[str, Any] | None:
@@ -321,7 +343,12 @@ async def _create_memory(args: dict[str, Any], context: ToolContext) -> dict[str
         return {"status": "error", "message": "Not saved: memory creation is off for this chat."}
     kept = report.created + report.updated + report.unchanged
     if not kept:
-        return {"status": "error", "message": f"Not saved as a memory. {HELD_FOR_REVIEW_NOTE}"}
+        held = report.quarantined[0].review_reason if report.quarantined else ""
+        why = f": {held}" if held else ""
+        return {
+            "status": "error",
+            "message": f"Not saved as a memory{why}. {HELD_FOR_REVIEW_NOTE}",
+        }
     return {
         "status": "ok",
         "text": kept[0].text,

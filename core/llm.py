@@ -66,6 +66,9 @@ class MemorySnippet:
     # read into the request when the memory is recalled.
     image_uri: str = ""
     image_mime_type: str = ""
+    # What a kept text file or PDF says, placed with the memory inside the prompt's data block
+    # (never as a message of the user's, which a model would read as said to it now).
+    file_text: str = ""
 
 
 @dataclass(frozen=True)

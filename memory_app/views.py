@@ -254,8 +254,9 @@ def memory_add(request: HttpRequest) -> HttpResponse:
     if memory is None:
         messages.error(request, "Not added: it failed the memory safety check.")
     elif memory.status == MemoryStatus.QUARANTINED:
-        messages.warning(
-            request, f"Added, but {HELD_FOR_REVIEW_NOTE[0].lower()}{HELD_FOR_REVIEW_NOTE[1:]}"
+        messages.error(
+            request,
+            f"Not saved as a memory: {memory.review_reason}. {HELD_FOR_REVIEW_NOTE}",
         )
     else:
         messages.success(request, "Added. The assistant uses it from the next reply.")

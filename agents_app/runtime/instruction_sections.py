@@ -90,10 +90,12 @@ def profile_section(state: Mapping[str, Any], *, boundary: str | None = None) ->
 def memory_images_content(memories: list[MemorySnippet]) -> types.Content | None:
     """A user content holding, for each recalled memory that keeps an image, a line naming the
     memory and a reference to its file (read into bytes with the message attachments, for the
-    session's own user only); None when no recalled memory keeps one."""
+    session's own user only); None when no recalled memory keeps one. A kept text file or PDF
+    is not sent so: its text is in the memories' data block (``turn_context.memory_block``),
+    where nothing it says reads as the user speaking."""
     parts: list[types.Part] = []
     for memory in memories:
-        if not memory.image_uri:
+        if not memory.image_uri or not memory.image_mime_type.startswith("image/"):
             continue
         quoted = json.dumps({"memory": memory.text}, ensure_ascii=False).translate(_MARKUP_ESCAPES)
         parts.append(types.Part(text=quoted))

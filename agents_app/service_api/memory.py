@@ -232,7 +232,10 @@ class MemoryListView(ServiceAPIView):
         )
         kept = report.created + report.updated + report.unchanged
         if not kept:
-            raise ValidationError({"text": ["The memory was not kept: it failed a safety check."]})
+            held = report.quarantined[0].review_reason if report.quarantined else ""
+            raise ValidationError(
+                {"text": [f"Not saved as a memory: {held or 'it failed the safety check'}."]}
+            )
         return Response(stored_memory_json(kept[0]), status=status.HTTP_201_CREATED)
 
 

@@ -41,7 +41,8 @@ from memory_app.consolidation.preparation import PreparedFact, PreparedFacts
 from memory_app.embedding import embedder_get
 from memory_app.extraction import fact_is_turn_record, fact_text_normalise
 from memory_app.models import SourceType
-from memory_app.safety import memory_text_check, pii_redact
+from memory_app.safety import pii_redact
+from memory_app.safety.guard import memory_write_guard
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ def consolidation_plan(*, user_pk: int, prepared: PreparedFacts) -> int:
     for number, operation, _memory_id, text, _reason in parsed.values():
         if operation == Operation.UPDATE:
             text = pii_redact(text=fact_text_normalise(text=text), app_name=prepared.app_name)
-            verdict = memory_text_check(text=text)
+            verdict = memory_write_guard(text=text)
             if verdict.ok:
                 texts[number] = text
             else:

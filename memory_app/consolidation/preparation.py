@@ -13,7 +13,8 @@ from memory_app.extraction import ExtractedFact, fact_text_normalise, memory_mod
 from memory_app.extraction.offline.claims import Claim, fact_claims
 from memory_app.extraction.profile import profile_read
 from memory_app.models import MemoryScope
-from memory_app.safety import SafetyVerdict, memory_text_check, pii_redact, secrets_mask
+from memory_app.safety import SafetyVerdict, pii_redact, secrets_mask
+from memory_app.safety.guard import fact_files_get, memory_write_guard
 
 if TYPE_CHECKING:
     from memory_app.consolidation.model import PlannedOperation
@@ -62,12 +63,15 @@ def _structured(*, fact: ExtractedFact, text: str, app_name: str) -> dict[str, A
 
 
 def _fact_prepare(*, fact: ExtractedFact, app_name: str) -> PreparedFact:
-    """The fact as stored, with the safety verdict on both the text given and the third-person
-    text made of it: the rewrite may split a disguise the check would have read whole."""
+    """The fact as stored, with the write guard's verdict on both the text given and the
+    third-person text made of it (the rewrite may split a disguise the check would have read
+    whole), and on the text of each file the fact is drawn from or keeps: a kept file's text is
+    recalled with the memory."""
     text = fact_text_normalise(text=fact.text)
-    verdict = memory_text_check(text=text)
+    files = fact_files_get(each.artifact_id for each in fact.files)
+    verdict = memory_write_guard(text=text, files=files)
     if verdict.ok and text != fact.text:
-        verdict = memory_text_check(text=fact.text)
+        verdict = memory_write_guard(text=fact.text)
     excerpt = secrets_mask(text=pii_redact(text=fact.excerpt, app_name=app_name))
     stored = pii_redact(text=text, app_name=app_name)
     user_scope = verdict.ok and fact.scope == MemoryScope.USER
@@ -94,7 +98,7 @@ def consolidation_prepare(
     user's lock: with a provider's embeddings the embedder call is a network round trip, which
     must not hold up the user's other jobs. Every vector consolidation may store is made here (an
     updated memory takes the fact's text, hence the fact's vector). Reads no database unless
-    a plan is asked for.
+    a plan is asked for, or a fact is drawn from a file (the guard reads the file's text).
     """
     items = [_fact_prepare(fact=fact, app_name=app_name) for fact in facts]
     safe = [item for item in items if item.verdict.ok]

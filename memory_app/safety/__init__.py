@@ -91,8 +91,24 @@ def _secret_found(forms: list[str]) -> str | None:
     return None
 
 
-def memory_text_check(*, text: str) -> SafetyVerdict:
-    """Refuse text that would steer the agent or leak a secret once placed in a prompt."""
+# What staff's guidance for an app's agent is meant to do (app memories are followed as
+# instructions): tell the agent how to work. An order to drop its instructions, role markup
+# or a secret is refused there too.
+PROCEDURAL_LABELS = frozenset(
+    {
+        "tells the agent what it must do",
+        "sets a rule for the agent from now on",
+        "gives the agent an order",
+    }
+)
+
+
+def memory_text_check(*, text: str, procedural: bool = False) -> SafetyVerdict:
+    """Refuse text that would steer the agent or leak a secret once placed in a prompt.
+
+    ``procedural``: the text is guidance staff give the app's agent (an app memory), which
+    may tell it what to do ("Always answer in French") and be in any language; everything
+    else of the check holds."""
     forms = _forms(text)
     secret = _secret_found(forms)
     if secret:
@@ -101,6 +117,8 @@ def memory_text_check(*, text: str) -> SafetyVerdict:
     checks += [(run, SPELLED_OUT_PATTERNS) for run in spelled_out_runs(text)]
     for form, patterns in checks:
         for label, pattern in patterns:
+            if procedural and label in PROCEDURAL_LABELS:
+                continue
             match = pattern.search(form)
             if match:
                 quoted = " ".join(match.group(0).split())
@@ -108,7 +126,7 @@ def memory_text_check(*, text: str) -> SafetyVerdict:
     normalised = forms[0]
     if len(forms) > 2:
         return SafetyVerdict(ok=False, reason="suspect: carries encoded or hidden text")
-    language = unchecked_language(normalised)
+    language = None if procedural else unchecked_language(normalised)
     if language:
         return SafetyVerdict(
             ok=False,

@@ -33,7 +33,13 @@ def _words(*alternatives: str) -> str:
 
 _IGNORE_WORDS = {
     "en": _words(
-        "ignore", "disregard", "forget", "override", "bypass", r"(?:set|put|cast)\s+aside", "discard"
+        "ignore",
+        "disregard",
+        "forget",
+        "override",
+        "bypass",
+        r"(?:set|put|cast)\s+aside",
+        "discard",
     ),
     "fr": _words(r"ignor\w*", r"oubli\w*", r"néglig\w*", r"contourn\w*", r"ne\s+tiens?\s+pas"),
     # Orders, not the past tense a person tells of themselves ("olvidé las instrucciones").
@@ -291,7 +297,9 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "a card security code",
-        re.compile(r"\b(?:cvv2?|cvc2?|csc|card\s+security\s+code)\s*(?:is|was|=|:)?\s*\d{3,4}\b", re.I),
+        re.compile(
+            r"\b(?:cvv2?|cvc2?|csc|card\s+security\s+code)\s*(?:is|was|=|:)?\s*\d{3,4}\b", re.I
+        ),
     ),
     (
         "a social security number",

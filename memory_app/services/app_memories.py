@@ -2,10 +2,13 @@
 whitepaper's procedural memory: how this app's agent handles recurring tasks).
 
 Made by trusted hands only, staff in the console and the app's service accounts, so they are
-``bootstrapped``, the highest trust, and the instruction-like check that guards user memories
-does not hold them back (telling the agent how to work is their point); secrets are still
-masked. Every creation and deletion is a revision saying who and why, and the app's search
-index is rebuilt in every process.
+``bootstrapped``, the highest trust. They still pass the write guard every memory passes
+(:func:`~memory_app.safety.guard.memory_write_guard`), as procedural text: telling the agent
+how to work is their point, so an order ("Always answer in French") is allowed, but a text
+that holds a secret, orders the agent to drop its instructions or carries role markup is
+refused, since a leaked service key must not turn into the agent's instructions. Every
+creation and deletion is a revision saying who and why, and the app's search index is rebuilt
+in every process.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from memory_app.models import Memory, MemoryRevision, MemoryScope, MemoryStatus, SourceType
-from memory_app.safety import secrets_mask
+from memory_app.safety.guard import memory_write_guard
 from memory_app.services.users import memory_index_invalidate
 
 APP_MEMORY_MAX_CHARS = 2000
@@ -25,13 +28,16 @@ class AppMemoryError(ValueError):
 
 
 def _text_checked(text: str) -> str:
-    """``text`` as an app memory holds it (secrets masked, spaces collapsed), or
-    ``AppMemoryError``."""
-    text = " ".join(secrets_mask(text=str(text)).split())
+    """``text`` as an app memory holds it (spaces collapsed), or ``AppMemoryError`` saying
+    why not (empty, too long, or refused by the write guard)."""
+    text = " ".join(str(text).split())
     if not text:
         raise AppMemoryError("An app memory needs text.")
     if len(text) > APP_MEMORY_MAX_CHARS:
         raise AppMemoryError(f"An app memory is at most {APP_MEMORY_MAX_CHARS} characters.")
+    verdict = memory_write_guard(text=text, procedural=True)
+    if not verdict.ok:
+        raise AppMemoryError(f"Not saved as a memory: {verdict.reason}.")
     return text
 
 

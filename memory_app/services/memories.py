@@ -38,7 +38,8 @@ from memory_app.models import (
     MemoryStatus,
     SourceType,
 )
-from memory_app.safety import memory_text_check, pii_redact, text_normalise
+from memory_app.safety import pii_redact, text_normalise
+from memory_app.safety.guard import memory_write_guard
 from memory_app.services.jobs import job_finish
 from memory_app.services.profile import profile_state_sync
 from memory_app.services.users import (
@@ -295,7 +296,7 @@ def memory_correct(
         raise MemoryCorrectionError("A memory cannot contain NUL characters.")
     if len(text) > CORRECTION_MAX_CHARS:
         raise MemoryCorrectionError(f"A memory is at most {CORRECTION_MAX_CHARS} characters.")
-    verdict = memory_text_check(text=text)
+    verdict = memory_write_guard(text=text)
     if not verdict.ok:
         raise MemoryCorrectionError(f"This cannot be stored as a memory: {verdict.reason}.")
     current = selectors.memory_get(app_name=app_name, user_pk=user_pk, memory_id=memory_id)

@@ -24,6 +24,7 @@ from sessions_app.errors import InvalidArtifactError
 from sessions_app.models import ArtifactRecord
 from sessions_app.selectors.sessions import user_pk_from_id
 from sessions_app.types import ArtifactVersion
+from sessions_app.uploads import pdf_text
 
 
 def artifact_scope_filter(
@@ -83,6 +84,19 @@ def artifact_bytes(record: ArtifactRecord) -> bytes:
     """The stored bytes of one version."""
     with artifact_storage().open(record.storage_name, "rb") as handle:
         return handle.read()
+
+
+READABLE_TEXT_TYPES = ("text/plain", "text/markdown")
+
+
+def artifact_text(record: ArtifactRecord) -> str:
+    """What a model reads of one version as words: a text file's text, a PDF's text layer;
+    "" for an image (nothing of it is text)."""
+    if record.mime_type == "application/pdf":
+        return pdf_text(artifact_bytes(record))
+    if record.is_text or record.mime_type in READABLE_TEXT_TYPES:
+        return artifact_bytes(record).decode("utf-8", errors="replace")
+    return ""
 
 
 def artifact_part(record: ArtifactRecord) -> types.Part:
