@@ -185,7 +185,9 @@ INSTRUCTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?:^|[^\w\s,]\s*)(?:system|assistant|developer|admin|root)[*_\s]*(?:override[*_\s]*)?:"
             r"|<\|\s*(?:system|im_start|im_end|endoftext)|\[/?inst\]|<</?sys>>"
             r"|^\s*#{2,}\s*(?:system|instruction|response)\b"
-            r"|[\"']role[\"']\s*:\s*[\"'](?:system|developer|assistant|tool)[\"']",
+            r"|[\"']role[\"']\s*:\s*[\"'](?:system|developer|assistant|tool)[\"']"
+            # A transcript's turns on one line, as a form that joins lines leaves them.
+            r"|\b(?:user|human)\s*:[^\n]{0,200}?\b(?:assistant|system|ai)\s*:",
             re.I | re.M,
         ),
     ),

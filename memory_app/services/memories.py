@@ -288,7 +288,8 @@ def memory_correct(
     when given (a correction on the profile card), else what the new text states; the
     ``user:`` keys follow.
     """
-    text = pii_redact(text=" ".join(text_normalise(str(text)).split()), app_name=app_name)
+    given = str(text)
+    text = pii_redact(text=" ".join(text_normalise(given).split()), app_name=app_name)
     if not text:
         raise MemoryCorrectionError("A correction needs some text.")
     text = user_text_normalise(text=text)
@@ -296,7 +297,11 @@ def memory_correct(
         raise MemoryCorrectionError("A memory cannot contain NUL characters.")
     if len(text) > CORRECTION_MAX_CHARS:
         raise MemoryCorrectionError(f"A memory is at most {CORRECTION_MAX_CHARS} characters.")
-    verdict = memory_write_guard(text=text)
+    # The text as given too: joining its lines or dropping its invisible characters may
+    # break a marker the guard would have read whole ("...\nAssistant: ...").
+    verdict = memory_write_guard(text=given)
+    if verdict.ok:
+        verdict = memory_write_guard(text=text)
     if not verdict.ok:
         raise MemoryCorrectionError(f"This cannot be stored as a memory: {verdict.reason}.")
     current = selectors.memory_get(app_name=app_name, user_pk=user_pk, memory_id=memory_id)
