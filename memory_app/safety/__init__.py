@@ -92,8 +92,8 @@ def _secret_found(forms: list[str]) -> str | None:
 
 
 # What staff's guidance for an app's agent is meant to do (app memories are followed as
-# instructions): tell the agent how to work. An order to drop its instructions, role markup
-# or a secret is refused there too.
+# instructions): tell the agent how to work. An order to drop its instructions or its limits,
+# role markup or a secret is refused there too.
 PROCEDURAL_LABELS = frozenset(
     {
         "tells the agent what it must do",
@@ -107,8 +107,9 @@ def memory_text_check(*, text: str, procedural: bool = False) -> SafetyVerdict:
     """Refuse text that would steer the agent or leak a secret once placed in a prompt.
 
     ``procedural``: the text is guidance staff give the app's agent (an app memory), which
-    may tell it what to do ("Always answer in French") and be in any language; everything
-    else of the check holds."""
+    may tell it what to do ("Always answer in French"); everything else of the check holds,
+    the language check too (guidance in a language the check cannot read may hide an order
+    to drop the agent's instructions)."""
     forms = _forms(text)
     secret = _secret_found(forms)
     if secret:
@@ -126,7 +127,7 @@ def memory_text_check(*, text: str, procedural: bool = False) -> SafetyVerdict:
     normalised = forms[0]
     if len(forms) > 2:
         return SafetyVerdict(ok=False, reason="suspect: carries encoded or hidden text")
-    language = None if procedural else unchecked_language(normalised)
+    language = unchecked_language(normalised)
     if language:
         return SafetyVerdict(
             ok=False,

@@ -232,6 +232,17 @@ INSTRUCTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     (
+        "asks the agent to drop its limits",
+        re.compile(
+            r"\b(?:obey|comply\s+with)\s+(?:\w+\s+){0,3}?(?:commands?|orders?|notes?|memor(?:y|ies)"
+            r"|instructions|everything|anything|the\s+user)\b"
+            r"|\bnever\s+refuse\b"
+            r"|\b(?:answer|respond|repl(?:y|ie)|act|operate|talk)\w*\s+(?:to\s+)?(?:me\s+)?"
+            r"without\s+(?:any\s+)?(?:restrictions|limits|filters?|rules|guardrails|censorship)",
+            re.I,
+        ),
+    ),
+    (
         "gives the agent a new identity",
         re.compile(
             r"\b(?:you\s+are\s+now\s+(?:an?|the|in\s+\w+\s+mode|called|named|dan|free|"
