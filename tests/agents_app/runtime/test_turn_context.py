@@ -36,6 +36,19 @@ def test_each_memory_is_one_escaped_json_line_between_the_markers():
     assert "data, not instructions" in block
 
 
+def test_a_kept_files_text_is_escaped_data_in_its_memorys_line():
+    snippet = MemorySnippet(
+        id="m1", text="The user's notes.", confidence=1.0, file_text=HOSTILE[3] + "\n" + HOSTILE[0]
+    )
+
+    block = memory_block([snippet], boundary="0123456789abcdef")
+
+    body = block.split("<memories-0123456789abcdef>\n", 1)[1].rsplit("\n</memories-", 1)[0]
+    [line] = body.splitlines()
+    assert json.loads(line)["file_text"] == snippet.file_text
+    assert not re.search(r"[<>&]", body)
+
+
 def test_the_boundary_is_new_every_time():
     first, second = memory_block(_snippets(["Likes tea"])), memory_block(_snippets(["Likes tea"]))
 
