@@ -23,7 +23,7 @@ from django.conf import settings
 from agents_app.models import ServiceAccountKey
 
 _keys: dict[str, tuple[float, ServiceAccountKey]] = {}
-_end_users: dict[tuple[int, str], tuple[float, int]] = {}
+_end_users: dict[tuple[int, str], tuple[float, int, str]] = {}
 
 
 def key_digest(key: str) -> str:
@@ -54,20 +54,21 @@ def key_forget(*, hashed_key: str) -> None:
     _keys.pop(hashed_key.rpartition("$")[2], None)
 
 
-def end_user_pk_kept(*, app_pk: int, external_id: str) -> int | None:
+def end_user_kept(*, app_pk: int, external_id: str) -> tuple[int, str] | None:
+    """The kept (account id, account username) of the end user, None when not kept."""
     entry = _end_users.get((app_pk, external_id))
     if entry is None:
         return None
     if entry[0] < time.monotonic():
         _end_users.pop((app_pk, external_id), None)
         return None
-    return entry[1]
+    return entry[1], entry[2]
 
 
-def end_user_keep(*, app_pk: int, external_id: str, user_pk: int) -> None:
+def end_user_keep(*, app_pk: int, external_id: str, user_pk: int, username: str = "") -> None:
     seconds = settings.SERVICE_KEY_CACHE_SECONDS
     if seconds > 0:
-        _end_users[(app_pk, external_id)] = (time.monotonic() + seconds, user_pk)
+        _end_users[(app_pk, external_id)] = (time.monotonic() + seconds, user_pk, username)
 
 
 def end_user_forget(*, app_pk: int, external_id: str) -> None:

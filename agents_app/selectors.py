@@ -173,21 +173,26 @@ async def key_verified_async(*, key: str) -> ServiceAccountKey | None:
     return found
 
 
-async def end_user_pk_async(*, app: App, external_id: str, afresh: bool = False) -> int | None:
-    """The account id of the app's end user ``external_id``, None for an unknown one; kept for
-    ``SERVICE_KEY_CACHE_SECONDS`` unless ``afresh`` (a caller that found nothing of a kept
-    account looks again afresh: it may have been deleted and made anew)."""
+async def end_user_account_async(
+    *, app: App, external_id: str, afresh: bool = False
+) -> tuple[int, str] | None:
+    """The account id and username of the app's end user ``external_id``, None for an unknown
+    one; kept for ``SERVICE_KEY_CACHE_SECONDS`` unless ``afresh`` (a caller that found nothing
+    of a kept account looks again afresh: it may have been deleted and made anew). The
+    username tells an account the app made from a person's own (``end_user_app_made``)."""
     if not afresh:
-        kept = key_cache.end_user_pk_kept(app_pk=app.pk, external_id=external_id)
+        kept = key_cache.end_user_kept(app_pk=app.pk, external_id=external_id)
         if kept is not None:
             return kept
-    user_pk = (
+    account = (
         await EndUser.objects.filter(app=app, external_id=external_id)
-        .values_list("user_id", flat=True)
+        .values_list("user_id", "user__username")
         .afirst()
     )
-    if user_pk is None:
+    if account is None:
         key_cache.end_user_forget(app_pk=app.pk, external_id=external_id)
-    else:
-        key_cache.end_user_keep(app_pk=app.pk, external_id=external_id, user_pk=user_pk)
-    return user_pk
+        return None
+    key_cache.end_user_keep(
+        app_pk=app.pk, external_id=external_id, user_pk=account[0], username=account[1]
+    )
+    return account[0], account[1]

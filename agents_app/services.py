@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from access_app.models import AuditLogEntry
+from access_app.models import AuditAction, AuditLogEntry
 from agents_app import key_cache
 from agents_app.models import (
     ALL_SCOPES,
@@ -234,6 +234,32 @@ def end_user_access_record(
         object_type="auth.user",
         object_id=str(end_user.user_id),
         reason=f"Through the service API with the key {key.prefix}.",
+        path=path[:500],
+    )
+
+
+PERSON_ACCESS_ACTIONS = {
+    "GET": AuditAction.VIEW,
+    "HEAD": AuditAction.VIEW,
+    "DELETE": AuditAction.DELETE,
+}
+
+
+def person_access_record(
+    *, user_pk: int, app: App, key: ServiceAccountKey, method: str, path: str
+) -> AuditLogEntry:
+    """Tell a person whose own account is linked to ``app`` that its service account read
+    (``GET``), deleted or changed their data through ``path``: an entry of their access log,
+    as a staff member's access would be. An account the app made has no person to tell."""
+    account = key.service_account
+    return AuditLogEntry.objects.create(
+        actor=None,
+        actor_username=f"service account {account.name} of {app.name}"[:150],
+        subject_user_id=user_pk,
+        action=PERSON_ACCESS_ACTIONS.get(method, AuditAction.CHANGE),
+        object_type="auth.user",
+        object_id=str(user_pk),
+        reason=f"Through the service API with the key {key.prefix} ({method}).",
         path=path[:500],
     )
 

@@ -57,6 +57,7 @@ class EndUserExportView(UsersAdminView):
         end_user_access_record(
             end_user=end_user, key=request.user.key, action=AuditAction.EXPORT, path=request.path
         )
+        self.person_access_recorded = True
         return export_response(request._request, user=end_user.user)
 
 

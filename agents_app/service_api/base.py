@@ -69,6 +69,10 @@ class ServiceAPIView(SessionStoreAPIView):
     write_scope = Scope.SESSIONS_WRITE
     app: App | None = None
     end_user_pk: int | None = None
+    # The end user is a person's own account linked to the app (before issue 43 staff could
+    # link one), not one the app made: each use of their data goes in their access log.
+    person_linked: bool = False
+    person_access_recorded: bool = False
 
     def required_scope(self, request) -> str:
         scope = self.read_scope if request.method in SAFE_METHODS else self.write_scope
@@ -97,6 +101,7 @@ class ServiceAPIView(SessionStoreAPIView):
         else:
             record = selectors.end_user_get(app=self.app, external_id=user_id)
         self.end_user_pk = record.user_id if record is not None else None
+        self.person_linked = record is not None and not services.end_user_app_made(end_user=record)
         return record
 
     def end_user_required(self, user_id: str) -> EndUser:
@@ -123,8 +128,29 @@ class ServiceAPIView(SessionStoreAPIView):
             "end_user_id": self.end_user_pk,
         }
 
+    def person_access_due(self, response) -> bool:
+        """Whether this request read or changed a linked person's data and is not yet in their
+        access log."""
+        return (
+            self.person_linked
+            and not self.person_access_recorded
+            and self.end_user_pk is not None
+            and 200 <= response.status_code < 300
+        )
+
+    def person_access_record(self, request) -> None:
+        services.person_access_record(
+            user_pk=self.end_user_pk,
+            app=self.app,
+            key=request.user.key,
+            method=request.method,
+            path=request.path,
+        )
+
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
+        if self.person_access_due(response):
+            self.person_access_record(request)
         services.service_request_record(**self.audit_fields(request, response, kwargs))
         return response
 
@@ -167,6 +193,8 @@ class AsyncServiceAPIView(ServiceAPIView):
         except Exception as exc:
             response = self.handle_exception(exc)
         response = APIView.finalize_response(self, request, response, *args, **kwargs)
+        if self.person_access_due(response):
+            await sync_to_async(self.person_access_record)(request)
         await services.service_request_record_async(**self.audit_fields(request, response, kwargs))
         self.response = response
         return _rendered(response)
@@ -195,11 +223,17 @@ class AsyncServiceAPIView(ServiceAPIView):
         one. Kept in the process a few seconds unless ``afresh``."""
         if not END_USER_ID.fullmatch(user_id):
             return None
-        user_pk = await selectors.end_user_pk_async(
+        account = await selectors.end_user_account_async(
             app=self.app, external_id=user_id, afresh=afresh
         )
-        self.end_user_pk = user_pk
-        return user_pk
+        if account is None:
+            self.end_user_pk, self.person_linked = None, False
+            return None
+        self.end_user_pk = account[0]
+        self.person_linked = account[1] != services.end_user_username(
+            app=self.app, external_id=user_id
+        )
+        return account[0]
 
 
 def _rendered(response: HttpResponseBase) -> HttpResponseBase:

@@ -257,3 +257,32 @@ def test_a_key_exports_a_linked_account_only_into_its_access_log_and_never_delet
 
 def test_staff_cannot_link_an_account_to_an_apps_end_user(admin_client):
     assert admin_client.get("/admin/agents_app/enduser/add/").status_code == 403
+
+
+def test_every_read_or_deletion_of_a_linked_persons_data_is_in_their_access_log(user):
+    """Only the export of a linked browser account reached its access log: a key listed,
+    read and searched their chats and deleted their memories unseen."""
+    api = _api_of_new_app("helpdesk")
+    app = apps.get_model("agents_app", "App").objects.get(name="helpdesk")
+    EndUser.objects.create(app=app, external_id="linked", user=user)
+    session = session_create(app_name="helpdesk", user_id=str(user.pk), session_id="theirs")
+    memory = Memory.objects.create(app_name="helpdesk", user=user, text="Likes green tea.")
+    api.post("users/made/sessions/", {"session_id": "mine"})
+    api.get("users/made/sessions/mine/")
+
+    reads = [
+        api.get("users/linked/sessions/"),
+        api.get(f"users/linked/sessions/{session.id}/"),
+        api.get(f"users/linked/sessions/{session.id}/"),
+        api.get("users/linked/memories/search/", query="tea"),
+    ]
+    deleted = api.delete(f"users/linked/memories/{memory.pk}/")
+
+    assert [answer.status_code for answer in reads] == [200, 200, 200, 200]
+    assert deleted.status_code == 204
+    entries = AuditLogEntry.objects.filter(subject_user=user).order_by("pk")
+    assert [entry.action for entry in entries] == [AuditAction.VIEW] * 4 + [AuditAction.DELETE]
+    assert all(entry.actor_username.startswith("service account") for entry in entries)
+    assert entries.last().path.endswith(f"/memories/{memory.pk}/")
+    made = EndUser.objects.get(app=app, external_id="made").user
+    assert not AuditLogEntry.objects.filter(subject_user=made).exists()
