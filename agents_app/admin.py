@@ -19,12 +19,25 @@ from django.utils import timezone
 from django.utils.html import format_html
 from rest_framework_api_key.models import APIKey
 
-from agents_app.models import ALL_SCOPES, App, EndUser, Scope, ServiceAccount, ServiceAccountKey
+from agents_app.models import (
+    ALL_SCOPES,
+    App,
+    EndUser,
+    EndUserLinkProposal,
+    Scope,
+    ServiceAccount,
+    ServiceAccountKey,
+)
 from agents_app.models import ServiceRequest as ServiceRequestRecord
 from agents_app.runtime.agents import agent_from_app
 from agents_app.runtime.models import model_connection_test, model_label
 from agents_app.runtime.tools import BUILTIN_TOOLS
-from agents_app.services import service_key_create, service_key_revoke
+from agents_app.services import (
+    end_user_link_problem,
+    end_user_link_propose,
+    service_key_create,
+    service_key_revoke,
+)
 from core.admin import ReadOnlyAdmin
 from core.llm import ModelError
 from memory_app.models import MemoryTopic
@@ -368,6 +381,65 @@ class EndUserAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+class LinkProposalForm(forms.ModelForm):
+    class Meta:
+        model = EndUserLinkProposal
+        fields = ["app", "external_id", "user"]
+        help_texts = {
+            "external_id": "The person's id in the app (what its service account sends).",
+            "user": "The person's own account. Nothing is linked until they approve it on "
+            "their Settings page.",
+        }
+
+
+@admin.register(EndUserLinkProposal)
+class EndUserLinkProposalAdmin(admin.ModelAdmin):
+    """A superuser proposes to link a person's own account to an app's end user; the person
+    approves or declines on their Settings page. No one edits a proposal or links directly."""
+
+    form = LinkProposalForm
+    list_display = ["app", "external_id", "user", "status", "proposed_by", "created_at"]
+    list_filter = ["app", "status"]
+    search_fields = ["external_id", "user__username"]
+    list_select_related = ["app", "user", "proposed_by"]
+    raw_id_fields = ["user"]
+
+    def has_add_permission(self, request) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        base = super().get_form(request, obj, change=change, **kwargs)
+
+        class Checked(base):
+            def clean(self):
+                data = super().clean()
+                if not self.errors:
+                    problem = end_user_link_problem(
+                        app=data["app"],
+                        external_id=data["external_id"],
+                        user=data["user"],
+                        proposed_by=request.user,
+                    )
+                    if problem:
+                        raise forms.ValidationError(problem)
+                return data
+
+        return Checked
+
+    def save_model(self, request, obj, form, change) -> None:
+        """Made by the service, which logs the proposal in the person's access log."""
+        proposal = end_user_link_propose(
+            app=obj.app, external_id=obj.external_id, user=obj.user, proposed_by=request.user
+        )
+        obj.pk, obj.proposed_by, obj.created_at = proposal.pk, request.user, proposal.created_at
 
 
 @admin.register(ServiceRequestRecord)

@@ -188,8 +188,8 @@ class EndUser(models.Model):
 
     The account has no usable password and never signs in; the session store, memories, audit
     and data rights key on it as on any user. One account per (app, external id), so two apps'
-    users with the same id are two people. Staff may link an end user to an existing account
-    when the deploying site signs its users in with the same identity.
+    users with the same id are two people. A person's own account is linked to an app only by
+    their approval of a superuser's proposal (``EndUserLinkProposal``).
     """
 
     app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="end_users")
@@ -207,6 +207,40 @@ class EndUser(models.Model):
 
     def __str__(self) -> str:
         return f"{self.app.name}:{self.external_id}"
+
+
+class EndUserLinkProposal(models.Model):
+    """A superuser's proposal to link a person's own account to an app's end user (the deploying
+    site signs its users in with the same identity). Nothing is linked, and the app's keys
+    reach nothing of the person, until the person approves it on their Settings page; they may
+    decline it instead (issue 43)."""
+
+    class Status(models.TextChoices):
+        PROPOSED = "proposed", "Waiting for the person"
+        APPROVED = "approved", "Approved by the person"
+        DECLINED = "declined", "Declined by the person"
+
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="link_proposals")
+    external_id = models.CharField(max_length=128)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="end_user_proposals"
+    )
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="end_user_proposals_made",
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROPOSED)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.app.name}:{self.external_id} \u2192 {self.user} ({self.status})"
 
 
 class ServiceRequest(models.Model):

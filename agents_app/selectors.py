@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from agents_app import key_cache
-from agents_app.models import App, EndUser, ServiceAccountKey
+from agents_app.models import App, EndUser, EndUserLinkProposal, ServiceAccountKey
 from sessions_app.selectors import StoreRead
 
 _qn = connection.ops.quote_name
@@ -196,3 +196,10 @@ async def end_user_account_async(
         app_pk=app.pk, external_id=external_id, user_pk=account[0], username=account[1]
     )
     return account[0], account[1]
+
+
+def end_user_proposals_waiting(*, user: AbstractBaseUser) -> QuerySet[EndUserLinkProposal]:
+    """The proposals to link ``user``'s account to an app that wait for their answer."""
+    return EndUserLinkProposal.objects.filter(
+        user=user, status=EndUserLinkProposal.Status.PROPOSED
+    ).select_related("app", "proposed_by")

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -19,6 +20,7 @@ from agents_app.models import (
     ALL_SCOPES,
     App,
     EndUser,
+    EndUserLinkProposal,
     MemoryLifetime,
     ServiceAccount,
     ServiceAccountKey,
@@ -26,6 +28,7 @@ from agents_app.models import (
 )
 from core import async_database
 from core.write_behind import write_behind
+from sessions_app.services import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 
 # A key's last use is written at most this often: a write per request would double the
 # database work of the API's hottest calls for a time nobody needs to the second.
@@ -283,3 +286,103 @@ def end_user_ensure(*, app: App, external_id: str) -> EndUser:
     except IntegrityError:
         # A concurrent first write made it.
         return existing.get()
+
+
+def _link_log(proposal: EndUserLinkProposal, *, actor, action: str, said: str) -> None:
+    """An entry of the person's access log about a link of their account to an app."""
+    AuditLogEntry.objects.create(
+        actor=actor,
+        actor_username=(actor.get_username() if actor else "")[:150],
+        subject_user_id=proposal.user_id,
+        action=action,
+        object_type="agents_app.enduserlinkproposal",
+        object_id=str(proposal.pk),
+        reason=said[:500],
+    )
+
+
+def end_user_link_problem(
+    *, app: App, external_id: str, user: AbstractBaseUser, proposed_by: AbstractBaseUser
+) -> str:
+    """Why the link cannot be proposed ("" when it can): only a superuser proposes, for an id
+    the app has no user of, and an account no app acts for yet (staff accounts are not
+    linked: an app's key would reach a console account)."""
+    if not (proposed_by.is_active and proposed_by.is_superuser):
+        return "Only a superuser may propose to link an account to an app."
+    if not IDENTIFIER_PATTERN.fullmatch(external_id):
+        return f"A user id is {IDENTIFIER_RULE}."
+    if user.is_staff or user.is_superuser:
+        return "A staff account cannot be linked to an app."
+    if EndUser.objects.filter(app=app, external_id=external_id).exists():
+        return f"The app {app.name!r} already has a user {external_id!r}."
+    if EndUser.objects.filter(user=user).exists():
+        return "This account is already an app's end user."
+    return ""
+
+
+def end_user_link_propose(
+    *, app: App, external_id: str, user: AbstractBaseUser, proposed_by: AbstractBaseUser
+) -> EndUserLinkProposal:
+    """Propose to link ``user``'s own account to ``app``'s end user ``external_id``: nothing is
+    linked until they approve (``end_user_link_decide``); the proposal is in their access log.
+    ``AppError`` saying why it cannot be proposed (``end_user_link_problem``)."""
+    problem = end_user_link_problem(
+        app=app, external_id=external_id, user=user, proposed_by=proposed_by
+    )
+    if problem:
+        raise AppError(problem)
+    with transaction.atomic():
+        proposal = EndUserLinkProposal.objects.create(
+            app=app, external_id=external_id, user=user, proposed_by=proposed_by
+        )
+        _link_log(
+            proposal,
+            actor=proposed_by,
+            action=AuditAction.ADD,
+            said=f"Proposed to let the app {app.name} act for you as its user "
+            f"{external_id!r}; nothing happens unless you approve it in Settings.",
+        )
+    return proposal
+
+
+def end_user_link_decide(
+    *, user: AbstractBaseUser, proposal_id: int, approve: bool
+) -> EndUserLinkProposal | None:
+    """The person's answer to a proposal waiting for them: approved, their account becomes the
+    app's end user (the app's keys reach their data from then on, every use in their access
+    log); declined, nothing is linked. None when they have no such proposal waiting; ``AppError``
+    when the id was taken or the account linked since it was proposed."""
+    with transaction.atomic():
+        proposal = (
+            EndUserLinkProposal.objects.select_for_update()
+            .select_related("app")
+            .filter(pk=proposal_id, user=user, status=EndUserLinkProposal.Status.PROPOSED)
+            .first()
+        )
+        if proposal is None:
+            return None
+        if approve:
+            try:
+                with transaction.atomic():
+                    EndUser.objects.create(
+                        app=proposal.app, external_id=proposal.external_id, user=user
+                    )
+            except IntegrityError:
+                raise AppError(
+                    "This cannot be linked any more: the app has a user of that id, or your "
+                    "account is linked already."
+                ) from None
+        proposal.status = (
+            EndUserLinkProposal.Status.APPROVED if approve else EndUserLinkProposal.Status.DECLINED
+        )
+        proposal.decided_at = timezone.now()
+        proposal.save(update_fields=["status", "decided_at"])
+        _link_log(
+            proposal,
+            actor=user,
+            action=AuditAction.APPROVE if approve else AuditAction.REJECT,
+            said=f"You {'approved' if approve else 'declined'} letting the app "
+            f"{proposal.app.name} act for you as its user {proposal.external_id!r}.",
+        )
+    key_cache.end_user_forget(app_pk=proposal.app_id, external_id=proposal.external_id)
+    return proposal

@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.template import loader
 from django.urls import reverse_lazy
@@ -19,6 +19,8 @@ from django.views.generic import CreateView
 from access_app import selectors as access_selectors
 from access_app.forms import SignupForm, TokenForm
 from access_app.signin import password_confirm
+from agents_app import selectors as agents_selectors
+from agents_app import services as agents_services
 from chatapp import selectors as chat_selectors
 from chatapp import services as chat_services
 from core.rate_limits import client_address, window_count_exceeded
@@ -64,7 +66,10 @@ class SignupView(CreateView):
 @login_required
 @require_http_methods(["GET", "POST"])
 def settings_page(request: HttpRequest) -> HttpResponse:
-    """Memory on/off switches (saved at once) and the user's data rights: export, delete."""
+    """Memory on/off switches (saved at once), the proposals to let an app act for the user
+    waiting for their answer, and the user's data rights: export, delete."""
+    if request.method == "POST" and "link_proposal" in request.POST:
+        return _link_decide(request)
     if request.method == "POST":
         memory_services.memory_settings_update(
             user_pk=request.user.pk,
@@ -79,8 +84,40 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         "tokens": access_selectors.access_tokens_of(user=request.user),
         "token_form": TokenForm(),
         "mcp_url": request.build_absolute_uri("/mcp/"),
+        "link_proposals": agents_selectors.end_user_proposals_waiting(user=request.user),
     }
     return render(request, "account/settings.html", context)
+
+
+def _link_decide(request: HttpRequest) -> HttpResponse:
+    """The person's answer to a proposal to let an app act for them; another's proposal, or
+    one already answered, is unknown (404)."""
+    try:
+        proposal_id = int(request.POST.get("link_proposal", ""))
+    except ValueError:
+        raise Http404("No such proposal.") from None
+    decision = request.POST.get("decision")
+    if decision not in ("approve", "decline"):
+        messages.error(request, "Choose to approve or decline.")
+        return redirect("settings")
+    try:
+        proposal = agents_services.end_user_link_decide(
+            user=request.user, proposal_id=proposal_id, approve=decision == "approve"
+        )
+    except agents_services.AppError as error:
+        messages.error(request, str(error))
+        return redirect("settings")
+    if proposal is None:
+        raise Http404("No such proposal.")
+    if decision == "approve":
+        messages.success(
+            request,
+            f"Approved: the app {proposal.app.name} may now act for you as its user "
+            f"{proposal.external_id!r}. Each use shows in your access log.",
+        )
+    else:
+        messages.success(request, f"Declined: the app {proposal.app.name} cannot act for you.")
+    return redirect("settings")
 
 
 def export_response(request: HttpRequest, *, user=None) -> StreamingHttpResponse:

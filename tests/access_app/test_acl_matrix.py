@@ -437,6 +437,8 @@ ADMIN_MODELS: dict[str, AdminModel] = {
     "agents_app.serviceaccount": AdminModel(None),
     "agents_app.serviceaccountkey": AdminModel(None),
     "agents_app.enduser": AdminModel(None),
+    # Proposals to link a person's account to an app: whom and which app, no words of theirs.
+    "agents_app.enduserlinkproposal": AdminModel(None),
     "agents_app.servicerequest": AdminModel(None),
     "auth.user": AdminModel(None),
     "auth.group": AdminModel(None),
