@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
 from django.db.models import Q, QuerySet
 
+from access_app.selectors import AuditSubject
 from agents_app import key_cache
 from agents_app.models import App, EndUser, EndUserLinkProposal, ServiceAccountKey
 from sessions_app.selectors import StoreRead
@@ -203,3 +204,17 @@ def end_user_proposals_waiting(*, user: AbstractBaseUser) -> QuerySet[EndUserLin
     return EndUserLinkProposal.objects.filter(
         user=user, status=EndUserLinkProposal.Status.PROPOSED
     ).select_related("app", "proposed_by")
+
+
+def link_proposals_describe(
+    user: AbstractBaseUser, object_ids: set[str]
+) -> dict[str, AuditSubject]:
+    """How the access log names the proposals to link ``user``'s account to an app: the app
+    and the id it would know them by (one waiting is answered on the Settings page)."""
+    ids = [int(each) for each in object_ids if each.isdigit()]
+    described = {}
+    for proposal in EndUserLinkProposal.objects.filter(user=user, pk__in=ids).select_related("app"):
+        described[str(proposal.pk)] = AuditSubject(
+            f"the app {proposal.app.name} acting for you as its user {proposal.external_id!r}"
+        )
+    return described

@@ -68,6 +68,8 @@ def test_a_proposal_links_nothing_until_the_person_approves_it(api, user, propos
         .values_list("action", flat=True)
     )
     assert actions == [AuditAction.ADD, AuditAction.APPROVE, AuditAction.VIEW]
+    log = signed_in(user).get("/access/").content.decode()
+    assert "the app helpdesk acting for you as its user &#x27;ext-42&#x27;" in log
 
 
 def test_a_declined_proposal_links_nothing_and_cannot_be_approved_after(api, user, proposal):
