@@ -3,7 +3,7 @@ facts kept (issue 43, docs/security.md).
 
     python -m bench.memory_guard [--doors chat,page_add,...] [--limit N]
 
-Sends each text of ``memory_app/golden/guard_corpus.json`` (instructions to the agent in
+Sends each text of ``memory_app/safety/guard_corpus.json`` (instructions to the agent in
 several languages, role markup, disguises and encodings, polite phrasings, secrets; and
 ordinary facts) through each door as its caller does, each text for a fresh person, against a
 throwaway test database (made and dropped here, as the test runner does: SQLite in memory, or a
@@ -48,7 +48,7 @@ from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 from google.genai import types  # noqa: E402
 
-CORPUS = Path(__file__).resolve().parent.parent / "memory_app" / "golden" / "guard_corpus.json"
+CORPUS = Path(__file__).resolve().parent.parent / "memory_app" / "safety" / "guard_corpus.json"
 APP = "chat"
 _numbers = itertools.count()
 

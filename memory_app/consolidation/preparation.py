@@ -65,10 +65,11 @@ def _structured(*, fact: ExtractedFact, text: str, app_name: str) -> dict[str, A
 def _fact_prepare(*, fact: ExtractedFact, app_name: str) -> PreparedFact:
     """The fact as stored, with the write guard's verdict on both the text given and the
     third-person text made of it (the rewrite may split a disguise the check would have read
-    whole), and on the text of each file the fact is drawn from or keeps: a kept file's text is
-    recalled with the memory."""
+    whole), and on the text of the file the memory keeps ("remember this file"), which is
+    recalled with it. A file a fact is only drawn from is not: the fact's own words are all of
+    it that is stored."""
     text = fact_text_normalise(text=fact.text)
-    files = fact_files_get(each.artifact_id for each in fact.files)
+    files = fact_files_get(each.artifact_id for each in fact.files) if fact.keeps_file else []
     verdict = memory_write_guard(text=text, files=files)
     if verdict.ok and text != fact.text:
         verdict = memory_write_guard(text=fact.text)
@@ -98,7 +99,7 @@ def consolidation_prepare(
     user's lock: with a provider's embeddings the embedder call is a network round trip, which
     must not hold up the user's other jobs. Every vector consolidation may store is made here (an
     updated memory takes the fact's text, hence the fact's vector). Reads no database unless
-    a plan is asked for, or a fact is drawn from a file (the guard reads the file's text).
+    a plan is asked for, or a fact keeps a file (the guard reads the file's text).
     """
     items = [_fact_prepare(fact=fact, app_name=app_name) for fact in facts]
     safe = [item for item in items if item.verdict.ok]

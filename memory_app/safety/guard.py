@@ -3,8 +3,8 @@
 A memory is placed in future prompts, so whatever writes one — extraction and consolidation,
 the agent's ``create_memory`` tool ("Remember that ..."), ``add_memory`` and corrections over
 MCP, REST and the Memory page, the service API, app memories, and a file kept with a memory
-("remember this file") — asks :func:`memory_write_guard` first: the text, and the text of every
-file the memory is drawn from or keeps, read as a model reads it (:func:`memory_text_check`).
+("remember this file") — asks :func:`memory_write_guard` first: the text, and the text of the
+file the memory keeps (recalled with it), read as a model reads it (:func:`memory_text_check`).
 The same verdict holds everywhere; what a door does with a refusal is the same too: nothing
 becomes an active memory, and the caller is told why (a correction or an app memory is
 refused outright; a fact said by the person is held for review, its secrets masked, so staff
