@@ -345,7 +345,7 @@ def test_a_correction_is_checked_as_extraction_is(client, user, settings):
     assert refused.status_code == 400, refused.content
     assert "instruction-like" in refused.content.decode()
     assert accepted.status_code == 200, accepted.content
-    assert Memory.objects.get(pk=memory.pk).text == "Likes dates"
+    assert Memory.objects.get(pk=memory.pk).text == "Likes dates."
 
 
 @pytest.mark.django_db
