@@ -4,13 +4,14 @@ from the app records."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from agents_app.models import App, MemoryLifetime
-from agents_app.redaction import event_redact
-from agents_app.selectors import app_get, app_usable_by
+from agents_app.redaction import event_redact, filename_redact, value_redact
+from agents_app.selectors import app_get, app_usable_by, apps_usable_by
 from sessions_app.app_policy import AppSettings, settings_app_settings
 from sessions_app.errors import AppForbiddenError, AppNotFoundError
 from sessions_app.events import Event
@@ -45,6 +46,12 @@ def app_settings_of(app: App) -> AppSettings:
         triggers=triggers,
         memories_outlive_sessions=app.memory_lifetime == MemoryLifetime.OUTLIVE_SESSIONS,
     )
+
+
+def apps_redaction_of(*, user: AbstractBaseUser | AnonymousUser) -> list[tuple[App, bool]]:
+    """Each app ``user`` may chat in, with whether it redacts PII before anything is stored
+    (the person's Settings page says so, app by app)."""
+    return [(app, app_settings_of(app).pii_redaction) for app in apps_usable_by(user=user)]
 
 
 class RegisteredAppPolicy:
@@ -90,3 +97,13 @@ class RegisteredAppPolicy:
     def event_prepare(self, *, app_name: str, event: Event) -> None:
         if self.app_settings(app_name=app_name).pii_redaction:
             event_redact(event)
+
+    def value_prepare(self, *, app_name: str, value: Any) -> Any:
+        if self.app_settings(app_name=app_name).pii_redaction:
+            return value_redact(value)
+        return value
+
+    def filename_prepare(self, *, app_name: str, filename: str) -> str:
+        if self.app_settings(app_name=app_name).pii_redaction:
+            return filename_redact(filename)
+        return filename

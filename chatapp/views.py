@@ -21,6 +21,7 @@ from access_app.forms import SignupForm, TokenForm
 from access_app.signin import password_confirm
 from agents_app import selectors as agents_selectors
 from agents_app import services as agents_services
+from agents_app.app_policy import apps_redaction_of
 from chatapp import selectors as chat_selectors
 from chatapp import services as chat_services
 from core.rate_limits import client_address, window_count_exceeded
@@ -85,6 +86,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         "token_form": TokenForm(),
         "mcp_url": request.build_absolute_uri("/mcp/"),
         "link_proposals": agents_selectors.end_user_proposals_waiting(user=request.user),
+        "app_redactions": apps_redaction_of(user=request.user),
     }
     return render(request, "account/settings.html", context)
 

@@ -52,6 +52,16 @@ class AppPolicy(Protocol):
         """Make ``event`` what the app lets be stored (its PII redaction), in place."""
         ...
 
+    def value_prepare(self, *, app_name: str, value: Any) -> Any:
+        """``value`` as the app lets it be stored (its PII redaction): a session's title or
+        initial state, every string at any depth of its lists and dicts; keys stay."""
+        ...
+
+    def filename_prepare(self, *, app_name: str, filename: str) -> str:
+        """An artifact's ``filename`` as the app lets it be stored and looked up (its PII
+        redaction), its ``user:`` prefix and extension kept."""
+        ...
+
 
 def settings_app_settings(app_name: str) -> AppSettings:
     """The deployment's settings for an app: ``MEMORY_PII_REDACTION`` and ``MEMORY_TRIGGERS``."""
@@ -79,6 +89,12 @@ class OpenAppPolicy:
 
     def event_prepare(self, *, app_name: str, event: Event) -> None:
         return None
+
+    def value_prepare(self, *, app_name: str, value: Any) -> Any:
+        return value
+
+    def filename_prepare(self, *, app_name: str, filename: str) -> str:
+        return filename
 
 
 _policy: AppPolicy = OpenAppPolicy()

@@ -7,7 +7,7 @@ Made by trusted hands only, staff in the console and the app's service accounts,
 how to work is their point, so an order ("Always answer in French") is allowed, but a text
 that holds a secret, orders the agent to drop its instructions or limits, carries role markup
 or is in a language the guard does not read is refused, since a leaked service key must not
-turn into the agent's instructions. Every creation and deletion is a revision saying who and
+turn into the agent's instructions; PII is redacted when the app asks for it. Every creation and deletion is a revision saying who and
 why, and the app's search index is rebuilt in every process.
 """
 
@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from memory_app.models import Memory, MemoryRevision, MemoryScope, MemoryStatus, SourceType
+from memory_app.safety import pii_redact
 from memory_app.safety.guard import memory_write_guard
 from memory_app.services.users import memory_index_invalidate
 
@@ -27,9 +28,9 @@ class AppMemoryError(ValueError):
     """The app memory cannot be made as asked; nothing was written."""
 
 
-def _text_checked(text: str) -> str:
-    """``text`` as an app memory holds it (spaces collapsed), or ``AppMemoryError`` saying
-    why not (empty, too long, or refused by the write guard)."""
+def _text_checked(text: str, *, app_name: str) -> str:
+    """``text`` as an app memory holds it (spaces collapsed, PII redacted per the app), or
+    ``AppMemoryError`` saying why not (empty, too long, or refused by the write guard)."""
     text = " ".join(str(text).split())
     if not text:
         raise AppMemoryError("An app memory needs text.")
@@ -38,7 +39,7 @@ def _text_checked(text: str) -> str:
     verdict = memory_write_guard(text=text, procedural=True)
     if not verdict.ok:
         raise AppMemoryError(f"Not saved as a memory: {verdict.reason}.")
-    return text
+    return pii_redact(text=text, app_name=app_name)
 
 
 def app_memories(*, app_name: str) -> QuerySet[Memory]:
@@ -59,7 +60,7 @@ def app_memory_create(
 ) -> Memory:
     """A bootstrapped memory of the app, with its ``created`` revision (by ``actor_user_pk``,
     a staff member, or none for a service account, named in ``reason``)."""
-    text = _text_checked(text)
+    text = _text_checked(text, app_name=app_name)
     with transaction.atomic():
         memory = Memory.objects.create(
             app_name=app_name,
@@ -96,7 +97,7 @@ def app_memory_update(
     (``actor_user_pk``, or the service account named in ``reason``) and why; the memory stays
     bootstrapped and active."""
     if text is not None:
-        text = _text_checked(text)
+        text = _text_checked(text, app_name=app_name)
     with transaction.atomic():
         memory = (
             Memory.objects.select_for_update()

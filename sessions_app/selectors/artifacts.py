@@ -13,6 +13,7 @@ from google.genai import types
 
 from access_app.models import AccessScope
 from access_app.selectors import grant_active_exists
+from sessions_app.app_policy import app_policy_get
 from sessions_app.artifact_files import (
     artifact_filename_problem,
     artifact_is_user_scoped,
@@ -32,12 +33,17 @@ def artifact_scope_filter(
 ) -> dict[str, Any] | None:
     """The lookup of an artifact's versions, None when ``user_id`` names no user.
 
+    The name is looked up as the app stores it (its PII redaction, ``filename_prepare``), so
+    a file saved under a name with an e-mail in it is found again by that name, and every
+    write of an artifact takes its name from here.
+
     Raises ``InvalidArtifactError`` for a malformed filename, or a session filename without
     a session (ADK refuses it the same way).
     """
     problem = artifact_filename_problem(filename)
     if problem:
         raise InvalidArtifactError(problem)
+    filename = app_policy_get().filename_prepare(app_name=app_name, filename=filename)
     user_pk = user_pk_from_id(user_id)
     if user_pk is None:
         return None

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from sessions_app import selectors, storage
+from sessions_app.app_policy import app_policy_get
 from sessions_app.errors import SessionAlreadyExistsError, SessionStoreError
 from sessions_app.events import Event, new_event_id
 from sessions_app.models import SessionRecord
@@ -55,13 +56,14 @@ def session_create(
     the (app, user), as ADK's are: a ``session_id`` the user already has in the app is
     refused (SessionAlreadyExistsError), whoever else holds the same id. A ``temporary``
     session is a chat that neither reads nor writes long-term memory; a ``memory_only``
-    one holds events given to long-term memory alone (``memory_events_store``).
+    one holds events given to long-term memory alone (``memory_events_store``). The state is
+    stored as the app lets it be (its PII redaction).
     """
     identifier_validate(value=app_name, what="app_name")
     if session_id is None:
         session_id = new_event_id()
     identifier_validate(value=session_id, what="session_id")
-    scoped = state_split(state)
+    scoped = state_split(app_policy_get().value_prepare(app_name=app_name, value=state))
     scoped.temp.clear()
     user_pk = _user_pk_require(user_id)
     now = time.time()
@@ -139,11 +141,14 @@ def session_rename(
     ``app_name``, or in the one app where they hold the id when none is named).
 
     The title is presentation only, so renaming does not count as activity
-    (``last_update_time`` is left alone and the list order does not change).
+    (``last_update_time`` is left alone and the list order does not change). It is stored as
+    the app lets it be (its PII redaction): the title the chat makes from a first message
+    comes here too.
     """
     title = " ".join(str(title).split())
-    if len(title) > 200:
-        raise SessionStoreError("A session title is at most 200 characters.")
+    limit = SessionRecord._meta.get_field("title").max_length
+    if len(title) > limit:
+        raise SessionStoreError(f"A session title is at most {limit} characters.")
     try:
         record = selectors.session_record_get(
             user_pk=user_pk, session_id=session_id, app_name=app_name
@@ -152,6 +157,7 @@ def session_rename(
         return False
     if record is None:
         return False
+    title = app_policy_get().value_prepare(app_name=record.app_name, value=title)[:limit]
     return SessionRecord.objects.filter(pk=record.pk).update(title=title) > 0
 
 
