@@ -213,6 +213,11 @@ def access_tokens_of(*, user: AbstractBaseUser) -> QuerySet[PersonalAccessToken]
     return PersonalAccessToken.objects.filter(user=user).order_by("-created", "-pk")
 
 
+def access_token_of(*, user: AbstractBaseUser, token_id: str) -> PersonalAccessToken | None:
+    """One of the user's personal access tokens by its id; None for another user's."""
+    return PersonalAccessToken.objects.filter(user=user, pk=token_id).first()
+
+
 def access_token_from_secret(*, token: str) -> PersonalAccessToken | None:
     """The token that ``token`` (``prefix.secret``) is, with its user; None for an unknown or
     malformed one (a revoked or expired token is returned: the caller says why)."""

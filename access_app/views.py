@@ -9,7 +9,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from access_app import selectors, services
 from access_app.forms import GrantForm, TokenForm
@@ -106,9 +106,15 @@ def token_create(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def token_revoke(request: HttpRequest, token_id: str) -> HttpResponse:
-    """Revoke one of the user's tokens at once; another user's token is 404."""
+    """GET asks first (the page a Revoke link opens without JavaScript; with it, Settings asks
+    in a dialog and posts here); POST revokes. Another user's token is 404."""
+    if request.method == "GET":
+        token = selectors.access_token_of(user=request.user, token_id=token_id)
+        if token is None:
+            raise Http404("No such token.")
+        return render(request, "access/token_revoke.html", {"token": token})
     try:
         token = services.access_token_revoke(user=request.user, token_id=token_id)
     except PersonalAccessToken.DoesNotExist:

@@ -264,8 +264,18 @@ def memory_add(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def memory_delete(request: HttpRequest, memory_id: str) -> HttpResponse:
+    """GET asks first (the page a Delete link opens without JavaScript; with it, the Memory
+    page asks in a dialog and posts here); POST deletes. Another person's memory is 404."""
+    if request.method == "GET":
+        memory = selectors.memory_get(
+            app_name=settings.DEFAULT_APP_NAME, user_pk=request.user.pk, memory_id=memory_id
+        )
+        if memory is None:
+            raise Http404("No such memory.")
+        context = {"memory": memory, "query": request.GET.get("q", "")}
+        return render(request, "memory/delete_confirm.html", context)
     if not services.memory_delete(
         app_name=settings.DEFAULT_APP_NAME, user_pk=request.user.pk, memory_id=memory_id
     ):

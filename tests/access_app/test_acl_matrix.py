@@ -288,7 +288,10 @@ DOORS: dict[str, Door] = {
     "memory/delete-all/": Door(OWN),
     "memory/profile/": Door(OWN, status=405),
     "memory/add/": Door(OWN, status=405),
-    "memory/<id:memory_id>/delete/": Door(OWN_OBJECT, MEMORY, status=405, writes=(("post", {}),)),
+    # GET asks before deleting, quoting the memory; POST deletes.
+    "memory/<id:memory_id>/delete/": Door(
+        OWN_OBJECT, MEMORY, shows=(MEMORIES,), writes=(("post", {}),)
+    ),
     "memory/<id:memory_id>/correct/": Door(
         OWN_OBJECT, MEMORY, status=405, writes=(("post", {"text": "I like tea"}),)
     ),
@@ -304,9 +307,8 @@ DOORS: dict[str, Door] = {
         OWN_OBJECT, GRANT, status=405, writes=(("post", {}),)
     ),
     "access/tokens/": Door(OWN, status=405),
-    "access/tokens/<id:token_id>/revoke/": Door(
-        OWN_OBJECT, TOKEN, status=405, writes=(("post", {}),)
-    ),
+    # GET asks before revoking, naming the token; POST revokes.
+    "access/tokens/<id:token_id>/revoke/": Door(OWN_OBJECT, TOKEN, writes=(("post", {}),)),
     # REST API.
     # Without its q, a search answers 400; what it finds is tested in sessions_app/test_search.
     "api/search/": Door(OWN, api=True, status=400),

@@ -250,13 +250,21 @@ def test_a_token_made_on_settings_is_shown_once_listed_and_revoked(signed_in, us
     settings_page = signed_in.get(reverse("settings")).content.decode()
     assert "Claude Desktop" in settings_page and record.prefix in settings_page
     assert secret not in settings_page
+    assert f'href="/access/tokens/{record.pk}/revoke/"' in settings_page
     other = services.access_token_create(user=other_user, name="theirs", scopes=["read"]).record
+    assert signed_in.get(reverse("access:token-revoke", args=[other.pk])).status_code == 404
     assert signed_in.post(reverse("access:token-revoke", args=[other.pk])).status_code == 404
+    asked = signed_in.get(reverse("access:token-revoke", args=[record.pk])).content.decode()
+    assert "Revoke this token?" in asked and "Claude Desktop" in asked
+    record.refresh_from_db()
+    assert not record.revoked
     revoked = signed_in.post(reverse("access:token-revoke", args=[record.pk]), follow=True)
     assert "revoked" in revoked.content.decode()
     record.refresh_from_db()
     other.refresh_from_db()
     assert record.revoked and not other.revoked
+    again = signed_in.get(reverse("access:token-revoke", args=[record.pk])).content.decode()
+    assert "This token is revoked" in again and "Revoke token" not in again
 
 
 @pytest.mark.django_db

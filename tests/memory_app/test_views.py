@@ -102,6 +102,31 @@ def test_delete_one_memory_removes_it_from_the_page_and_from_search(signed_in, u
     assert selectors.memory_search(app_name=APP, user_pk=user.pk, query="peanuts") == []
 
 
+def test_delete_asks_first_quoting_the_memory_and_deletes_nothing_until_confirmed(
+    signed_in, user, other_user
+):
+    memory = memory_make(user=user, text="Allergic to peanuts")
+    theirs = memory_make(user=other_user, text="Their memory")
+
+    asked = signed_in.get(reverse("memory-delete", args=[memory.id]), {"q": "nuts & more"})
+
+    body = asked.content.decode()
+    assert asked.status_code == 200
+    assert "Delete this memory?" in body and "Allergic to peanuts" in body
+    assert '<input type="hidden" name="q" value="nuts &amp; more">' in body
+    assert 'href="/memory/?q=nuts%20%26%20more">Cancel</a>' in body
+    assert Memory.objects.filter(pk=memory.pk).exists()
+    assert signed_in.get(reverse("memory-delete", args=[theirs.id])).status_code == 404
+    page = signed_in.get(reverse("memory")).content.decode()
+    assert f'href="/memory/{memory.id}/delete/"' in page
+    assert 'data-confirm="Allergic to peanuts"' in page
+
+    done = signed_in.post(reverse("memory-delete", args=[memory.id]), {"q": "nuts"})
+
+    assert done.status_code == 302 and done["Location"] == "/memory/?q=nuts"
+    assert not Memory.objects.filter(pk=memory.pk).exists()
+
+
 def test_another_users_memory_cannot_be_deleted_or_corrected(signed_in, other_user):
     theirs = memory_make(user=other_user, text="Their memory")
 
