@@ -51,6 +51,7 @@ def test_a_memory_said_in_the_chat_is_found_over_mcp_with_the_persons_token_only
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Access").click()
     expect(page.get_by_text("search_memories through your personal access token")).to_be_visible()
     open_settings(page)
-    row.get_by_role("button", name="Revoke").click()
+    row.get_by_role("link", name="Revoke the token Claude Desktop").click()
+    page.get_by_role("dialog").get_by_role("button", name="Revoke token").click()
     expect(row).to_contain_text("revoked")
     assert _initialize(server, token).status_code == 401

@@ -55,7 +55,8 @@ def test_remember_see_why_delete_turn_off_and_export(chat_page: Page):
     expect(anchored).to_be_in_viewport()
 
     open_memory_page(page)
-    page.get_by_role("button", name=re.compile(r"^Delete memory: .*teal")).first.click()
+    page.get_by_role("link", name=re.compile(r"^Delete memory: .*teal")).first.click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete memory").click()
     expect(page.get_by_text("Memory deleted. It will not be used again.")).to_be_visible()
     expect(page.locator(".memory-item", has_text="teal")).to_have_count(0)
 
