@@ -120,6 +120,9 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # {% load sizes %}: a file's size as a person reads it (core.sizes), in any app's
+            # templates.
+            "libraries": {"sizes": "core.template_sizes"},
         },
     },
 ]

@@ -26,6 +26,7 @@ from rest_framework.response import Response
 from access_app.models import AuditAction
 from access_app.services import audit_record
 from core.api import BAD_REQUEST, NOT_SIGNED_IN, TOO_LARGE, ErrorSerializer, PayloadTooLarge
+from core.sizes import size_words
 from sessions_app import selectors, services
 from sessions_app.api import NOT_FOUND, SESSION_ID, SessionStoreAPIView
 from sessions_app.artifact_files import artifact_storage
@@ -159,8 +160,8 @@ class SessionArtifactsView(SessionStoreAPIView):
             length = 0
         if length > upload_body_limit():
             raise PayloadTooLarge(
-                f"The upload is {length:,} bytes; at most {settings.ATTACHMENT_MAX_COUNT} "
-                f"files of {settings.ATTACHMENT_MAX_BYTES:,} bytes each are accepted."
+                f"The upload is {size_words(length)}; at most {settings.ATTACHMENT_MAX_COUNT} "
+                f"files of {size_words(settings.ATTACHMENT_MAX_BYTES)} each are accepted."
             )
         files = [(each.name, each.read()) for each in request.FILES.getlist("file")]
         stored = services.attachments_store(

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
+from core.sizes import size_and_limit_words
 from sessions_app.errors import InvalidStateError
 
 APP_PREFIX = "app:"
@@ -78,9 +79,8 @@ def state_value_validate(key: str, value: Any) -> None:
     if "\\u0000" in encoded:
         raise InvalidStateError(f"State value of {key!r} contains a NUL character.")
     if len(encoded.encode()) > settings.MAX_STATE_VALUE_BYTES:
-        raise InvalidStateError(
-            f"State value of {key!r} is larger than {settings.MAX_STATE_VALUE_BYTES} bytes."
-        )
+        said, allowed = size_and_limit_words(len(encoded.encode()), settings.MAX_STATE_VALUE_BYTES)
+        raise InvalidStateError(f"State value of {key!r} is {said}; the limit is {allowed}.")
 
 
 def state_split(state: dict[str, Any] | None) -> ScopedState:

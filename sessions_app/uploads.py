@@ -20,6 +20,7 @@ from PIL import Image, UnidentifiedImageError
 from pypdf import PdfReader
 from pypdf.errors import PdfReadError
 
+from core.sizes import size_and_limit_words
 from sessions_app.artifact_files import USER_PREFIX, artifact_filename_problem
 from sessions_app.errors import InvalidArtifactError
 
@@ -147,9 +148,8 @@ def upload_check(*, filename: str, data: bytes) -> CheckedUpload:
         raise InvalidArtifactError(f"{filename} is empty.")
     limit = settings.ATTACHMENT_MAX_BYTES
     if len(data) > limit:
-        raise InvalidArtifactError(
-            f"{filename} is {len(data):,} bytes; an attachment is at most {limit:,} bytes."
-        )
+        size, allowed = size_and_limit_words(len(data), limit)
+        raise InvalidArtifactError(f"{filename} is {size}; the limit is {allowed}.")
     extension = PurePath(filename).suffix.lower()
     if extension and extension not in EXTENSIONS:
         raise InvalidArtifactError(f"{filename}: {extension} files are not accepted: {ACCEPTED}.")

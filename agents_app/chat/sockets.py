@@ -61,6 +61,7 @@ from core.outages import (
     SOCKET_REFUSED,
 )
 from core.shutdown import draining
+from core.sizes import size_words
 from sessions_app import selectors
 from sessions_app.services import IDENTIFIER_PATTERN
 
@@ -430,8 +431,8 @@ class ChatSocket(AsyncJsonWebsocketConsumer):
         refused like any oversized frame, and the socket stays open."""
         await self._error(
             "frame_too_large",
-            f"The message is too long: its frame has {message['bytes_received']} bytes; "
-            f"at most {max_frame_chars()} characters are read.",
+            f"The message is too long: its frame is {size_words(message['bytes_received'])}; "
+            f"at most {max_frame_chars():,} characters are read.",
         )
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:

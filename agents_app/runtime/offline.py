@@ -50,6 +50,7 @@ from google.genai import types
 from agents_app.runtime.context import SUMMARY_PREFIX, estimate_tokens
 from agents_app.runtime.memory_hooks import CREATION_OFF, CREATION_OFF_KEPT
 from core.llm import ATTACHMENT_LABEL_PREFIX, AttachmentInfo, LlmChunk, LlmRequest
+from core.sizes import size_words
 from memory_app.extraction.facts import FORGET_REQUEST
 from memory_app.extraction.files import KEEP_REQUEST
 from memory_app.ranking import terms_related, tokenize
@@ -106,19 +107,11 @@ _TYPE_WORDS = {
 }
 
 
-def _size_words(size: int) -> str:
-    if size < 1024:
-        return f"{size} bytes"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.1f} KB"
-    return f"{size / (1024 * 1024):.1f} MB"
-
-
 def _attachments_received(attachments: list[AttachmentInfo]) -> str:
     """The files of the message by name, type and size, so a user sees the model got them."""
     described = [
         f"{each.filename} ({_TYPE_WORDS.get(each.mime_type, each.mime_type)}, "
-        f"{_size_words(each.size)})"
+        f"{size_words(each.size)})"
         for each in attachments
     ]
     listed = (

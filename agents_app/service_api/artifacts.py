@@ -26,6 +26,7 @@ from rest_framework.response import Response
 
 from agents_app.service_api.base import APP_NAME, NO_KEY, NO_SCOPE, UNKNOWN, USER_ID, ServiceAPIView
 from core.api import BAD_REQUEST, TOO_LARGE, BadRequest, PayloadTooLarge, request_data_validated
+from core.sizes import size_words
 from sessions_app import selectors, services
 from sessions_app.artifact_files import artifact_filename_problem, artifact_is_user_scoped
 from sessions_app.artifacts_api import AttachmentParser
@@ -171,8 +172,8 @@ class ArtifactListView(_EndUserArtifactsView):
             length = 0
         if length > settings.ATTACHMENT_MAX_BYTES + _MULTIPART_OVERHEAD:
             raise PayloadTooLarge(
-                f"The upload is {length:,} bytes; a file is at most "
-                f"{settings.ATTACHMENT_MAX_BYTES:,} bytes."
+                f"The upload is {size_words(length)}; a file is at most "
+                f"{size_words(settings.ATTACHMENT_MAX_BYTES)}."
             )
         data = request_data_validated(ArtifactSaveSerializer, request.data)
         upload = data["file"]

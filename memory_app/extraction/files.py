@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from core.sizes import size_words
 from memory_app.extraction.facts import (
     EXCERPT_CHARS,
     IMPORTANCE,
@@ -87,11 +88,7 @@ def attached_files_read(
 def file_described(record: ArtifactRecord) -> str:
     """A file as a fact names it: "logo.png, a PNG image of 2.1 KB"."""
     kind = _KINDS.get(record.mime_type, f"a {record.mime_type} file")
-    size = record.size
-    amount = f"{size} bytes" if size < 1024 else f"{size / 1024:.1f} KB"
-    if size >= 1024 * 1024:
-        amount = f"{size / (1024 * 1024):.1f} MB"
-    return f"{record.filename}, {kind} of {amount}"
+    return f"{record.filename}, {kind} of {size_words(record.size)}"
 
 
 def facts_kept_offline(

@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from core.async_database import StoreRead
+from core.sizes import size_and_limit_words
 from sessions_app import selectors, storage
 from sessions_app.errors import (
     DuplicateEventError,
@@ -80,9 +81,8 @@ def _event_validate(event: Event) -> dict[str, Any]:
         raise InvalidEventError("Event content cannot contain NUL characters.")
     size = len(encoded.encode())
     if size > settings.MAX_EVENT_BYTES:
-        raise InvalidEventError(
-            f"The event is {size} bytes; events are limited to {settings.MAX_EVENT_BYTES} bytes."
-        )
+        said, allowed = size_and_limit_words(size, settings.MAX_EVENT_BYTES)
+        raise InvalidEventError(f"The event is {said}; the limit is {allowed}.")
     return fields
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from agents_app.chat.protocol import max_frame_chars
 from chatapp.webserver import WEBSOCKET_DISCARD_MAX_BYTES
+from core.sizes import size_words
 from tests.migrated_templates import sqlite_migrated
 from tests.multiprocess.stack import Browser, Daphne, embedded_environment
 
@@ -73,7 +74,7 @@ def test_a_frame_of_any_size_gets_frame_too_large_and_the_socket_stays_usable(si
     refused, turn = asyncio.run(scenario())
 
     assert refused["code"] == "frame_too_large"
-    expected = f"its frame has {len(sent)} bytes; at most {max_frame_chars()} characters"
+    expected = f"its frame is {size_words(len(sent))}; at most {max_frame_chars():,} characters"
     assert expected in refused["message"]
     assert turn[0]["type"] == "turn_started"
     assert turn[-1]["type"] == "turn_complete" and not turn[-1]["interrupted"]

@@ -18,7 +18,13 @@ from access_app.services import ADMINS_GROUP
 from memory_app.models import GenerationJob
 from memory_app.services import jobs
 from sessions_app import services as session_services
-from sessions_app.events import TIMESTAMP_MAX, TIMESTAMP_MIN, Event, new_invocation_id
+from sessions_app.events import (
+    ATTACHMENTS_KEY,
+    TIMESTAMP_MAX,
+    TIMESTAMP_MIN,
+    Event,
+    new_invocation_id,
+)
 from sessions_app.models import EventRecord, SessionRecord
 from tests.factories import AccessGrantFactory, UserFactory
 from tests.memory_app.support import session_make, turn_add
@@ -284,3 +290,30 @@ def test_events_at_the_ends_of_the_accepted_time_range_are_shown(user, timestamp
 
     assert page.status_code == 200
     assert listing.status_code == 200
+
+
+def test_an_attached_files_size_is_shown_as_a_person_reads_it(user):
+    session = session_make(user)
+    session_services.event_append(
+        session=session,
+        event=Event(
+            invocation_id=new_invocation_id(),
+            author="user",
+            content=types.Content(role="user", parts=[types.Part(text="see the scan")]),
+            custom_metadata={
+                ATTACHMENTS_KEY: [
+                    {
+                        "id": "6f1d1c1e-0000-4000-8000-000000000001",
+                        "filename": "scan.png",
+                        "mime_type": "image/png",
+                        "size": 31_457_280,
+                    }
+                ]
+            },
+        ),
+    )
+    record = SessionRecord.objects.get(session_id=session.id)
+
+    page = page_of(staff_client("view_sessionrecord"), record).content.decode()
+
+    assert "scan.png (image/png, 30 MB)" in page

@@ -604,7 +604,7 @@ def test_append_event_over_the_event_size_limit_is_refused(api_client, user, set
     )
 
     assert response.status_code == 400
-    assert "limited to 1000 bytes" in response.json()["detail"]
+    assert "the limit is 1,000 bytes" in response.json()["detail"]
     assert _row_counts() == before
 
 

@@ -148,7 +148,7 @@ def test_an_oversized_upload_is_refused_before_it_is_read(
     )
 
     assert one_too_big.status_code == 400
-    assert "at most 1,000 bytes" in one_too_big.json()["detail"]
+    assert "is 1,001 bytes; the limit is 1,000 bytes" in one_too_big.json()["detail"]
     assert whole_body_too_big.status_code == 413
     assert too_many.status_code == 400
     assert "at most 1 go with one message" in too_many.json()["detail"]

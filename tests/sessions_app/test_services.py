@@ -295,7 +295,7 @@ def test_ids_are_unique_within_an_app_and_a_user_only(user, other_user):
 
 def test_create_refuses_oversized_state_values(user, settings):
     settings.MAX_STATE_VALUE_BYTES = 100
-    with pytest.raises(InvalidStateError, match="larger than 100 bytes"):
+    with pytest.raises(InvalidStateError, match="the limit is 100 bytes"):
         create(user, state={"big": "x" * 200})
 
 
@@ -330,7 +330,7 @@ def test_append_with_bad_delta_writes_nothing(user, delta):
 def test_append_refuses_oversized_events(user, settings):
     settings.MAX_EVENT_BYTES = 1000
     session = create(user)
-    with pytest.raises(InvalidEventError, match="limited to 1000 bytes"):
+    with pytest.raises(InvalidEventError, match="the limit is 1,000 bytes"):
         services.event_append(session=session, event=text_event("x" * 2000))
     assert not EventRecord.objects.exists()
 

@@ -53,11 +53,20 @@ def test_hostile_or_broken_files_are_refused_with_the_reason(filename, data, mes
         upload_check(filename=filename, data=data)
 
 
+def test_an_attachment_over_the_limit_is_told_in_megabytes(settings):
+    settings.ATTACHMENT_MAX_BYTES = 10 * 1024 * 1024
+
+    with pytest.raises(InvalidArtifactError) as refused:
+        upload_check(filename="big.bin", data=b"x" * 31_457_280)
+
+    assert str(refused.value) == "big.bin is 30 MB; the limit is 10 MB."
+
+
 def test_size_and_count_limits(settings):
     settings.ATTACHMENT_MAX_BYTES = 1000
     settings.ATTACHMENT_MAX_COUNT = 2
 
-    with pytest.raises(InvalidArtifactError, match="1,001 bytes; an attachment is at most 1,000"):
+    with pytest.raises(InvalidArtifactError, match="1,001 bytes; the limit is 1,000 bytes"):
         upload_check(filename="big.txt", data=b"x" * 1001)
     assert upload_check(filename="fits.txt", data=b"x" * 1000).mime_type == "text/plain"
     with pytest.raises(InvalidArtifactError, match="3 files were attached; at most 2"):

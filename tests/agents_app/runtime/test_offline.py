@@ -331,7 +331,7 @@ def test_remember_this_about_attached_files_calls_no_tool_and_says_they_are_kept
     decision = MODEL.respond(request("remember this logo", ALL_TOOLS, attachments=[LOGO]))
 
     assert decision == (
-        "I received logo.png (a PNG image, 2.0 KB). "
+        "I received logo.png (a PNG image, 2 KB). "
         "Got it \u2014 I'll keep logo.png in your memories."
     )
 
@@ -386,5 +386,5 @@ def test_a_long_text_file_is_quoted_from_its_start_and_cut_with_an_ellipsis():
 def test_a_question_about_an_image_says_the_file_was_received_and_quotes_nothing():
     decision = MODEL.respond(with_file("What does it say?", LOGO, b"\x89PNG not text"))
 
-    assert decision.startswith("I received logo.png (a PNG image, 2.0 KB). ")
+    assert decision.startswith("I received logo.png (a PNG image, 2 KB). ")
     assert "says: \u201c" not in decision

@@ -253,7 +253,7 @@ async def test_same_client_message_id_runs_one_turn(owner):
 async def test_an_oversized_message_is_an_invalid_event_not_a_duplicate(owner, settings):
     settings.MAX_EVENT_BYTES = 200
     session = await new_session(owner)
-    with pytest.raises(InvalidEventError, match="limited to 200 bytes"):
+    with pytest.raises(InvalidEventError, match="the limit is 200 bytes"):
         await turn(make_runner(), owner, session.id, "x" * 500, client_message_id="big")
     assert not await sync_to_async(EventRecord.objects.exists)()
 
