@@ -7,6 +7,7 @@ import {
   actionButton,
   completeToolSteps,
   editForm,
+  editLossNote,
   element,
   eventEntry,
   interruptedNote,
@@ -459,12 +460,15 @@ function endTurn() {
   rewriteControlsUpdate();
 }
 
+/** The title a chat takes from its first message. */
+function titleFrom(text) {
+  const words = text.split(/\s+/).join(" ").trim();
+  return words.length > AUTO_TITLE_CHARS ? `${words.slice(0, AUTO_TITLE_CHARS - 1)}…` : words;
+}
+
 function autoTitle(text) {
   if (!title && sessionId && text.trim()) {
-    const words = text.split(/\s+/).join(" ").trim();
-    const short =
-      words.length > AUTO_TITLE_CHARS ? `${words.slice(0, AUTO_TITLE_CHARS - 1)}…` : words;
-    sidebar.rename(sessionId, short);
+    sidebar.rename(sessionId, titleFrom(text));
   }
 }
 
@@ -475,9 +479,14 @@ function turnComplete(frame) {
   }
   pendingEntry(frame.client_message_id)?.classList.remove("pending");
   if (turn && frame.client_message_id === turn.clientMessageId) {
-    const text = turn.text;
+    const { text, retitle } = turn;
     endTurn();
-    autoTitle(text);
+    if (retitle) {
+      // The first message was edited and the title had been made from it: it follows.
+      sidebar.rename(sessionId, titleFrom(text));
+    } else {
+      autoTitle(text);
+    }
   }
   sidebar.upsert({ id: sessionId, title, last_update_time: Date.now() / 1000 });
   refreshState();
@@ -661,7 +670,7 @@ function openTurnResume(events) {
  * the page, the message shows pending, and the server rewinds the chat before that turn and
  * runs it (docs/websocket-protocol.md, "Edit and regenerate").
  */
-function rewriteTurn(frame, replaced, text) {
+function rewriteTurn(frame, replaced, text, { retitle = false } = {}) {
   if (turn || !socket) {
     return;
   }
@@ -683,7 +692,7 @@ function rewriteTurn(frame, replaced, text) {
   entry.dataset.clientMessageId = clientMessageId;
   placeEntry(null, entry);
   scrollToLatest();
-  turn = { clientMessageId, text, started: false, lastSeq: -1, rewrite: true };
+  turn = { clientMessageId, text, started: false, lastSeq: -1, rewrite: true, retitle };
   setBusy(true);
   input.focus();
   socket.rewriteTurn(clientMessageId, frame);
@@ -698,7 +707,18 @@ function editStart(entry) {
   const actions = entry.querySelector(".entry-actions");
   const files = entry.querySelector(".bubble > .attachment-list");
   const original = body.textContent;
-  const form = editForm(original, files);
+  const later = { replies: 0, messages: 0 };
+  for (let next = entry.nextElementSibling; next; next = next.nextElementSibling) {
+    if (next.matches(".entry-agent")) {
+      later.replies += 1;
+    } else if (next.matches(".entry-user")) {
+      later.messages += 1;
+    }
+  }
+  const form = editForm(original, files, editLossNote(later));
+  // A title made from the first message follows its edit; one the person chose stays.
+  const retitle =
+    entry === messages.querySelector(".entry-user") && title === titleFrom(original);
   const area = form.querySelector("textarea");
   body.hidden = true;
   actions.hidden = true;
@@ -730,7 +750,9 @@ function editStart(entry) {
     event.preventDefault();
     const text = area.value;
     if (text.trim() && !turn) {
-      rewriteTurn({ type: "edit", message_id: entry.dataset.eventId, text }, entry, text);
+      rewriteTurn({ type: "edit", message_id: entry.dataset.eventId, text }, entry, text, {
+        retitle,
+      });
     }
   });
   area.focus();

@@ -98,7 +98,31 @@ export function codeBlocksFinish(body) {
 
 /** The form that replaces a message's text while it is edited; `files`, the message's list of
  *  attached files (or null), shows in it as what goes again with the edited text. */
-export function editForm(text, files) {
+/**
+ * What sending an edit takes away, said before it is sent: the replies after the message
+ * (its own included) are replaced, and later messages of the person go. "" when nothing
+ * follows it.
+ */
+export function editLossNote({ replies, messages }) {
+  if (!replies && !messages) {
+    return "";
+  }
+  const repliesSaid =
+    replies === 1
+      ? "The reply after it will be replaced"
+      : `The ${replies} replies after it will be replaced`;
+  if (!messages) {
+    return `${repliesSaid}.`;
+  }
+  const messagesSaid = messages === 1 ? "your later message" : `your ${messages} later messages`;
+  return `${repliesSaid}, and ${messagesSaid} removed.`;
+}
+
+/**
+ * The form that edits a sent message: its text, the files sent again with it, and `loss`,
+ * what sending takes away (editLossNote), read out with the text box.
+ */
+export function editForm(text, files, loss = "") {
   const form = element("form", "edit-form");
   const label = element("label", "visually-hidden", "Edit your message");
   const area = element("textarea", "edit-input");
@@ -114,13 +138,23 @@ export function editForm(text, files) {
   cancel.type = "button";
   buttons.append(save, cancel);
   form.append(label, area);
+  const described = [];
   if (files) {
     const kept = files.cloneNode(true);
     kept.setAttribute("aria-label", "Files sent again with the edited message");
     const note = element("p", "edit-files-note", "Sent again with the edited message:");
     note.id = `${area.id}-files`;
-    area.setAttribute("aria-describedby", note.id);
+    described.push(note.id);
     form.append(note, kept);
+  }
+  if (loss) {
+    const note = element("p", "edit-loss-note", loss);
+    note.id = `${area.id}-loss`;
+    described.push(note.id);
+    form.append(note);
+  }
+  if (described.length) {
+    area.setAttribute("aria-describedby", described.join(" "));
   }
   form.append(buttons);
   return form;

@@ -8,7 +8,7 @@ import time
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import GENERATION_TIMEOUT_SECONDS
+from tests.browser.conftest import GENERATION_TIMEOUT_SECONDS, PHONE, WIDE
 from tests.sample_files import image_bytes
 
 pytestmark = pytest.mark.browser
@@ -121,7 +121,9 @@ def test_edit_and_regenerate_send_the_messages_files_again(chat_page: Page):
 
     page.get_by_role("button", name="Edit this message").click()
     editor = page.get_by_role("textbox", name="Edit your message")
-    expect(editor).to_have_accessible_description("Sent again with the edited message:")
+    expect(editor).to_have_accessible_description(
+        "Sent again with the edited message: The reply after it will be replaced."
+    )
     kept = page.get_by_role("list", name="Files sent again with the edited message")
     expect(kept.get_by_role("img", name="logo.png")).to_be_visible()
     editor.fill("Is it a logo?")
@@ -145,3 +147,58 @@ def test_edit_and_regenerate_send_the_messages_files_again(chat_page: Page):
     expect(user_messages(page)).to_have_text(["Is it a logo?"])
     expect(sent.get_by_role("img", name="logo.png")).to_be_visible()
     expect(replies(page)).to_have_count(1)
+
+
+@pytest.mark.parametrize(
+    "viewport", [pytest.param(WIDE, id="1280px"), pytest.param(PHONE, id="390px")]
+)
+def test_an_edit_says_what_it_replaces_and_the_title_follows_the_first_message(new_page, viewport):
+    page = new_page(viewport)
+    send(page, "What is 17 times 23?")
+    expect(page.locator("#chat-title")).to_have_text("What is 17 times 23?")
+    send(page, "And plus 2?")
+
+    page.get_by_role("button", name="Edit this message").last.click()
+    editor = page.get_by_role("textbox", name="Edit your message")
+    expect(page.locator(".edit-loss-note")).to_have_text("The reply after it will be replaced.")
+    editor.press("Escape")
+
+    page.get_by_role("button", name="Edit this message").first.click()
+    note = page.locator(".edit-loss-note")
+    expect(note).to_have_text(
+        "The 2 replies after it will be replaced, and your later message removed."
+    )
+    expect(editor).to_have_accessible_description(
+        "The 2 replies after it will be replaced, and your later message removed."
+    )
+    assert note.bounding_box()["width"] <= viewport["width"]
+    editor.fill("What is 19 times 21?")
+    editor.press("Enter")
+
+    expect(user_messages(page)).to_have_text(["What is 19 times 21?"])
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    expect(page.locator("#chat-title")).to_have_text("What is 19 times 21?")
+    page.reload()
+    expect(page.locator("#chat-title")).to_have_text("What is 19 times 21?")
+
+
+def test_a_title_the_person_chose_stays_when_the_first_message_is_edited(chat_page: Page):
+    page = chat_page
+    send(page, "What is 17 times 23?")
+    expect(page.locator("#chat-title")).to_have_text("What is 17 times 23?")
+    page.locator(".session-item").first.hover()
+    page.get_by_role("button", name="Rename \u201cWhat is 17 times 23?\u201d").click()
+    chosen = page.get_by_role("textbox", name="Chat title")
+    chosen.fill("Sums")
+    chosen.press("Enter")
+    expect(page.locator("#chat-title")).to_have_text("Sums")
+
+    page.get_by_role("button", name="Edit this message").click()
+    editor = page.get_by_role("textbox", name="Edit your message")
+    editor.fill("What is 19 times 21?")
+    editor.press("Enter")
+
+    expect(user_messages(page)).to_have_text(["What is 19 times 21?"])
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    page.reload()
+    expect(page.locator("#chat-title")).to_have_text("Sums")
