@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser.conftest import PHONE
+from tests.browser.conftest import PHONE, WIDE
 from tests.browser.server import Server
 
 pytestmark = pytest.mark.browser
@@ -129,3 +129,41 @@ def test_the_composer_shows_its_whole_placeholder_on_a_phone(new_page, width: in
     assert needed <= room, f"placeholder needs {needed:.0f} px, the box has {room:.0f} px"
     expect(page.get_by_role("button", name="Attach files")).to_be_visible()
     assert overflow(page) == 0
+
+
+LINES_OF = """banner => {
+    const style = getComputedStyle(banner);
+    const inner = banner.clientHeight - parseFloat(style.paddingTop)
+        - parseFloat(style.paddingBottom);
+    return Math.round(inner / parseFloat(style.lineHeight));
+}"""
+
+
+@pytest.mark.parametrize("width", [320, 390])
+def test_the_offline_banner_takes_one_line_on_a_phone_and_says_it_all_to_a_screen_reader(
+    new_page, width: int
+):
+    page = new_page({"width": width, "height": 740})
+    banner = page.get_by_role("note").filter(has_text="Offline model")
+
+    expect(banner).to_be_visible()
+    assert banner.evaluate(LINES_OF) == 1
+    expect(banner.locator(".narrow-only")).to_have_text("(built in, no network).")
+    expect(banner.locator(".narrow-only")).to_be_visible()
+    # What is out of sight is still read out: the whole sentence, once.
+    said = banner.evaluate(
+        """banner => [...banner.querySelectorAll(":scope > :not([aria-hidden=true])")]
+            .map((part) => part.textContent).join(" ")"""
+    )
+    assert "Set GEMINI_API_KEY, or LLM_PROVIDER=openai with" in " ".join(said.split())
+    assert overflow(page) == 0
+
+
+def test_the_offline_banner_says_it_all_on_a_wide_screen(new_page):
+    page = new_page(WIDE)
+    banner = page.get_by_role("note").filter(has_text="Offline model")
+
+    expect(banner).to_contain_text("Replies come from the built-in")
+    expect(banner).to_contain_text("to chat with a real model.")
+    expect(banner.locator(".narrow-only")).to_be_hidden()
+    assert banner.evaluate(LINES_OF) <= 2
