@@ -819,20 +819,43 @@ async function refreshPending() {
   }
 }
 
+// The state's raw JSON, instead of the values as a person reads them: the last state read is
+// shown again the other way, and the choice holds for the states read after it.
+const stateRawToggle = $("state-raw-toggle");
+let stateShown = null;
+
+function stateRaw() {
+  return stateRawToggle.getAttribute("aria-pressed") === "true";
+}
+
+function showState(state) {
+  stateShown = state;
+  renderState(stateView, state, { raw: stateRaw() });
+}
+
+stateRawToggle.addEventListener("click", () => {
+  stateRawToggle.setAttribute("aria-pressed", String(!stateRaw()));
+  if (stateShown) {
+    renderState(stateView, stateShown, { raw: stateRaw() });
+  }
+});
+
 async function refreshState() {
   const id = sessionId;
   refreshPending();
   if (!id) {
+    stateShown = null;
     renderEmpty(stateView, "Open or start a chat to see its state.");
     return;
   }
   try {
     const state = await api.getState(id);
     if (id === sessionId) {
-      renderState(stateView, state);
+      showState(state);
     }
   } catch (error) {
     if (id === sessionId) {
+      stateShown = null;
       renderEmpty(stateView, `Could not load the state: ${error.message}`);
     }
   }

@@ -336,8 +336,118 @@ export function eventEntry(event) {
   return item;
 }
 
-function valueText(value) {
-  return typeof value === "string" ? value : JSON.stringify(value);
+// A list of records reads as a table up to this many columns; wider, each is a table of its own.
+const TABLE_MAX_COLUMNS = 5;
+// Deeper than this, a value is shown as its JSON.
+const READABLE_MAX_DEPTH = 3;
+
+function isPlain(value) {
+  return value === null || typeof value !== "object";
+}
+
+function plainText(value) {
+  if (value === null) {
+    return "(empty)";
+  }
+  if (typeof value === "boolean") {
+    return value ? "yes" : "no";
+  }
+  return String(value);
+}
+
+/** The columns of a list of records of plain values, or null if it is not one. */
+function recordColumns(items) {
+  const records = items.every(
+    (item) =>
+      item !== null &&
+      typeof item === "object" &&
+      !Array.isArray(item) &&
+      Object.values(item).every(isPlain),
+  );
+  if (!records) {
+    return null;
+  }
+  const columns = [...new Set(items.flatMap((item) => Object.keys(item)))];
+  return columns.length && columns.length <= TABLE_MAX_COLUMNS ? columns : null;
+}
+
+function recordsTable(items, columns) {
+  const table = element("table", "state-table");
+  const head = element("tr");
+  for (const column of columns) {
+    const cell = element("th", "", column);
+    cell.scope = "col";
+    head.append(cell);
+  }
+  const body = element("tbody");
+  for (const item of items) {
+    const row = element("tr");
+    for (const column of columns) {
+      row.append(element("td", "", column in item ? plainText(item[column]) : ""));
+    }
+    body.append(row);
+  }
+  const header = element("thead");
+  header.append(head);
+  table.append(header, body);
+  return table;
+}
+
+/**
+ * A state value as a person reads it: plain values as words (yes, no, (empty)), a list as a
+ * list, a list of records as a table with a column per field, an object as a table of its
+ * keys; what they hold is shown the same way, to a few levels, then as JSON.
+ */
+function readableValue(value, depth = 0) {
+  if (isPlain(value)) {
+    return document.createTextNode(plainText(value));
+  }
+  if (depth >= READABLE_MAX_DEPTH) {
+    return element("code", "", JSON.stringify(value));
+  }
+  const entries = Array.isArray(value) ? value : Object.entries(value);
+  if (!entries.length) {
+    return document.createTextNode("(none)");
+  }
+  if (Array.isArray(value)) {
+    const columns = recordColumns(value);
+    if (columns) {
+      return recordsTable(value, columns);
+    }
+    const list = element("ul", "state-value-list");
+    for (const item of value) {
+      const entry = element("li");
+      entry.append(readableValue(item, depth + 1));
+      list.append(entry);
+    }
+    return list;
+  }
+  const table = element("table", "state-table");
+  const body = element("tbody");
+  for (const [key, item] of entries) {
+    const row = element("tr");
+    const name = element("th", "", key);
+    name.scope = "row";
+    const cell = element("td");
+    cell.append(readableValue(item, depth + 1));
+    row.append(name, cell);
+    body.append(row);
+  }
+  table.append(body);
+  return table;
+}
+
+/** A state value as a person reads it, or as its raw JSON. */
+function stateValue(value, raw) {
+  const detail = element("dd");
+  if (raw) {
+    const json = element("pre", "state-raw");
+    json.append(element("code", "", JSON.stringify(value, null, 2)));
+    detail.append(json);
+  } else {
+    detail.append(readableValue(value));
+  }
+  return detail;
 }
 
 const STATE_SCOPES = [
@@ -346,8 +456,11 @@ const STATE_SCOPES = [
   ["app", "App", "app: keys, shared by everyone using the app"],
 ];
 
-/** Show a session's state ({session, user, app} of the REST API) grouped by scope. */
-export function renderState(container, state) {
+/**
+ * Show a session's state ({session, user, app} of the REST API) grouped by scope, each value
+ * as a person reads it, or as its JSON when `raw`.
+ */
+export function renderState(container, state, { raw = false } = {}) {
   container.replaceChildren();
   for (const [scope, title, description] of STATE_SCOPES) {
     const group = element("section", "state-group");
@@ -360,7 +473,7 @@ export function renderState(container, state) {
       const list = element("dl", "state-list");
       for (const key of keys) {
         const row = element("div", "state-row");
-        row.append(element("dt", "", key), element("dd", "", valueText(state[scope][key])));
+        row.append(element("dt", "", key), stateValue(state[scope][key], raw));
         list.append(row);
       }
       group.append(list);
