@@ -355,7 +355,11 @@ function plainText(value) {
   return String(value);
 }
 
-/** The columns of a list of records of plain values, or null if it is not one. */
+function byKey([one], [other]) {
+  return one < other ? -1 : one > other ? 1 : 0;
+}
+
+/** The columns of a list of records of plain values (by name), or null if it is not one. */
 function recordColumns(items) {
   const records = items.every(
     (item) =>
@@ -367,7 +371,7 @@ function recordColumns(items) {
   if (!records) {
     return null;
   }
-  const columns = [...new Set(items.flatMap((item) => Object.keys(item)))];
+  const columns = [...new Set(items.flatMap((item) => Object.keys(item)))].sort();
   return columns.length && columns.length <= TABLE_MAX_COLUMNS ? columns : null;
 }
 
@@ -396,7 +400,7 @@ function recordsTable(items, columns) {
 /**
  * A state value as a person reads it: plain values as words (yes, no, (empty)), a list as a
  * list, a list of records as a table with a column per field, an object as a table of its
- * keys; what they hold is shown the same way, to a few levels, then as JSON.
+ * keys, by name; what they hold is shown the same way, to a few levels, then as JSON.
  */
 function readableValue(value, depth = 0) {
   if (isPlain(value)) {
@@ -405,7 +409,8 @@ function readableValue(value, depth = 0) {
   if (depth >= READABLE_MAX_DEPTH) {
     return element("code", "", JSON.stringify(value));
   }
-  const entries = Array.isArray(value) ? value : Object.entries(value);
+  // Keys in order of their names: the database keeps no order of its own (PostgreSQL's jsonb).
+  const entries = Array.isArray(value) ? value : Object.entries(value).sort(byKey);
   if (!entries.length) {
     return document.createTextNode("(none)");
   }
