@@ -7,8 +7,9 @@ Made by trusted hands only, staff in the console and the app's service accounts,
 how to work is their point, so an order ("Always answer in French") is allowed, but a text
 that holds a secret, orders the agent to drop its instructions or limits, carries role markup
 or is in a language the guard does not read is refused, since a leaked service key must not
-turn into the agent's instructions; PII is redacted when the app asks for it. Every creation and deletion is a revision saying who and
-why, and the app's search index is rebuilt in every process.
+turn into the agent's instructions; PII is redacted when the app asks for it. Every creation
+and deletion is a revision saying who and why, and the app's search index is rebuilt in every
+process.
 """
 
 from __future__ import annotations
