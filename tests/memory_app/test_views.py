@@ -119,7 +119,7 @@ def test_delete_asks_first_quoting_the_memory_and_deletes_nothing_until_confirme
     assert signed_in.get(reverse("memory-delete", args=[theirs.id])).status_code == 404
     page = signed_in.get(reverse("memory")).content.decode()
     assert f'href="/memory/{memory.id}/delete/"' in page
-    assert 'data-confirm="Allergic to peanuts"' in page
+    assert 'data-confirm="Allergic to peanuts."' in page
 
     done = signed_in.post(reverse("memory-delete", args=[memory.id]), {"q": "nuts"})
 
