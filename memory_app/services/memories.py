@@ -292,11 +292,13 @@ def memory_correct(
     text = pii_redact(text=" ".join(text_normalise(given).split()), app_name=app_name)
     if not text:
         raise MemoryCorrectionError("A correction needs some text.")
-    text = user_text_normalise(text=text)
     if "\x00" in text:
         raise MemoryCorrectionError("A memory cannot contain NUL characters.")
     if len(text) > CORRECTION_MAX_CHARS:
         raise MemoryCorrectionError(f"A memory is at most {CORRECTION_MAX_CHARS} characters.")
+    # After the length is checked: the limit is on what the person typed, and the memory's
+    # own voice ("I'm" -> "The user is", a full stop) may add a few characters.
+    text = user_text_normalise(text=text)
     # The text as given too: joining its lines or dropping its invisible characters may
     # break a marker the guard would have read whole ("...\nAssistant: ...").
     verdict = memory_write_guard(text=given)

@@ -171,6 +171,18 @@ def test_a_correction_longer_than_the_schema_allows_is_refused_as_sent(api_clien
     assert memory.text == "Works at Acme"
 
 
+def test_a_correction_as_long_as_the_schema_allows_is_kept_with_its_full_stop(api_client, user):
+    """The limit is on what the person sends; the memory's voice may add its full stop."""
+    memory = memory_make(user=user, text="Works at Acme")
+    sent = "0" * 1000
+
+    answer = api_client.post(correct(memory.id), {"text": sent}, format="json")
+
+    assert answer.status_code == 200, answer.content
+    memory.refresh_from_db()
+    assert memory.text == sent + "."
+
+
 def test_settings_read_and_update(api_client, user):
     assert api_client.get(SETTINGS).json() == {
         "create_enabled": True,
