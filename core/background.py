@@ -66,8 +66,8 @@ def _run_in_process(
         _runner.active = False
         log_context_clear()
         connections.close_all()
-        for alias in list(connections):
-            del connections[alias]
+        for connection in connections.all(initialized_only=True):
+            del connections[connection.alias]
 
 
 def task_retry(task: Task, *, exc: Exception, countdown: float) -> Exception:

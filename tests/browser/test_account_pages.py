@@ -47,7 +47,7 @@ def test_a_refused_correction_keeps_what_was_typed_with_the_reason(
     expect(field).to_be_focused()
     expect(field).to_have_attribute("aria-invalid", "true")
     expect(memory.locator(".field-error")).to_contain_text("Not corrected.")
-    expect(memory.locator(".memory-text")).to_contain_text("likes jazz")
+    expect(memory.locator(".memory-text")).to_contain_text("You like jazz")
     assert page.evaluate(
         "document.scrollingElement.scrollWidth <= document.scrollingElement.clientWidth"
     )

@@ -298,7 +298,7 @@ def test_writes_made_while_the_cache_was_down_are_found_once_it_is_back(user, se
     assert cache.get("still-here") is True, "the cache is back with what it held"
     assert texts(search(user, "viola"))[0] == "The user plays the viola"
     assert texts(search(user, "Fridays"))[0] == "The team meets on Fridays"
-    assert texts(search(user, "harp"))[0] == "The user plays the harp"
+    assert texts(search(user, "harp"))[0] == "The user plays the harp."
     assert "The user plays the cello" not in texts(search(user, "cello"))
 
 
