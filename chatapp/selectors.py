@@ -19,6 +19,7 @@ from access_app.selectors import access_tokens_of, audit_entries_for_subject, gr
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemorySource
 from memory_app.selectors import memory_settings_get
 from memory_app.serializers import revision_actor
+from sessions_app.event_blobs import content_blobs_inlined, content_has_blobs
 from sessions_app.models import EventRecord, SessionRecord, SessionState, UserState
 from sessions_app.selectors import artifact_bytes, artifacts_of_user
 
@@ -47,7 +48,9 @@ def _event(record: EventRecord) -> str:
             "invocation_id": record.invocation_id,
             "author": record.author,
             "timestamp": record.timestamp,
-            "content": record.content,
+            "content": content_blobs_inlined(record.content, as_json=True)
+            if content_has_blobs(record.content)
+            else record.content,
             "actions": record.actions,
             "turn_complete": record.turn_complete,
             "interrupted": record.interrupted,

@@ -257,7 +257,16 @@ SESSION_IDLE_TTL_SECONDS = env.int("SESSION_IDLE_TTL_SECONDS", default=30 * 24 *
 TEMPORARY_CHAT_RETENTION_DAYS = env.int("TEMPORARY_CHAT_RETENTION_DAYS", default=30)
 SESSION_CLEANUP_INTERVAL_SECONDS = env.int("SESSION_CLEANUP_INTERVAL_SECONDS", default=3600)
 SESSION_CLEANUP_BATCH_SIZE = env.int("SESSION_CLEANUP_BATCH_SIZE", default=500)
-MAX_EVENT_BYTES = env.int("MAX_EVENT_BYTES", default=256 * 1024)
+# The largest event stored, in bytes: its JSON with each file's bytes counted as bytes (not
+# base64). ADK stores events of any size; an agent's photo, PDF or tool result must fit.
+MAX_EVENT_BYTES = env.int("MAX_EVENT_BYTES", default=32 * 1024 * 1024)
+# A file (inline data) or a tool's result (function_response) larger than this is kept in the
+# artifacts storage beside the event, which names it; the event's row stays small, and every
+# read gives the part back whole.
+EVENT_PART_INLINE_MAX_BYTES = env.int("EVENT_PART_INLINE_MAX_BYTES", default=64 * 1024)
+# The longest body of an event append (REST and /api/v1): the largest event with its files
+# in base64, and room for the rest.
+EVENT_REQUEST_MAX_BYTES = MAX_EVENT_BYTES * 4 // 3 + 2**20
 MAX_STATE_VALUE_BYTES = env.int("MAX_STATE_VALUE_BYTES", default=64 * 1024)
 MAX_STATE_KEY_LENGTH = 255
 
@@ -314,9 +323,13 @@ AGENTS: dict = {}
 CHAT_MAX_MESSAGE_CHARS = env.int("CHAT_MAX_MESSAGE_CHARS", default=8000)
 # Attachments of a chat message: the largest file, and how many go with one message.
 ATTACHMENT_MAX_BYTES = env.int("ATTACHMENT_MAX_BYTES", default=10 * 1024 * 1024)
-# The web server (chatapp.webserver) answers a longer request body 413 before reading it: an
-# attachment's largest upload with room for its form.
-REQUEST_BODY_MAX_BYTES = env.int("REQUEST_BODY_MAX_BYTES", default=ATTACHMENT_MAX_BYTES + 2**20)
+# The web server (chatapp.webserver) answers a longer request body 413 before reading it: the
+# larger of an event append's body (EVENT_REQUEST_MAX_BYTES) and an attachment's upload with
+# room for its form. Each route then holds to its own limit (DATA_UPLOAD_MAX_MEMORY_SIZE for
+# the other JSON bodies).
+REQUEST_BODY_MAX_BYTES = env.int(
+    "REQUEST_BODY_MAX_BYTES", default=max(EVENT_REQUEST_MAX_BYTES, ATTACHMENT_MAX_BYTES + 2**20)
+)
 ATTACHMENT_MAX_COUNT = env.int("ATTACHMENT_MAX_COUNT", default=5)
 # Attachments up to this size go to Gemini inline in the request; larger ones through its Files
 # API (a request holds about 20 MB inline in all).

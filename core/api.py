@@ -4,15 +4,17 @@ and the base view that maps an oversized body to 413."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import QueryDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, ParseError
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.views import APIView
 
 from core.text import unstorable_text_problem
@@ -71,6 +73,34 @@ class StoreJSONParser(JSONParser):
         if problem:
             raise ParseError(f"JSON parse error - {problem}")
         return data
+
+
+class LargeJSONParser(BaseParser):
+    """``StoreJSONParser`` for the routes whose bodies may be larger than
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (an event with its files): up to the setting
+    ``limit_setting`` names, a longer body answered 413 saying both sizes.
+
+    DRF reads the body of a ``JSONParser`` through ``HttpRequest.body``, which holds every
+    route to the one global limit; a parser of another class is given the request's stream,
+    read here up to this route's own limit."""
+
+    media_type = "application/json"
+    limit_setting = "DATA_UPLOAD_MAX_MEMORY_SIZE"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = getattr(settings, self.limit_setting)
+        request = (parser_context or {}).get("request")
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0) if request is not None else 0
+        except ValueError:
+            length = 0
+        body = stream.read(limit + 1) if length <= limit else b""
+        if length > limit or len(body) > limit:
+            raise PayloadTooLarge(
+                f"The body is {max(length, len(body))} bytes; this route takes at most {limit} "
+                f"bytes ({self.limit_setting})."
+            )
+        return StoreJSONParser().parse(io.BytesIO(body), media_type, parser_context)
 
 
 def request_data_validated(serializer_class: type[serializers.Serializer], data: Any) -> Any:

@@ -3,7 +3,8 @@
 Every view reaches only the requesting user's sessions: another user's
 session, an unknown one and a malformed id all answer the same 404, with
 nothing of the session in it. Bad input answers 400 (409 for a session id in
-use, 413 for a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``) and writes nothing.
+use, 413 for a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``, an event's over
+``EVENT_REQUEST_MAX_BYTES``) and writes nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from core.api import (
     Conflict,
     ErrorSerializer,
     JSONAPIView,
+    LargeJSONParser,
     bad_request,
     request_data_validated,
 )
@@ -317,7 +319,16 @@ class SessionDetailView(SessionStoreAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class EventJSONParser(LargeJSONParser):
+    """The body of an event append: up to ``EVENT_REQUEST_MAX_BYTES``, an event of
+    ``MAX_EVENT_BYTES`` with its files in base64."""
+
+    limit_setting = "EVENT_REQUEST_MAX_BYTES"
+
+
 class SessionEventsView(SessionStoreAPIView):
+    parser_classes = [EventJSONParser]
+
     @extend_schema(
         operation_id="sessions_events_list",
         tags=["Sessions"],

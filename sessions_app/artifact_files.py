@@ -95,7 +95,7 @@ def artifact_file_delete(storage_name: str) -> None:
 
 
 def artifact_file_delete_on_commit(sender: Any, instance: Any, **kwargs: Any) -> None:
-    """``post_delete`` receiver of ``ArtifactRecord``: its file goes once the deletion commits
-    (a rolled-back deletion keeps both)."""
+    """``post_delete`` receiver of ``ArtifactRecord`` and ``EventBlob``: the row's file goes
+    once the deletion commits (a rolled-back deletion keeps both)."""
     name = instance.storage_name
     transaction.on_commit(lambda: artifact_file_delete(name), using=kwargs.get("using"))

@@ -16,6 +16,7 @@ from typing import Any
 from google.genai import types
 from pydantic import BaseModel
 
+from sessions_app.event_blobs import content_blobs_inlined, content_has_blobs
 from sessions_app.events import Event, EventActions
 
 # The columns of EventRecord an Event is read from, in this order.
@@ -153,10 +154,15 @@ def _text_content(data: dict[str, Any]) -> types.Content | None:
 
 
 def content_from_stored(data: dict[str, Any] | None) -> types.Content | None:
+    """The content a row holds, its large parts read back whole (``event_blobs``)."""
     if data is None:
         return None
     content = _text_content(data)
-    return content if content is not None else types.Content.model_validate(data)
+    if content is not None:
+        return content
+    if content_has_blobs(data):
+        data = content_blobs_inlined(data)
+    return types.Content.model_validate(data)
 
 
 def content_to_stored(content: types.Content | None) -> dict[str, Any] | None:

@@ -256,3 +256,27 @@ class ArtifactRecord(models.Model):
     def __str__(self) -> str:
         scope = self.session_id or "user"
         return f"{self.app_name}/{self.user_id}/{scope}/{self.filename}@{self.version}"
+
+
+class EventBlob(models.Model):
+    """A large part of a stored event, kept in the ``artifacts`` storage beside its row: a
+    file's bytes (``inline_data``) or a tool result's JSON (``function_response``) past
+    ``EVENT_PART_INLINE_MAX_BYTES``.
+
+    The event's stored content names the file in place of the part's data
+    (``sessions_app.event_blobs``); reading the event gives the part back whole. A blob
+    belongs to its session and goes with it, its file once the deletion commits.
+    """
+
+    id = models.UUIDField(primary_key=True)
+    session = models.ForeignKey(SessionRecord, on_delete=models.CASCADE, related_name="blobs")
+    storage_name = models.CharField(max_length=255, unique=True)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    create_time = models.FloatField()
+
+    class Meta:
+        verbose_name = "event blob"
+
+    def __str__(self) -> str:
+        return f"{self.session_id}/{self.id}"

@@ -45,6 +45,7 @@ from memory_app.services.app_memories import (
 )
 from sessions_app import selectors as session_selectors
 from sessions_app import services as session_services
+from sessions_app.api import EventJSONParser
 
 JOB_STATUS = {
     GenerationJob.Status.QUEUED: "queued",
@@ -139,6 +140,8 @@ class MemoryGenerateView(ServiceAPIView):
 
 
 class MemoryEventsView(ServiceAPIView):
+    parser_classes = [EventJSONParser]
+
     @extend_schema(
         operation_id="v1_memory_events",
         summary="Turn the given events into memories, in the background",

@@ -55,6 +55,7 @@ from core.api import (
     request_data_validated,
 )
 from sessions_app import selectors, services
+from sessions_app.api import EventJSONParser
 from sessions_app.errors import SessionNotFoundError
 from sessions_app.models import AppState, SessionRecord, UserState
 from sessions_app.services import SessionService
@@ -180,6 +181,8 @@ class SessionDetailView(AsyncServiceAPIView):
 
 
 class SessionEventsView(AsyncServiceAPIView):
+    parser_classes = [EventJSONParser]
+
     @extend_schema(
         operation_id="v1_sessions_events_create",
         summary="Append an event (ADK's append_event): any author, any state scope",

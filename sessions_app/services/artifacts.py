@@ -25,6 +25,7 @@ from sessions_app.artifact_files import (
     artifact_storage,
 )
 from sessions_app.errors import InvalidArtifactError, SessionNotFoundError
+from sessions_app.event_blobs import BLOB_FOLDER, blob_files_orphaned
 from sessions_app.models import ArtifactRecord, SessionRecord
 from sessions_app.selectors.artifacts import artifact_part, artifact_scope_filter
 from sessions_app.uploads import CheckedUpload, artifact_upload_check
@@ -222,7 +223,8 @@ ORPHAN_FILE_MIN_AGE_SECONDS = 24 * 3600
 
 
 def artifact_files_orphaned_delete(*, now: float | None = None) -> int:
-    """Delete the stored files no artifact row names and older than a day; returns how many.
+    """Delete the stored files no artifact row names, nor event blob row (``event_blobs``),
+    older than a day; returns how many.
 
     A file is written before its row, and a row can roll back with a transaction around it (a
     memory job's copy of a kept file, when the job's write fails) and take no file with it:
@@ -238,14 +240,28 @@ def artifact_files_orphaned_delete(*, now: float | None = None) -> int:
     except FileNotFoundError:  # a local storage nothing was ever written to
         return 0
     for folder in folders:
+        if folder == BLOB_FOLDER:
+            for user_folder in storage.listdir(BLOB_FOLDER)[0]:
+                path = f"{BLOB_FOLDER}/{user_folder}"
+                names = [f"{path}/{name}" for name in storage.listdir(path)[1]]
+                deleted += _older_deleted(blob_files_orphaned(names=names), cutoff=cutoff)
+            continue
         names = [f"{folder}/{name}" for name in storage.listdir(folder)[1]]
         used = set(
             ArtifactRecord.objects.filter(storage_name__in=names).values_list(
                 "storage_name", flat=True
             )
         )
-        for name in names:
-            if name not in used and storage.get_modified_time(name).timestamp() < cutoff:
-                artifact_file_delete(name)
-                deleted += 1
+        deleted += _older_deleted(set(names) - used, cutoff=cutoff)
+    return deleted
+
+
+def _older_deleted(names: set[str], *, cutoff: float) -> int:
+    """Delete the files named that were last written before ``cutoff``; how many went."""
+    storage = artifact_storage()
+    deleted = 0
+    for name in sorted(names):
+        if storage.get_modified_time(name).timestamp() < cutoff:
+            artifact_file_delete(name)
+            deleted += 1
     return deleted

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -26,6 +27,12 @@ from sessions_app.errors import (
     InvocationNotFoundError,
     SessionNotFoundError,
     SessionStoreError,
+)
+from sessions_app.event_blobs import (
+    PendingBlob,
+    content_blobs_split,
+    event_blobs_discard,
+    event_blobs_store,
 )
 from sessions_app.event_codec import event_to_record_fields
 from sessions_app.events import (
@@ -50,8 +57,11 @@ MAX_NAME_LENGTH = 128
 MAX_BRANCH_LENGTH = 512
 
 
-def _event_validate(event: Event) -> dict[str, Any]:
-    """The record fields of an event, or InvalidEventError; writes nothing."""
+def _event_validate(event: Event, *, user_pk: int) -> tuple[dict[str, Any], list[PendingBlob]]:
+    """The record fields of an event and the large parts to store beside it, or
+    InvalidEventError; writes nothing. An event past ``MAX_EVENT_BYTES`` is refused, unless
+    it answers tool calls: then the results are replaced by an error that says so
+    (``_tool_results_replaced``) and the event is stored."""
     if not event.author or len(event.author) > MAX_NAME_LENGTH:
         raise InvalidEventError("An event needs an author of 1-128 characters.")
     if len(event.invocation_id) > MAX_NAME_LENGTH or len(event.id) > MAX_NAME_LENGTH:
@@ -70,8 +80,29 @@ def _event_validate(event: Event) -> dict[str, Any]:
     )
     if any("\x00" in text for text in plain_texts if text):
         raise InvalidEventError("Event fields cannot contain NUL characters.")
+    fields, blobs, size = _event_fields_sized(event, user_pk=user_pk)
+    if size > settings.MAX_EVENT_BYTES and event.get_function_responses():
+        _tool_results_replaced(event, size=size)
+        fields, blobs, size = _event_fields_sized(event, user_pk=user_pk)
+    if size > settings.MAX_EVENT_BYTES:
+        said, allowed = size_and_limit_words(size, settings.MAX_EVENT_BYTES)
+        raise InvalidEventError(
+            f"The event is {said}; the limit is {allowed} "
+            "(MAX_EVENT_BYTES, a file's bytes counted as bytes)."
+        )
+    return fields, blobs
+
+
+def _event_fields_sized(
+    event: Event, *, user_pk: int
+) -> tuple[dict[str, Any], list[PendingBlob], int]:
+    """The record fields of ``event`` with its large parts taken out (``event_blobs``), the
+    blobs taken, and the event's size: its stored JSON and the blobs' bytes."""
     fields = event_to_record_fields(event)
     try:
+        fields["content"], blobs = content_blobs_split(
+            stored=fields["content"], content=event.content, user_pk=user_pk
+        )
         encoded = json.dumps(
             [fields["content"], fields["actions"], fields["custom_metadata"]], allow_nan=False
         )
@@ -79,11 +110,21 @@ def _event_validate(event: Event) -> dict[str, Any]:
         raise InvalidEventError(f"The event is not JSON-serialisable: {error}.") from None
     if "\\u0000" in encoded:
         raise InvalidEventError("Event content cannot contain NUL characters.")
-    size = len(encoded.encode())
-    if size > settings.MAX_EVENT_BYTES:
-        said, allowed = size_and_limit_words(size, settings.MAX_EVENT_BYTES)
-        raise InvalidEventError(f"The event is {said}; the limit is {allowed}.")
-    return fields
+    return fields, blobs, len(encoded.encode()) + sum(len(blob.data) for blob in blobs)
+
+
+def _tool_results_replaced(event: Event, *, size: int) -> None:
+    """Replace, in place, the results of the tool calls ``event`` answers with an error
+    saying the result was too large to keep: the call stays answered, so the turn is never
+    left with a call and no response (a model given such a history fails), the model sees
+    why, and the caller's ``Session`` holds what is stored."""
+    said, allowed = size_and_limit_words(size, settings.MAX_EVENT_BYTES)
+    message = (
+        f"The tool's result was not kept: the event holding it was {said}, over the "
+        f"server's limit of {allowed} (MAX_EVENT_BYTES)."
+    )
+    for response in event.get_function_responses():
+        response.response = {"error": message}
 
 
 class _PendingAppend(NamedTuple):
@@ -93,6 +134,7 @@ class _PendingAppend(NamedTuple):
     store_arguments: dict[str, Any]
     temp: dict[str, Any]
     original_delta: dict[str, Any]
+    blobs: list[PendingBlob]
 
 
 def _append_begin(
@@ -106,12 +148,12 @@ def _append_begin(
         key: value for key, value in delta.items() if not key.startswith(TEMP_PREFIX)
     }
     try:
-        fields = _event_validate(event)
         user_pk = selectors.user_pk_from_id(session.user_id)
         if user_pk is None:
             raise SessionNotFoundError(
                 f"Session {session.id!r} not found in app {session.app_name!r}."
             )
+        fields, blobs = _event_validate(event, user_pk=user_pk)
     except SessionStoreError:
         event.actions.state_delta = delta
         raise
@@ -126,7 +168,18 @@ def _append_begin(
         },
         temp=scoped.temp,
         original_delta=delta,
+        blobs=blobs,
     )
+
+
+def _blobs_arguments(pending: _PendingAppend) -> dict[str, Any]:
+    arguments = pending.store_arguments
+    return {
+        "session_id": arguments["session_id"],
+        "app_name": arguments["app_name"],
+        "user_pk": arguments["user_pk"],
+        "blobs": pending.blobs,
+    }
 
 
 @contextlib.contextmanager
@@ -179,7 +232,12 @@ def event_append_stored(
     copy raises StaleSessionError and stores nothing, as ADK's database service does."""
     pending = _append_begin(session=session, event=event, revision=revision)
     with _append_storing(event=event, pending=pending):
-        place = storage.event_store(**pending.store_arguments)
+        blob_ids = event_blobs_store(**_blobs_arguments(pending)) if pending.blobs else []
+        try:
+            place = storage.event_store(**pending.store_arguments)
+        except BaseException:
+            event_blobs_discard(blob_ids)
+            raise
     return _append_end(session=session, event=event, pending=pending, place=place)
 
 
@@ -195,7 +253,17 @@ async def event_append_stored_async(
     round trip and transaction (None without)."""
     pending = _append_begin(session=session, event=event, revision=revision)
     with _append_storing(event=event, pending=pending):
-        place, answer = await storage.event_store_async(**pending.store_arguments, then=then)
+        blob_ids = (
+            await sync_to_async(event_blobs_store)(**_blobs_arguments(pending))
+            if pending.blobs
+            else []
+        )
+        try:
+            place, answer = await storage.event_store_async(**pending.store_arguments, then=then)
+        except BaseException:
+            if blob_ids:
+                await sync_to_async(event_blobs_discard)(blob_ids)
+            raise
     return _append_end(session=session, event=event, pending=pending, place=place), answer
 
 
