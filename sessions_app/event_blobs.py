@@ -167,7 +167,8 @@ def content_has_blobs(stored: dict[str, Any] | None) -> bool:
 def content_blobs_inlined(stored: dict[str, Any], *, as_json: bool = False) -> dict[str, Any]:
     """``stored`` with each reference replaced by the field it stands for, read back from
     the storage: the content as it was sent. A file's bytes come as ``bytes`` (for
-    ``types.Content.model_validate``) or, with ``as_json``, base64 text as in ADK's JSON."""
+    ``types.Content.model_validate``) or, with ``as_json``, base64 text as genai's JSON of a
+    part holds it (URL-safe), the same as a small part's in the row."""
     parts = []
     for part_json in stored.get("parts") or ():
         reference = part_json.get(BLOB_KEY)
@@ -180,7 +181,7 @@ def content_blobs_inlined(stored: dict[str, Any], *, as_json: bool = False) -> d
         if field == INLINE_DATA:
             value: Any = data
             if as_json and data is not None:
-                value = base64.b64encode(data).decode("ascii")
+                value = base64.urlsafe_b64encode(data).decode("ascii")
             part_json[INLINE_DATA] = {**part_json.get(INLINE_DATA, {}), "data": value}
         elif field == FUNCTION_RESPONSE:
             response = None if data is None else json.loads(data)

@@ -3,8 +3,10 @@ events, state, memory, end users' data rights, and the audit of every request.""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import os
 from datetime import timedelta
 from urllib.parse import urlencode
 
@@ -673,3 +675,49 @@ def test_what_names_nothing_is_not_found_and_an_empty_correction_is_refused(api)
     assert "No invocation 'never'" in unknown_invocation.json()["detail"]
     assert unknown_page.status_code == 404
     assert empty_correction.status_code == 400
+
+
+def test_an_agents_large_photo_and_tool_result_are_stored_and_read_back_whole(api):
+    """ADK stores events of any size: a 2 MB photo a user sent and a tool's 600 KB result
+    are appended (bodies far past DATA_UPLOAD_MAX_MEMORY_SIZE) and come back byte for byte."""
+    photo = os.urandom(2 * 1024 * 1024)
+    photo_json = base64.urlsafe_b64encode(photo).decode()
+    result = {"rows": ["x" * 1000] * 600}
+    api.post("users/alice/sessions/", {"session_id": "s1"})
+    sent = [
+        {
+            "author": "user",
+            "invocation_id": "i1",
+            "content": {
+                "role": "user",
+                "parts": [{"inline_data": {"mime_type": "image/jpeg", "data": photo_json}}],
+            },
+        },
+        {
+            "author": "support_agent",
+            "invocation_id": "i1",
+            "content": {
+                "role": "model",
+                "parts": [{"function_call": {"id": "c1", "name": "lookup", "args": {}}}],
+            },
+        },
+        {
+            "author": "support_agent",
+            "invocation_id": "i1",
+            "content": {
+                "role": "user",
+                "parts": [
+                    {"function_response": {"id": "c1", "name": "lookup", "response": result}}
+                ],
+            },
+        },
+    ]
+    for event in sent:
+        appended = api.post("users/alice/sessions/s1/events/", event)
+        assert appended.status_code == 201, appended.content[:300]
+
+    events = api.get("users/alice/sessions/s1/").json()["events"]
+
+    data = events[0]["content"]["parts"][0]["inline_data"]["data"]
+    assert base64.urlsafe_b64decode(data + "=" * (-len(data) % 4)) == photo
+    assert events[2]["content"]["parts"][0]["function_response"]["response"] == result

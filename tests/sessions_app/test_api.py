@@ -609,8 +609,10 @@ def test_append_event_over_the_event_size_limit_is_refused(api_client, user, set
 
 
 def test_append_event_with_an_oversized_body_is_413(api_client, user, settings):
+    """An event's body has a limit of its own (an event may carry files), not the other
+    JSON routes' DATA_UPLOAD_MAX_MEMORY_SIZE."""
     session = _session(user)
-    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    settings.EVENT_REQUEST_MAX_BYTES = 1000
     before = _row_counts()
 
     response = api_client.post(
