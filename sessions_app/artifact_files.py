@@ -32,10 +32,11 @@ def artifact_storage() -> Storage:
 def artifact_filename_problem(filename: Any) -> str | None:
     """Why ``filename`` cannot name an artifact, or None.
 
-    A filename is one name, never a path: no slash or backslash, not ``.`` or ``..``, no
-    control character; ``user:`` before it makes it the user's rather than the session's.
-    Storage paths never contain it, so this keeps names readable and unambiguous in lists,
-    downloads and ADK's ``artifact://`` addresses rather than guarding the disk.
+    Any name ADK's services take (``/`` included: ``reports/2026/q1.pdf``), up to
+    ``MAX_FILENAME_CHARS``, and not blank; ``user:`` before it makes it the user's rather
+    than the session's. Control characters are refused: no database holds a NUL, and a
+    name with a line break could not be shown or sent in a header. Storage paths never
+    contain a filename, so a name needs no guard for the disk.
     """
     if not isinstance(filename, str):
         return "A filename must be a string."
@@ -44,10 +45,6 @@ def artifact_filename_problem(filename: Any) -> str | None:
         return "A filename must not be empty."
     if len(filename) > MAX_FILENAME_CHARS:
         return f"A filename is at most {MAX_FILENAME_CHARS} characters."
-    if "/" in bare or "\\" in bare:
-        return "A filename must not contain / or \\ (it names a file, not a path)."
-    if bare.strip() in {".", ".."}:
-        return "A filename must not be . or .."
     if any(unicodedata.category(char) in {"Cc", "Cs"} for char in bare):
         return "A filename must not contain control characters."
     return None

@@ -29,10 +29,10 @@ from core.api import BAD_REQUEST, NOT_SIGNED_IN, TOO_LARGE, ErrorSerializer, Pay
 from core.sizes import size_words
 from sessions_app import selectors, services
 from sessions_app.api import NOT_FOUND, SESSION_ID, SessionStoreAPIView
-from sessions_app.artifact_files import artifact_storage
+from sessions_app.artifact_files import USER_PREFIX, artifact_storage
 from sessions_app.models import ArtifactRecord
 from sessions_app.thumbnails import thumbnail_png
-from sessions_app.uploads import uploads_check
+from sessions_app.uploads import INLINE_IMAGE_TYPES, uploads_check
 
 # Room for a multipart body's boundaries and headers besides the files themselves.
 _MULTIPART_OVERHEAD = 64 * 1024
@@ -89,7 +89,7 @@ def artifact_representation(record: ArtifactRecord) -> dict:
         "session_id": record.session.session_id if record.session_id else None,
         "download_url": reverse("sessions_api:artifact-content", args=[record.pk]),
         "thumbnail_url": reverse("sessions_api:artifact-thumbnail", args=[record.pk])
-        if record.mime_type.startswith("image/")
+        if record.mime_type in INLINE_IMAGE_TYPES and not record.is_file_data
         else None,
     }
 
@@ -209,8 +209,9 @@ class ArtifactContentView(ArtifactReadView):
         operation_id="artifacts_content",
         tags=["Attachments"],
         summary="Download one of your files",
-        description="The bytes as stored, with the type their content showed. `?download=1` "
-        "asks the browser to save it rather than show it. Staff open another user's file only "
+        description="The bytes as stored, with their stored type, never sniffed. An image "
+        "(PNG, JPEG, WebP, GIF) is shown in the browser unless `?download=1`; any other type "
+        "(text, PDF, whatever an agent saved) is always sent as an attachment to save. Staff open another user's file only "
         "with that user's grant (conversations for a chat's attachment, memories for an image "
         "a memory keeps), and the user's audit log records it.",
         parameters=[ARTIFACT_ID],
@@ -231,7 +232,8 @@ class ArtifactThumbnailView(ArtifactReadView):
         tags=["Attachments"],
         summary="A small preview of one of your images",
         description="A PNG at most 320 pixels on its longer side, made from an attached image "
-        "(the first frame of an animation). Files that are not images answer 404.",
+        "(the first frame of an animation). Files that are not PNG, JPEG, WebP or GIF images, "
+        "or do not decode as one, answer 404.",
         parameters=[ARTIFACT_ID],
         responses={
             (200, "image/png"): OpenApiResponse(description="The preview."),
@@ -241,27 +243,37 @@ class ArtifactThumbnailView(ArtifactReadView):
     )
     def get(self, request: Request, artifact_id: str) -> HttpResponse:
         record = self.readable(artifact_id)
-        if not record.mime_type.startswith("image/"):
-            raise NotFound("Only images have a preview.")
-        response = HttpResponse(
-            thumbnail_png(selectors.artifact_bytes(record)), content_type="image/png"
+        preview = (
+            thumbnail_png(selectors.artifact_bytes(record))
+            if record.mime_type in INLINE_IMAGE_TYPES and not record.is_file_data
+            else None
         )
+        if preview is None:
+            raise NotFound("Only images have a preview.")
+        response = HttpResponse(preview, content_type="image/png")
         response["X-Content-Type-Options"] = "nosniff"
         response["Cache-Control"] = "private, max-age=3600"
         return response
 
 
 def artifact_file_response(record: ArtifactRecord, *, download: bool) -> FileResponse:
-    """The stored file as a response no browser runs as a page: its checked type (text always
-    as plain text), not sniffed, sandboxed, and private to whoever fetched it."""
-    content_type = (
-        "text/plain; charset=utf-8" if record.mime_type.startswith("text/") else record.mime_type
-    )
+    """The stored file as a response no browser runs as a page: an image a browser shows
+    (PNG, JPEG, WebP, GIF) inline unless ``download``, any other type (text, PDF, HTML, SVG,
+    a ``file_data`` part's JSON, whatever an agent saved) as an attachment to save; never
+    sniffed, and private to whoever fetched it. The type is the one stored, so the bytes
+    saved are the bytes downloaded."""
+    inline = record.mime_type in INLINE_IMAGE_TYPES and not record.is_file_data and not download
+    if record.is_file_data:
+        content_type = "application/json"
+    elif record.mime_type.startswith("text/") or record.is_text:
+        content_type = f"{record.mime_type or 'text/plain'}; charset=utf-8"
+    else:
+        content_type = record.mime_type or "application/octet-stream"
     response = FileResponse(
         artifact_storage().open(record.storage_name, "rb"),
         content_type=content_type,
-        as_attachment=download,
-        filename=record.filename,
+        as_attachment=not inline,
+        filename=record.filename.removeprefix(USER_PREFIX).rsplit("/", 1)[-1],
     )
     response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "private, max-age=3600"

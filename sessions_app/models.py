@@ -232,6 +232,11 @@ class ArtifactRecord(models.Model):
     is_text = models.BooleanField(
         default=False, help_text="Saved as a text part (given back as text, not inline data)."
     )
+    is_file_data = models.BooleanField(
+        default=False,
+        help_text="Saved as a file_data part (a URI, such as ADK's artifact:// reference): "
+        "the file holds the part's JSON, given back as it was saved.",
+    )
     custom_metadata = models.JSONField(default=dict, blank=True)
     create_time = models.FloatField()
 

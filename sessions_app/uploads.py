@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import re
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import PurePath
 
 from django.conf import settings
@@ -25,6 +25,8 @@ from sessions_app.artifact_files import USER_PREFIX, artifact_filename_problem
 from sessions_app.errors import InvalidArtifactError
 
 IMAGE_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
+# The types a browser is let show inline: images that run nothing (never SVG).
+INLINE_IMAGE_TYPES = frozenset(IMAGE_TYPES.values())
 EXTENSIONS = {
     ".png": "image/png",
     ".jpg": "image/jpeg",
@@ -47,6 +49,9 @@ TYPE_NAMES = {
     "text/markdown": "Markdown text",
 }
 TEXT_TYPES = frozenset({"text/plain", "text/markdown"})
+# What a model is given a file's bytes of: the types an attachment may be. An agent may save
+# an artifact of any type; a model told of one of another type gets its name, not its bytes.
+MODEL_READABLE_TYPES = frozenset(TYPE_NAMES)
 ACCEPTED = "PNG, JPEG, WebP or GIF images, PDF documents, plain text or Markdown"
 # What WHATWG's MIME sniffing reads as HTML (or XML) at the start of a file: a browser shown
 # such a "text" file could run it.
@@ -139,7 +144,9 @@ def upload_check(*, filename: str, data: bytes) -> CheckedUpload:
     in words why not (empty, too large, a type not accepted, damaged, a name that is a path or
     that names another type)."""
     problem = artifact_filename_problem(filename)
-    if problem or filename.startswith("user:"):
+    if not problem and ("/" in filename or "\\" in filename):
+        problem = "it names a file, not a path (no / or \\)."
+    if problem or filename.startswith(USER_PREFIX):
         raise InvalidArtifactError(
             f"{filename[:80]!r} cannot name an attachment: "
             + (problem or "it must not start with user:.")
@@ -178,23 +185,3 @@ def uploads_check(files: list[tuple[str, bytes]]) -> list[CheckedUpload]:
             f"{len(files)} files were attached; at most {limit} go with one message."
         )
     return [upload_check(filename=name, data=data) for name, data in files]
-
-
-def artifact_upload_check(*, filename: str, data: bytes, mime_type: str | None) -> CheckedUpload:
-    """A file an app's agent saves as an artifact, checked as an attachment is
-    (``upload_check``, on the name without its ``user:``), or ``InvalidArtifactError``.
-
-    ``mime_type`` is the type the agent stated (None for a text part): it must be the one the
-    content shows, plain text and Markdown standing for each other, so that the file loads
-    back as it was saved and the chat shows it as what it is.
-    """
-    checked = upload_check(filename=filename.removeprefix(USER_PREFIX), data=data)
-    if mime_type is None or mime_type == checked.mime_type:
-        return replace(checked, filename=filename)
-    if mime_type in TEXT_TYPES and checked.mime_type in TEXT_TYPES:
-        return replace(checked, filename=filename, mime_type=mime_type)
-    stated = TYPE_NAMES.get(mime_type, f"of type {mime_type}")
-    raise InvalidArtifactError(
-        f"{filename} is stated to be {stated} but its content is "
-        f"{TYPE_NAMES[checked.mime_type]}: {ACCEPTED} are accepted, as their content shows."
-    )

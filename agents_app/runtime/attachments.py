@@ -70,6 +70,8 @@ def _part_read(part: types.Part, *, app_name: str, user_id: str) -> tuple[list[t
     if record is None:
         return [types.Part(text=f"{ATTACHMENT_LABEL_PREFIX}{name}: no longer available]")], None
     label = f"{ATTACHMENT_LABEL_PREFIX}{record.filename}: {record.mime_type}, {record.size} bytes]"
+    if not selectors.artifact_model_readable(record):
+        return [types.Part(text=label)], None
     data = types.Part(
         inline_data=types.Blob(data=selectors.artifact_bytes(record), mime_type=record.mime_type)
     )

@@ -1,9 +1,9 @@
 """Artifacts of an app's end users: ADK's ``BaseArtifactService`` over HTTP.
 
 The files are the ones the chat shows: an end user's session files and their ``user:`` files,
-each save a new version from 0. A save is checked as a chat attachment is (type by content,
-size, name) and sent as multipart, as an attachment is; the same routes exist under a session
-(its files and the user's) and under the end user alone (``user:`` files only).
+each save a new version from 0. A save is any part ADK's services keep (inline data of any
+type, text, ``file_data``), stored byte for byte and sent as multipart; the same routes exist
+under a session (its files and the user's) and under the end user alone (``user:`` files only).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
+from google.genai import types
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
@@ -45,8 +46,9 @@ FILENAME = OpenApiParameter(
     "filename",
     str,
     OpenApiParameter.PATH,
-    description="One name, never a path; `user:` before it makes it the end user's file "
-    "(every session of theirs sees it) rather than the session's.",
+    description="Any name of 1-255 characters without control characters, `/` included "
+    "(percent-encoded twice in the path: `reports%252Fq1.pdf`); `user:` before it makes it "
+    "the end user's file (every session of theirs sees it) rather than the session's.",
 )
 NO_SESSION = OpenApiParameter("session_id", str, OpenApiParameter.PATH, exclude=True)
 VERSION = OpenApiParameter(
@@ -71,8 +73,8 @@ class ArtifactVersionsSerializer(serializers.Serializer):
 
 class ArtifactContentSerializer(ArtifactVersionSerializer):
     part = serializers.DictField(
-        help_text='The saved part: `{"text": ...}` or `{"inline_data": {"mime_type": ..., '
-        '"data": base64}}`.'
+        help_text='The saved part: `{"text": ...}`, `{"inline_data": {"mime_type": ..., '
+        '"data": base64}}` or `{"file_data": {"file_uri": ..., "mime_type": ...}}`.'
     )
 
 
@@ -80,14 +82,34 @@ class ArtifactSaveSerializer(serializers.Serializer):
     filename = serializers.CharField(max_length=255, trim_whitespace=False)
     file = serializers.FileField(
         allow_empty_file=True,
-        help_text="The bytes, with the part's MIME type as this field's Content-Type.",
+        required=False,
+        help_text="The bytes, with the part's MIME type as this field's Content-Type "
+        "(without `file_data`).",
     )
     text = serializers.BooleanField(
         default=False, help_text="The part is text (UTF-8 bytes), not inline data."
     )
+    file_data = serializers.CharField(
+        required=False,
+        help_text='A `file_data` part instead of `file`: its JSON, `{"file_uri": ..., '
+        '"mime_type": ..., "display_name": ...}`.',
+    )
     custom_metadata = serializers.CharField(
         required=False, default="{}", help_text="A JSON object kept with the version."
     )
+
+    def validate_file_data(self, value: str) -> types.FileData:
+        try:
+            return types.FileData.model_validate_json(value)
+        except ValueError:
+            raise serializers.ValidationError(
+                "A JSON object of file_data's fields (file_uri, mime_type, display_name)."
+            ) from None
+
+    def validate(self, attrs: dict) -> dict:
+        if ("file" in attrs) == ("file_data" in attrs):
+            raise serializers.ValidationError("Send either `file` or `file_data`.")
+        return attrs
 
     def validate_custom_metadata(self, value: str) -> dict:
         try:
@@ -108,7 +130,23 @@ def _part_json(record: ArtifactRecord) -> dict:
     data = selectors.artifact_bytes(record)
     if record.is_text:
         return {"text": data.decode("utf-8")}
+    if record.is_file_data:
+        return {"file_data": json.loads(data)}
     return {"inline_data": {"mime_type": record.mime_type, "data": base64.b64encode(data).decode()}}
+
+
+def _part_sent(data: dict) -> types.Part:
+    """The part a save sent: its ``file_data``, or its file as text or inline data."""
+    if "file_data" in data:
+        return types.Part(file_data=data["file_data"])
+    upload = data["file"]
+    content = upload.read()
+    if data["text"]:
+        try:
+            return types.Part(text=content.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise BadRequest("A text part is sent as UTF-8.") from None
+    return types.Part(inline_data=types.Blob(data=content, mime_type=upload.content_type))
 
 
 class _EndUserArtifactsView(ServiceAPIView):
@@ -157,10 +195,11 @@ class ArtifactListView(_EndUserArtifactsView):
     @extend_schema(
         operation_id="v1_artifacts_create",
         summary="Save a new version of a file (ADK's save_artifact; multipart)",
-        description="Checked as a chat attachment is: images (PNG, JPEG, WebP, GIF), PDF, "
-        "plain text and Markdown, told by their content, at most `ATTACHMENT_MAX_BYTES`; the "
-        "stated type must be the one the content shows. A refusal is a 400 that says why. "
-        "A name without `user:` needs the session route.",
+        description="Any part ADK's services keep, stored byte for byte: `file` with its "
+        "MIME type (any type; `text=true` for a text part), or `file_data` (a URI, kept as "
+        "given), at most `ATTACHMENT_MAX_BYTES`. A refusal is a 400 that says why. A name "
+        "without `user:` needs the session route. Downloaded from the chat, only images show "
+        "in the browser; any other type is sent as an attachment, never run.",
         parameters=[APP_NAME, USER_ID, SESSION_ID],
         request={"multipart/form-data": ArtifactSaveSerializer},
         responses={201: ArtifactVersionSerializer, 400: BAD_REQUEST, **READ_ERRORS, 413: TOO_LARGE},
@@ -176,13 +215,7 @@ class ArtifactListView(_EndUserArtifactsView):
                 f"{size_words(settings.ATTACHMENT_MAX_BYTES)}."
             )
         data = request_data_validated(ArtifactSaveSerializer, request.data)
-        upload = data["file"]
-        content = upload.read()
-        if data["text"]:
-            try:
-                content.decode("utf-8")
-            except UnicodeDecodeError:
-                raise BadRequest("A text part is sent as UTF-8.") from None
+        part = _part_sent(data)
         owner = self.owner_id(user_id, create=session_id is None)
         if owner is None:
             raise NotFound("No such session.")
@@ -190,8 +223,7 @@ class ArtifactListView(_EndUserArtifactsView):
             app_name=app_name,
             user_id=owner,
             filename=data["filename"],
-            data=content,
-            mime_type=None if data["text"] else upload.content_type,
+            part=part,
             session_id=session_id,
             custom_metadata=data["custom_metadata"],
         )

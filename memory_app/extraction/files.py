@@ -72,15 +72,15 @@ def attached_files_read(
     *, app_name: str, user_pk: int, events: list[Event]
 ) -> dict[str, list[ArtifactRecord]]:
     """The files attached to the users' events, by event id, each event's in the order
-    attached; only the user's own files in ``app_name`` that still exist. Events without
-    references cost no query."""
+    attached; only the user's own files in ``app_name`` that still exist, of a type a model
+    reads. Events without references cost no query."""
     files: dict[str, list[ArtifactRecord]] = {}
     for event in events:
         for uri in event_file_references(event):
             record = session_selectors.artifact_referenced_get(
                 uri=uri, app_name=app_name, user_id=str(user_pk)
             )
-            if record is not None:
+            if record is not None and session_selectors.artifact_model_readable(record):
                 files.setdefault(event.id, []).append(record)
     return files
 

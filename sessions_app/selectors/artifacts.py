@@ -25,7 +25,7 @@ from sessions_app.errors import InvalidArtifactError
 from sessions_app.models import ArtifactRecord
 from sessions_app.selectors.sessions import user_pk_from_id
 from sessions_app.types import ArtifactVersion
-from sessions_app.uploads import pdf_text
+from sessions_app.uploads import MODEL_READABLE_TYPES, pdf_text
 
 
 def artifact_scope_filter(
@@ -106,11 +106,19 @@ def artifact_text(record: ArtifactRecord) -> str:
 
 
 def artifact_part(record: ArtifactRecord) -> types.Part:
-    """One version as the ``types.Part`` it was saved as (text, or inline data)."""
+    """One version as the ``types.Part`` it was saved as (text, ``file_data``, inline data)."""
     data = artifact_bytes(record)
     if record.is_text:
         return types.Part(text=data.decode("utf-8"))
+    if record.is_file_data:
+        return types.Part(file_data=types.FileData.model_validate_json(data))
     return types.Part(inline_data=types.Blob(data=data, mime_type=record.mime_type))
+
+
+def artifact_model_readable(record: ArtifactRecord) -> bool:
+    """Whether a model may be given this version's bytes: a file of a type models read (an
+    attachment's types), not a ``file_data`` reference."""
+    return not record.is_file_data and record.mime_type in MODEL_READABLE_TYPES
 
 
 def artifact_load(
@@ -158,7 +166,7 @@ def artifact_version_describe(record: ArtifactRecord) -> ArtifactVersion:
         ),
         custom_metadata=record.custom_metadata,
         create_time=record.create_time,
-        mime_type=record.mime_type,
+        mime_type=record.mime_type or None,
     )
 
 

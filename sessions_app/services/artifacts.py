@@ -9,10 +9,12 @@ their files removed right after (``sessions_app.artifact_files``).
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
+from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -28,27 +30,38 @@ from sessions_app.errors import InvalidArtifactError, SessionNotFoundError
 from sessions_app.event_blobs import BLOB_FOLDER, blob_files_orphaned
 from sessions_app.models import ArtifactRecord, SessionRecord
 from sessions_app.selectors.artifacts import artifact_part, artifact_scope_filter
-from sessions_app.uploads import CheckedUpload, artifact_upload_check
+from sessions_app.uploads import CheckedUpload
 
 # Concurrent saves of one filename race for the next version number; the loser of a race
 # takes the one after (the unique constraint decides), a few times at most.
 _VERSION_ATTEMPTS = 5
-REWIND_MARKER_TYPE = "application/octet-stream"
 
 
-def _part_payload(artifact: types.Part | dict[str, Any]) -> tuple[bytes, str, bool]:
-    """The bytes, MIME type and text-ness of a part (a dict is read as ADK's ``ensure_part``
-    does); only inline data and text are stored."""
+class _Payload(NamedTuple):
+    data: bytes
+    mime_type: str
+    is_text: bool
+    is_file_data: bool
+
+
+def _part_payload(artifact: types.Part | dict[str, Any]) -> _Payload:
+    """What a part stores (a dict is read as ADK's ``ensure_part`` does): inline data's bytes,
+    a text's UTF-8, or a ``file_data`` part's JSON (its URI, type and name, kept as given);
+    any other part is refused, as ADK's services refuse it."""
     try:
         part = types.Part.model_validate(artifact) if isinstance(artifact, dict) else artifact
     except ValueError as exc:
         raise InvalidArtifactError(f"Not a part: {exc}") from exc
-    if part.inline_data is not None and part.inline_data.data is not None:
+    if part.inline_data is not None:
         mime_type = part.inline_data.mime_type or "application/octet-stream"
-        return part.inline_data.data, mime_type, False
+        return _Payload(part.inline_data.data or b"", mime_type, False, False)
     if part.text is not None:
-        return part.text.encode("utf-8"), "text/plain", True
-    raise InvalidArtifactError("An artifact is a part with inline data or text.")
+        return _Payload(part.text.encode("utf-8"), "text/plain", True, False)
+    if part.file_data is not None:
+        described = part.file_data.model_dump(mode="json", exclude_none=True)
+        data = json.dumps(described, ensure_ascii=False).encode()
+        return _Payload(data, part.file_data.mime_type or "", False, True)
+    raise InvalidArtifactError("Not supported artifact type.")
 
 
 def artifact_save(
@@ -70,7 +83,7 @@ def artifact_save(
     )
     if scope is None:
         raise SessionNotFoundError("No such user.")
-    data, mime_type, is_text = _part_payload(artifact)
+    payload = _part_payload(artifact)
     if session_id is not None and "session__session_id" in scope:
         key = (
             SessionRecord.objects.filter(
@@ -85,17 +98,18 @@ def artifact_save(
             raise SessionNotFoundError(f"Session {session_id!r} not found in app {app_name!r}.")
         scope["session_id"] = key
     storage_name = artifact_storage().save(
-        f"{scope['user_id']}/{uuid.uuid4().hex}", ContentFile(data)
+        f"{scope['user_id']}/{uuid.uuid4().hex}", ContentFile(payload.data)
     )
     try:
         return _record_insert(
             scope=scope,
             storage_name=storage_name,
             fields={
-                "mime_type": mime_type[:127],
-                "size": len(data),
-                "sha256": hashlib.sha256(data).hexdigest(),
-                "is_text": is_text,
+                "mime_type": payload.mime_type[:127],
+                "size": len(payload.data),
+                "sha256": hashlib.sha256(payload.data).hexdigest(),
+                "is_text": payload.is_text,
+                "is_file_data": payload.is_file_data,
                 "custom_metadata": dict(custom_metadata or {}),
             },
         )
@@ -160,27 +174,24 @@ def artifact_checked_save(
     app_name: str,
     user_id: str,
     filename: str,
-    data: bytes,
-    mime_type: str | None,
+    part: types.Part,
     session_id: str | None = None,
     custom_metadata: dict[str, Any] | None = None,
 ) -> ArtifactRecord:
     """An artifact an app's agent saves through the service API, stored as ``artifact_save``
-    stores it once it passes the checks an attachment passes (``artifact_upload_check``); a
-    ``mime_type`` of None saves a text part. ADK's rewind marker (empty
-    ``application/octet-stream``, the version a rewind adds to hide a file) is stored as it is.
+    stores it: any part ADK's services keep (inline data of any type, text, ``file_data``),
+    byte for byte, up to ``ATTACHMENT_MAX_BYTES``. Its content is not judged: what reaches a
+    browser is made safe where it is served (``artifacts_api.artifact_file_response``), and
+    what reaches a model is limited to the types a model reads.
 
-    Raises ``InvalidArtifactError`` saying why a file is refused, ``SessionNotFoundError`` as
+    Raises ``InvalidArtifactError`` saying why a part is refused, ``SessionNotFoundError`` as
     ``artifact_save`` does.
     """
-    if data == b"" and mime_type == REWIND_MARKER_TYPE:
-        part = types.Part(inline_data=types.Blob(data=data, mime_type=mime_type))
-    else:
-        checked = artifact_upload_check(filename=filename, data=data, mime_type=mime_type)
-        part = (
-            types.Part(text=data.decode("utf-8"))
-            if mime_type is None
-            else types.Part(inline_data=types.Blob(data=data, mime_type=checked.mime_type))
+    size = len(_part_payload(part).data)
+    if size > settings.ATTACHMENT_MAX_BYTES:
+        raise InvalidArtifactError(
+            f"{filename} is {size} bytes; a file is at most {settings.ATTACHMENT_MAX_BYTES} "
+            "bytes (ATTACHMENT_MAX_BYTES)."
         )
     return artifact_save(
         app_name=app_name,

@@ -1,11 +1,12 @@
-"""An app's agent's files through the service API: ADK's artifacts, checked as the chat's
-attachments are, and the same files the chat shows."""
+"""An app's agent's files through the service API: ADK's artifacts of any type, kept byte for
+byte, and the same files the chat shows (only images shown in the browser)."""
 
 from __future__ import annotations
 
 import base64
 import io
 import json
+from urllib.parse import quote
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -128,36 +129,123 @@ def test_user_files_belong_to_the_end_user_and_every_session_lists_them(api, cha
     assert api.client.get(api.files("bea")).json() == {"filenames": ["user:avatar.png"]}
 
 
-@pytest.mark.parametrize(
-    ("filename", "data", "mime_type", "reason"),
-    [
-        ("fake.png", b"not an image", "image/png", "named as a PNG image"),
-        ("page", b"<html><script>x</script>", "text/html", "HTML"),
-        ("data.json", b"{}", "application/json", ".json files are not accepted"),
-        ("chart", png(), "application/pdf", "stated to be a PDF document"),
-        ("doc", b"plain words", "application/x-custom", "stated to be of type"),
-        ("cut.png", png()[:45], "image/png", "not a whole image"),
-        ("empty.txt", b"", None, "is empty"),
-    ],
-)
-def test_a_file_is_checked_as_a_chat_attachment_and_nothing_is_stored(
-    api, chat, artifacts_dir, filename, data, mime_type, reason
+ANY_TYPE = [
+    ("data.json", b'{"rows": [1, 2]}', "application/json"),
+    ("table.csv", b"a,b\n1,2\n", "text/csv"),
+    ("voice.ogg", bytes(range(256)) * 40, "audio/ogg"),
+    ("blob.bin", b"\x00\xff" * 500, "application/octet-stream"),
+    ("page.html", b"<html><script>alert(1)</script>", "text/html"),
+    ("fake.png", b"not an image", "image/png"),
+    ("drawing.svg", b"<svg onload='alert(1)'/>", "image/svg+xml"),
+    ("empty.txt", b"", "text/plain"),
+]
+
+
+@pytest.mark.parametrize(("filename", "data", "mime_type"), ANY_TYPE)
+def test_a_file_of_any_type_is_kept_byte_for_byte_with_its_type(
+    api, chat, filename, data, mime_type
 ):
     _, session = chat
 
-    answer = api.save("ada", filename, data, mime_type, session=session)
+    saved = api.save("ada", filename, data, mime_type, session=session)
 
-    assert answer.status_code == 400
-    assert reason in json.dumps(answer.json())
+    assert saved.status_code == 201, saved.content
+    assert saved.json()["mime_type"] == mime_type and saved.json()["size"] == len(data)
+    loaded = api.client.get(api.files("ada", session) + f"{filename}/versions/0/").json()
+    assert loaded["part"] == {
+        "inline_data": {"mime_type": mime_type, "data": base64.b64encode(data).decode()}
+    }
+
+
+@pytest.mark.parametrize(("filename", "data", "mime_type"), ANY_TYPE)
+def test_in_the_browser_only_images_show_and_every_other_file_is_downloaded(
+    api, chat, filename, data, mime_type
+):
+    end_user, session = chat
+    saved = api.save("ada", filename, data, mime_type, session=session).json()
+    owner = Client()
+    owner.force_login(end_user.user)
+
+    served = owner.get(f"/api/artifacts/{saved['id']}/content/")
+
+    assert served.status_code == 200
+    assert b"".join(served.streaming_content) == data
+    assert served["X-Content-Type-Options"] == "nosniff"
+    assert served["Content-Type"].split(";")[0] == mime_type
+    disposition = served["Content-Disposition"]
+    if mime_type == "image/png":
+        assert disposition.startswith("inline")
+    else:
+        assert disposition.startswith("attachment"), disposition
+
+
+def test_an_image_that_does_not_decode_has_no_preview(api, chat):
+    end_user, session = chat
+    saved = api.save("ada", "fake.png", b"not an image", "image/png", session=session).json()
+    owner = Client()
+    owner.force_login(end_user.user)
+    assert owner.get(f"/api/artifacts/{saved['id']}/thumbnail/").status_code == 404
+
+
+def test_a_file_data_part_is_kept_as_given(api, chat):
+    _, session = chat
+    reference = {
+        "file_uri": "gs://bucket/report.pdf",
+        "mime_type": "application/pdf",
+        "display_name": "Q3 report",
+    }
+
+    saved = api.client.post(
+        api.files("ada", session),
+        {"filename": "report", "file_data": json.dumps(reference)},
+    )
+
+    assert saved.status_code == 201, saved.content
+    assert saved.json()["mime_type"] == "application/pdf"
+    loaded = api.client.get(api.files("ada", session) + "report/versions/latest/").json()
+    assert loaded["part"] == {"file_data": reference}
+
+
+def test_a_save_is_either_a_file_or_a_file_data_part(api, chat):
+    _, session = chat
+    neither = api.client.post(api.files("ada", session), {"filename": "x"})
+    both = api.client.post(
+        api.files("ada", session),
+        {
+            "filename": "x",
+            "file_data": json.dumps({"file_uri": "gs://b/x"}),
+            "file": SimpleUploadedFile("artifact", b"x", content_type="text/plain"),
+        },
+    )
+    malformed = api.client.post(
+        api.files("ada", session), {"filename": "x", "file_data": '{"uri": 1}'}
+    )
+    assert [each.status_code for each in (neither, both, malformed)] == [400, 400, 400]
     assert not ArtifactRecord.objects.exists()
-    assert stored_files(artifacts_dir) == []
+
+
+def test_a_filename_with_slashes_is_kept_as_given_and_reached_percent_encoded(api, chat):
+    _, session = chat
+    name = "reports/2026/q1 résumé.txt"
+    encoded = quote(quote(name, safe=""), safe="")
+
+    assert api.save("ada", name, b"q1", None, session=session).status_code == 201
+
+    assert api.client.get(api.files("ada", session)).json() == {"filenames": [name]}
+    loaded = api.client.get(api.files("ada", session) + f"{encoded}/versions/0/").json()
+    assert loaded["part"] == {"text": "q1"}
+    assert loaded["canonical_uri"].endswith(f"/artifacts/{name}/versions/0")
+    assert api.client.delete(api.files("ada", session) + f"{encoded}/").status_code == 204
+    assert not ArtifactRecord.objects.exists()
 
 
 def test_a_file_over_the_limit_is_refused(api, chat, settings):
     _, session = chat
     settings.ATTACHMENT_MAX_BYTES = 100
 
-    assert api.save("ada", "a.txt", b"x" * 101, None, session=session).status_code == 400
+    refused = api.save("ada", "a.txt", b"x" * 101, None, session=session)
+    assert refused.status_code == 400
+    assert "ATTACHMENT_MAX_BYTES" in refused.json()["detail"]
     assert api.save("ada", "a.txt", b"x" * 70_000, None, session=session).status_code == 413
     assert not ArtifactRecord.objects.exists()
 
