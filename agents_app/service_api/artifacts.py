@@ -89,6 +89,12 @@ class ArtifactSaveSerializer(serializers.Serializer):
     text = serializers.BooleanField(
         default=False, help_text="The part is text (UTF-8 bytes), not inline data."
     )
+    mime_type = serializers.CharField(
+        required=False,
+        max_length=127,
+        help_text="The part's MIME type exactly as given, parameters included (else the "
+        "file's Content-Type, which multipart parsing strips of its parameters).",
+    )
     file_data = serializers.CharField(
         required=False,
         help_text='A `file_data` part instead of `file`: its JSON, `{"file_uri": ..., '
@@ -146,7 +152,8 @@ def _part_sent(data: dict) -> types.Part:
             return types.Part(text=content.decode("utf-8"))
         except UnicodeDecodeError:
             raise BadRequest("A text part is sent as UTF-8.") from None
-    return types.Part(inline_data=types.Blob(data=content, mime_type=upload.content_type))
+    mime_type = data.get("mime_type") or upload.content_type
+    return types.Part(inline_data=types.Blob(data=content, mime_type=mime_type))
 
 
 class _EndUserArtifactsView(ServiceAPIView):
@@ -212,7 +219,7 @@ class ArtifactListView(_EndUserArtifactsView):
         if length > settings.ATTACHMENT_MAX_BYTES + _MULTIPART_OVERHEAD:
             raise PayloadTooLarge(
                 f"The upload is {size_words(length)}; a file is at most "
-                f"{size_words(settings.ATTACHMENT_MAX_BYTES)}."
+                f"{size_words(settings.ATTACHMENT_MAX_BYTES)} (ATTACHMENT_MAX_BYTES)."
             )
         data = request_data_validated(ArtifactSaveSerializer, request.data)
         part = _part_sent(data)

@@ -255,18 +255,20 @@ class AgentMemoryClient(Transport):
         app_name: str,
         user_id: str,
         filename: str,
-        data: bytes,
-        mime_type: str | None,
+        data: bytes = b"",
+        mime_type: str | None = None,
         session_id: str | None = None,
         custom_metadata: Mapping[str, Any] | None = None,
+        file_data: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Save a new version of ``filename`` (``mime_type`` None: ``data`` is a text part's
-        UTF-8); answers the version's metadata (``version`` from 0, ``canonical_uri``, ...).
+        """Save a new version of ``filename``: ``data`` of any ``mime_type`` (None: ``data``
+        is a text part's UTF-8), or a ``file_data`` part (``{"file_uri", "mime_type",
+        "display_name"}``), kept byte for byte; answers the version's metadata (``version``
+        from 0, ``canonical_uri``, ...).
 
         A ``user:`` filename is the end user's, any other the session's (``session_id``
-        needed). The server checks the file as a chat attachment: an image (PNG, JPEG, WebP,
-        GIF), a PDF, plain text or Markdown, within its size limit, the stated type the one
-        its content shows; else ``BadRequestError`` says why."""
+        needed); a filename may hold ``/``. Over the server's size limit ``BadRequestError``
+        says so."""
         if mime_type is not None and not _HEADER_VALUE.fullmatch(mime_type):
             raise ValueError(f"not a MIME type: {mime_type!r}")
         fields = {
@@ -274,7 +276,15 @@ class AgentMemoryClient(Transport):
             "text": "true" if mime_type is None else "false",
             "custom_metadata": json.dumps(dict(custom_metadata or {})),
         }
-        content, content_type = _multipart(fields, data, mime_type or "text/plain; charset=utf-8")
+        if file_data is not None:
+            fields["file_data"] = json.dumps(dict(file_data))
+            content, content_type = _multipart(fields, None, "")
+        else:
+            if mime_type is not None:
+                fields["mime_type"] = mime_type
+            content, content_type = _multipart(
+                fields, data, mime_type or "text/plain; charset=utf-8"
+            )
         return await self._json(
             "POST",
             artifacts_path(app_name, user_id, session_id),
@@ -307,8 +317,8 @@ class AgentMemoryClient(Transport):
         version: int | None = None,
     ) -> dict[str, Any]:
         """One version (the newest when ``version`` is None): its metadata and ``part``,
-        ``{"text": ...}`` or ``{"inline_data": {"mime_type", "data": base64}}``;
-        ``NotFoundError`` when there is none."""
+        ``{"text": ...}``, ``{"inline_data": {"mime_type", "data": base64}}`` or
+        ``{"file_data": {...}}``; ``NotFoundError`` when there is none."""
         number = "latest" if version is None else str(int(version))
         return await self._json(
             "GET",
@@ -399,11 +409,13 @@ def artifact_path(app_name: str, user_id: str, filename: str, session_id: str | 
 _HEADER_VALUE = re.compile(r"[\x21-\x7e][\x20-\x7e]*")
 
 
-def _multipart(fields: Mapping[str, str], data: bytes, mime_type: str) -> tuple[bytes, str]:
+def _multipart(fields: Mapping[str, str], data: bytes | None, mime_type: str) -> tuple[bytes, str]:
     """A ``multipart/form-data`` body of text ``fields`` and the file ``data`` (field
-    ``file``), and its Content-Type."""
+    ``file``; none when ``data`` is None), and its Content-Type."""
     boundary = secrets.token_hex(16)
-    while boundary.encode() in data or any(boundary in value for value in fields.values()):
+    while (data is not None and boundary.encode() in data) or any(
+        boundary in value for value in fields.values()
+    ):
         boundary = secrets.token_hex(16)
     chunks = []
     for name, value in fields.items():
@@ -413,12 +425,14 @@ def _multipart(fields: Mapping[str, str], data: bytes, mime_type: str) -> tuple[
             + value.encode()
             + b"\r\n"
         )
-    chunks.append(
-        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="artifact"\r\n'
-        f"Content-Type: {mime_type}\r\n\r\n".encode()
-        + data
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
+    if data is not None:
+        chunks.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="artifact"'
+            f"\r\nContent-Type: {mime_type}\r\n\r\n".encode()
+            + data
+            + b"\r\n"
+        )
+    chunks.append(f"--{boundary}--\r\n".encode())
     return b"".join(chunks), f"multipart/form-data; boundary={boundary}"
 
 

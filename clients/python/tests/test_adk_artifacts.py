@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from google.adk.agents import LlmAgent
-from google.adk.artifacts import InMemoryArtifactService
+from google.adk.artifacts import InMemoryArtifactService, artifact_util
 from google.adk.errors.input_validation_error import InputValidationError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.models.google_llm import Gemini
@@ -191,6 +191,99 @@ async def test_a_session_file_needs_a_session(subject):
         await service.delete_artifact(**scope, filename="a.txt")
 
 
+ANY_PART = {
+    "data.json": types.Part(
+        inline_data=types.Blob(data=b'{"rows": [1, 2]}', mime_type="application/json")
+    ),
+    "table.csv": types.Part(
+        inline_data=types.Blob(data=b"a,b\n1,2\n", mime_type="text/csv; charset=utf-8")
+    ),
+    "voice.ogg": types.Part(inline_data=types.Blob(data=bytes(range(256)), mime_type="audio/ogg")),
+    "blob.bin": types.Part(
+        inline_data=types.Blob(data=b"\x00\xff" * 64, mime_type="application/octet-stream")
+    ),
+    "page.html": types.Part(
+        inline_data=types.Blob(data=b"<script>x</script>", mime_type="text/html")
+    ),
+    "empty.txt": types.Part(text=""),
+    "linked.pdf": types.Part(
+        file_data=types.FileData(
+            file_uri="gs://bucket/q3.pdf", mime_type="application/pdf", display_name="Q3"
+        )
+    ),
+    "reports/2026/q1 résumé.md": types.Part(text="# Q1"),
+}
+
+
+async def test_any_part_is_kept_byte_for_byte_with_its_type(subject):
+    service = subject.service
+    scope = {"app_name": APP, "user_id": subject.user_id, "session_id": subject.session_id}
+    for filename, part in ANY_PART.items():
+        assert await service.save_artifact(**scope, filename=filename, artifact=part) == 0
+
+    for filename, part in ANY_PART.items():
+        assert await service.load_artifact(**scope, filename=filename) == part, filename
+    assert await service.list_artifact_keys(**scope) == sorted(ANY_PART)
+    described = {
+        filename: (await service.get_artifact_version(**scope, filename=filename)).mime_type
+        for filename in ANY_PART
+    }
+    assert described == {
+        "data.json": "application/json",
+        "table.csv": "text/csv; charset=utf-8",
+        "voice.ogg": "audio/ogg",
+        "blob.bin": "application/octet-stream",
+        "page.html": "text/html",
+        "empty.txt": "text/plain",
+        "linked.pdf": "application/pdf",
+        "reports/2026/q1 résumé.md": "text/plain",
+    }
+    await service.delete_artifact(**scope, filename="reports/2026/q1 résumé.md")
+    assert await service.load_artifact(**scope, filename="reports/2026/q1 résumé.md") is None
+
+
+async def test_an_artifact_reference_loads_what_it_names_within_its_scope(subject):
+    service = subject.service
+    scope = {"app_name": APP, "user_id": subject.user_id, "session_id": subject.session_id}
+    await service.save_artifact(**scope, filename="chart.png", artifact=image_part(png(3, 3)))
+    await service.save_artifact(**scope, filename="chart.png", artifact=image_part(png(5, 5)))
+    first = artifact_util.get_artifact_uri(
+        app_name=APP,
+        user_id=subject.user_id,
+        session_id=subject.session_id,
+        filename="chart.png",
+        version=0,
+    )
+    reference = types.Part(file_data=types.FileData(file_uri=first, mime_type="image/png"))
+
+    assert await service.save_artifact(**scope, filename="pinned", artifact=reference) == 0
+
+    assert await service.load_artifact(**scope, filename="pinned") == image_part(png(3, 3))
+    elsewhere = artifact_util.get_artifact_uri(
+        app_name=APP, user_id="someone-else", filename="user:x.png", version=0
+    )
+    with pytest.raises(InputValidationError, match="same app and user"):
+        await service.save_artifact(
+            **scope,
+            filename="stolen",
+            artifact=types.Part(file_data=types.FileData(file_uri=elsewhere)),
+        )
+    other_session = artifact_util.get_artifact_uri(
+        app_name=APP,
+        user_id=subject.user_id,
+        session_id=subject.other_session_id,
+        filename="chart.png",
+        version=0,
+    )
+    with pytest.raises(InputValidationError, match="same session scope"):
+        await service.save_artifact(
+            **scope,
+            filename="crossed",
+            artifact=types.Part(file_data=types.FileData(file_uri=other_session)),
+        )
+    assert await service.list_artifact_keys(**scope) == ["chart.png", "pinned"]
+
+
 # --- What only the server checks ---------------------------------------------------------------
 
 
@@ -206,39 +299,11 @@ async def remote(server) -> AsyncIterator[tuple[RemoteArtifactService, dict[str,
     await sessions.close()
 
 
-async def test_a_file_is_checked_as_a_chat_attachment(remote):
+async def test_a_save_over_the_servers_size_limit_says_so(remote):
     service, scope = remote
-    refusals = {
-        "fake.png": (
-            image_part(b"not an image at all"),
-            "named as a PNG image but its content is plain text",
-        ),
-        "page": (
-            types.Part(
-                inline_data=types.Blob(data=b"<html><script>x</script>", mime_type="text/html")
-            ),
-            "HTML",
-        ),
-        "data.bin": (
-            types.Part(inline_data=types.Blob(data=b"\x00\x01", mime_type="application/x-foo")),
-            ".bin files are not accepted",
-        ),
-        "chart": (
-            types.Part(inline_data=types.Blob(data=png(), mime_type="application/pdf")),
-            "stated to be a PDF document but its content is a PNG image",
-        ),
-        "../up.txt": ({"text": "x"}, "not a path"),
-        "empty.txt": ({"text": ""}, "empty"),
-    }
-    for filename, (part, reason) in refusals.items():
-        with pytest.raises(InputValidationError, match=re.escape(reason)):
-            await service.save_artifact(**scope, filename=filename, artifact=part)
-    with pytest.raises(InputValidationError, match="file_data"):
-        await service.save_artifact(
-            **scope,
-            filename="linked.png",
-            artifact=types.Part(file_data=types.FileData(file_uri="gs://b/x.png")),
-        )
+    huge = types.Part(inline_data=types.Blob(data=b"\x00" * (11 * 1024 * 1024), mime_type="a/b"))
+    with pytest.raises(InputValidationError, match="ATTACHMENT_MAX_BYTES"):
+        await service.save_artifact(**scope, filename="huge.bin", artifact=huge)
     assert await service.list_artifact_keys(**scope) == []
 
 

@@ -6,12 +6,12 @@ deletion. As with ADK's own services, a ``user:`` filename is the end user's
 (every session of theirs sees it) and any other belongs to one session; versions
 count from 0; what is absent loads as ``None``.
 
-The server keeps what a chat attachment may be, and checks a save as it checks an
-upload: images (PNG, JPEG, WebP, GIF), PDF, plain text and Markdown, told by their
-content, within its size limit, the stated MIME type the one the content shows. A
-refused save raises ADK's ``InputValidationError`` saying why. ``file_data``
-parts (a reference to bytes kept elsewhere) are refused too: the server keeps
-the bytes it shows.
+As ADK's services, any part is kept byte for byte: inline data of any MIME type,
+text (empty too), ``file_data`` (a URI kept as given). An ``artifact://`` reference
+is checked and followed as ADK's ``InMemoryArtifactService`` does: it must stay in
+the caller's app, user (and session), and loading it loads what it names, at most
+five references deep. A filename may hold ``/``; the client percent-encodes it. A
+save over the server's size limit raises ADK's ``InputValidationError`` saying so.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from google.adk.artifacts import artifact_util
 from google.adk.artifacts.base_artifact_service import (
     ArtifactVersion,
     BaseArtifactService,
@@ -61,9 +62,15 @@ def _version_of(stored: dict[str, Any]) -> ArtifactVersion:
     )
 
 
+# How many artifact:// references a load follows, as ADK's services.
+_MAX_REFERENCE_DEPTH = 5
+
+
 def _part_of(stored: dict[str, Any]) -> types.Part:
     if "text" in stored:
         return types.Part(text=stored["text"])
+    if "file_data" in stored:
+        return types.Part(file_data=types.FileData.model_validate(stored["file_data"]))
     inline = stored["inline_data"]
     return types.Part(
         inline_data=types.Blob(mime_type=inline["mime_type"], data=base64.b64decode(inline["data"]))
@@ -107,16 +114,23 @@ class RemoteArtifactService(BaseArtifactService):
     ) -> int:
         session = _session_of(filename, session_id)
         part = ensure_part(artifact)
+        data, mime_type, file_data = b"", None, None
         if part.inline_data is not None:
             data = part.inline_data.data or b""
-            mime_type: str | None = part.inline_data.mime_type or "application/octet-stream"
+            mime_type = part.inline_data.mime_type or "application/octet-stream"
         elif part.text is not None:
-            data, mime_type = part.text.encode("utf-8"), None
+            data = part.text.encode("utf-8")
         elif part.file_data is not None:
-            raise InputValidationError(
-                "A file_data part is not saved: the server keeps the bytes of its files; "
-                "save them as inline_data."
-            )
+            if artifact_util.is_artifact_ref(part):
+                parsed = artifact_util.parse_artifact_uri(part.file_data.file_uri or "")
+                if parsed is None:
+                    raise InputValidationError(
+                        f"Invalid artifact reference URI: {part.file_data.file_uri}"
+                    )
+                artifact_util.validate_artifact_reference_scope(
+                    app_name=app_name, user_id=user_id, session_id=session_id, parsed_uri=parsed
+                )
+            file_data = part.file_data.model_dump(mode="json", exclude_none=True)
         else:
             raise InputValidationError("Not supported artifact type.")
         try:
@@ -128,6 +142,7 @@ class RemoteArtifactService(BaseArtifactService):
                 mime_type=mime_type,
                 session_id=session,
                 custom_metadata=custom_metadata,
+                file_data=file_data,
             )
         except (BadRequestError, PayloadTooLargeError) as error:
             raise InputValidationError(error.detail) from error
@@ -147,6 +162,27 @@ class RemoteArtifactService(BaseArtifactService):
         session_id: str | None = None,
         version: int | None = None,
     ) -> types.Part | None:
+        return await self._load(
+            app_name=app_name,
+            user_id=user_id,
+            filename=filename,
+            session_id=session_id,
+            version=version,
+            depth=_MAX_REFERENCE_DEPTH,
+        )
+
+    async def _load(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        session_id: str | None,
+        version: int | None,
+        depth: int,
+    ) -> types.Part | None:
+        """``load_artifact``, following an ``artifact://`` reference ``depth`` more times at
+        most, each within the caller's scope (ADK's ``resolve_artifact_reference``)."""
         session = _session_of(filename, session_id)
         if version is not None and version < 0:
             return None
@@ -161,6 +197,22 @@ class RemoteArtifactService(BaseArtifactService):
         except NotFoundError:
             return None
         part = _part_of(stored["part"])
+        if artifact_util.is_artifact_ref(part):
+            target = artifact_util.resolve_artifact_reference(
+                file_uri=part.file_data.file_uri,
+                app_name=app_name,
+                user_id=user_id,
+                session_id=session_id,
+                remaining_depth=depth,
+            )
+            return await self._load(
+                app_name=target.app_name,
+                user_id=target.user_id,
+                filename=target.filename,
+                session_id=target.session_id,
+                version=target.version,
+                depth=depth - 1,
+            )
         return None if part == _REWIND_MARKER else part
 
     @override
