@@ -96,13 +96,21 @@ async def fetch_report(quarter: int) -> dict:
     return {**REPORT, "quarter": quarter}
 
 
+async def export_everything() -> dict:
+    """Every row there is: more than the server keeps in one event (MAX_EVENT_BYTES)."""
+    return {"rows": ["x" * 1_000_000] * 34}
+
+
 @pytest.fixture
 async def runner(server, fake_gemini, monkeypatch, server_logs_on_failure):
     monkeypatch.setenv("GOOGLE_API_KEY", "fake-key-for-the-fake-gemini-server")
     sessions = RemoteSessionService(base_url=server.base_url, api_key=server.key(APP))
     model = Gemini(model="gemini-2.5-flash", base_url=fake_gemini.url)
     agent = LlmAgent(
-        name="analyst", model=model, instruction="You read reports.", tools=[fetch_report]
+        name="analyst",
+        model=model,
+        instruction="You read reports.",
+        tools=[fetch_report, export_everything],
     )
     yield Runner(agent=agent, app_name=APP, session_service=sessions), sessions
     await sessions.close()
@@ -137,3 +145,34 @@ async def test_a_turn_with_a_photo_and_a_large_tool_result_completes_through_the
     assert len(calls) == len(answers) == 1
     assert answers[0].get_function_responses()[0].response == {**REPORT, "quarter": 3}
     assert answers[0].get_function_responses()[0].id == calls[0].get_function_calls()[0].id
+
+
+async def test_a_tool_result_over_the_servers_limit_leaves_the_call_answered_with_why(
+    runner, fake_gemini
+):
+    adk_runner, sessions = runner
+    user_id = f"analyst-{uuid.uuid4().hex[:10]}"
+    session = await sessions.create_session(app_name=APP, user_id=user_id)
+    fake_gemini.push(
+        Reply([function_call_chunk("export_everything", {}), final_chunk()]),
+        Reply([text_chunk("The export was too large to keep."), final_chunk()]),
+    )
+    start = len(fake_gemini.requests)
+
+    events = [
+        event
+        async for event in adk_runner.run_async(
+            user_id=user_id,
+            session_id=session.id,
+            new_message=types.Content(role="user", parts=[types.Part(text="Export it all.")]),
+        )
+    ]
+
+    assert events[-1].content.parts[0].text == "The export was too large to keep."
+    stored = await sessions.get_session(app_name=APP, user_id=user_id, session_id=session.id)
+    answers = [each for event in stored.events for each in event.get_function_responses()]
+    assert len(answers) == 1
+    assert "not kept" in answers[0].response["error"]
+    assert "MAX_EVENT_BYTES" in answers[0].response["error"]
+    asked_after = str(fake_gemini.requests[start + 1].body)
+    assert "not kept" in asked_after and len(asked_after) < 100_000

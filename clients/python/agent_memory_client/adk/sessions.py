@@ -226,6 +226,25 @@ class RemoteSessionService(BaseSessionService):
         return {key.removeprefix(State.USER_PREFIX): value for key, value in prefixed.items()}
 
     @override
+    @staticmethod
+    def _adopt_replaced_tool_results(event: Event, stored: dict[str, Any]) -> None:
+        """Give ``event`` the tool results the server stored: a result too large for the
+        server (``MAX_EVENT_BYTES``) is stored as an error saying so, and the model must
+        see what the session holds, the call answered either way."""
+        if not event.get_function_responses() or event.content is None:
+            return
+        for part, stored_part in zip(
+            event.content.parts or (),
+            (stored.get("content") or {}).get("parts") or (),
+            strict=False,
+        ):
+            answer = stored_part.get("function_response")
+            if part.function_response is None or answer is None:
+                continue
+            kept = answer.get("response")
+            if kept != to_jsonable_python(part.function_response.response, bytes_mode="base64"):
+                part.function_response.response = kept
+
     async def append_event(self, session: Session, event: Event) -> Event:
         """Store ``event`` and apply its state delta, then update ``session`` in place as
         ADK's own services do (state, events, last_update_time).
@@ -265,6 +284,7 @@ class RemoteSessionService(BaseSessionService):
             except BadRequestError as error:
                 raise ValueError(f"The server refused the event: {error.detail}") from error
             stored = response.json()
+            self._adopt_replaced_tool_results(event, stored["event"])
             if event.actions.rewind_before_invocation_id:
                 stored_actions = stored["event"].get("actions", {})
                 event.actions.state_delta = stored_actions.get("state_delta", {})
