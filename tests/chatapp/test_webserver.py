@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from agents_app.chat.protocol import max_frame_chars
 from chatapp.webserver import WEBSOCKET_DISCARD_MAX_BYTES
@@ -236,12 +237,15 @@ def test_a_body_over_the_cap_is_answered_413_before_it_is_sent(web):
 
 
 def test_a_chunked_body_over_the_cap_is_cut_off_with_413(web):
+    """Past REQUEST_BODY_MAX_BYTES (the server's default: room for an event append of
+    MAX_EVENT_BYTES), however the body is sent."""
     chunk = b"x" * MB
     head = (
         f"POST /api/sessions/ HTTP/1.1\r\nHost: 127.0.0.1:{web.port}\r\n"
         "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
-    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(12))
+    count = settings.REQUEST_BODY_MAX_BYTES // MB + 2
+    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(count))
 
     answer = _head_and_answer(web, head, body)
 
