@@ -211,9 +211,10 @@ class ArtifactContentView(ArtifactReadView):
         summary="Download one of your files",
         description="The bytes as stored, with their stored type, never sniffed. An image "
         "(PNG, JPEG, WebP, GIF) is shown in the browser unless `?download=1`; any other type "
-        "(text, PDF, whatever an agent saved) is always sent as an attachment to save. Staff open another user's file only "
-        "with that user's grant (conversations for a chat's attachment, memories for an image "
-        "a memory keeps), and the user's audit log records it.",
+        "(text, PDF, whatever an agent saved) is always sent as an attachment to save. Staff "
+        "open another user's file only with that user's grant (conversations for a chat's "
+        "attachment, memories for an image a memory keeps), and the user's audit log records "
+        "it.",
         parameters=[ARTIFACT_ID],
         responses={
             (200, "application/octet-stream"): OpenApiResponse(description="The file."),

@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from core import async_database
 from core.async_database import StoreRead
+from sessions_app.event_blobs import BLOB_KEY, content_has_blobs
 from sessions_app.events import Event
 from sessions_app.models import SessionRecord
 from sessions_app.selectors.rows import events_from_raw_rows, scoped_states_fold
@@ -81,9 +82,23 @@ async def store_read_async(read: StoreRead) -> Any:
     if not async_database.available():
         return await sync_to_async(store_read_run)(read)
     results = await async_database.fetch_each(read.statements)
-    if sum(len(rows) for rows in results) > ROWS_ASSEMBLED_ON_LOOP:
+    if sum(len(rows) for rows in results) > ROWS_ASSEMBLED_ON_LOOP or _rows_name_blobs(results):
         return await asyncio.to_thread(read.assemble, results)
     return read.assemble(results)
+
+
+def _rows_name_blobs(results: list[list[tuple]]) -> bool:
+    """Whether the rows hold an event's large part stored beside it (``event_blobs``): its
+    file is read as the answer is built, a wait on the storage the loop must not make."""
+    marker = f'"{BLOB_KEY}"'
+    return any(
+        marker in value
+        if isinstance(value, str)
+        else isinstance(value, dict) and content_has_blobs(value)
+        for rows in results
+        for row in rows
+        for value in row
+    )
 
 
 def _no_answer(results: list[list[tuple]]) -> None:
