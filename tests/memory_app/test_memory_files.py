@@ -169,6 +169,37 @@ class TestOffline:
         assert not Memory.objects.filter(user=user, image__isnull=False).exists()
         assert not ArtifactRecord.objects.filter(user=user).exists()
 
+    def test_a_file_of_a_type_no_model_reads_is_not_given_to_memory(self, user):
+        """An agent may save any type (ADK's artifacts); a message naming such a file keeps
+        no copy of it and hands no model its bytes."""
+        session = session_make(user)
+        archive = session_services.artifact_save(
+            app_name=APP,
+            user_id=session.user_id,
+            session_id=session.id,
+            filename="backup.zip",
+            artifact=types.Part.from_bytes(data=b"PK\x03\x04", mime_type="application/zip"),
+        )
+        session_services.event_append(
+            session=session,
+            event=Event(
+                invocation_id=new_invocation_id(),
+                author="user",
+                content=types.Content(
+                    role="user",
+                    parts=[
+                        types.Part(text="remember this"),
+                        *attachment_parts([archive], session_id=session.id),
+                    ],
+                ),
+            ),
+        )
+
+        generate(user, session)
+
+        assert not Memory.objects.filter(user=user, image__isnull=False).exists()
+        assert list(ArtifactRecord.objects.filter(user=user)) == [archive]
+
     def test_the_same_image_remembered_again_is_one_memory_and_two_logos_are_two(self, user):
         first, second = session_make(user), session_make(user)
         say_with_files(first, "remember this logo", [("logo.png", LOGO)])
