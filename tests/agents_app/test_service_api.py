@@ -721,3 +721,35 @@ def test_an_agents_large_photo_and_tool_result_are_stored_and_read_back_whole(ap
     data = events[0]["content"]["parts"][0]["inline_data"]["data"]
     assert base64.urlsafe_b64decode(data + "=" * (-len(data) % 4)) == photo
     assert events[2]["content"]["parts"][0]["function_response"]["response"] == result
+
+
+def test_a_large_event_added_to_memory_is_kept_whole_for_it(
+    api, django_capture_on_commit_callbacks
+):
+    """add_events_to_memory takes the events an agent has, a photo sent inline too."""
+    photo = os.urandom(2 * 1024 * 1024)
+    event = {
+        "author": "user",
+        "id": "with-photo",
+        "content": {
+            "role": "user",
+            "parts": [
+                {"text": "This is my dog."},
+                {
+                    "inline_data": {
+                        "mime_type": "image/jpeg",
+                        "data": base64.urlsafe_b64encode(photo).decode(),
+                    }
+                },
+            ],
+        },
+    }
+
+    with django_capture_on_commit_callbacks(execute=False):
+        queued = api.post("users/alice/memory/events/", {"events": [event]})
+
+    assert queued.status_code == 202, queued.content[:300]
+    held = EventRecord.objects.get(event_id="with-photo")
+    assert held.session.memory_only
+    (blob,) = held.session.blobs.all()
+    assert blob.size == len(photo)
