@@ -144,7 +144,7 @@ def test_a_tool_result_over_the_limit_is_stored_as_an_error_so_the_call_stays_an
     result = stored[1].content.parts[0].function_response
     assert result.id == "call-1" and result.name == "fetch_report"
     assert "not kept" in result.response["error"]
-    assert str(100 * 1024) in result.response["error"]
+    assert "the server's limit of 100 KB" in result.response["error"]
     assert answer.content.parts[0].function_response.response == result.response
     assert session.events[1].content.parts[0].function_response.response == result.response
 
