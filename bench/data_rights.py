@@ -47,6 +47,8 @@ def build(*, sessions: int, events: int, memories: int, text_bytes: int):
         rows = [
             EventRecord(
                 session=record,
+                user=user,
+                app_name=record.app_name,
                 sequence=sequence,
                 event_id=uuid.uuid4().hex,
                 invocation_id=f"inv-{sequence}",

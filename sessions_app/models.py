@@ -127,6 +127,24 @@ class EventRecord(models.Model):
         "chat: decided when it was stored (sessions_app.consent); no memory job reads it.",
     )
 
+    # The session's owner copied onto each of its events when stored (a session's user and app
+    # never change), so that PostgreSQL's indexes find one person's events of a word without
+    # reading the sessions (sessions_app.selectors.search, migration 0013). Nullable so that
+    # adding them keeps the SQLite table (and its search triggers) as it is; every insert
+    # fills them, and migration 0013 filled the events stored before.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        null=True,
+        related_name="+",
+        help_text="The session's user (deleted with the session, not through this link).",
+    )
+    app_name = models.CharField(  # noqa: DJ001 - nullable as said above
+        max_length=128, null=True, help_text="The session's app."
+    )
+
     class Meta:
         verbose_name = "event"
         constraints = [
@@ -136,6 +154,11 @@ class EventRecord(models.Model):
         indexes = [
             models.Index(fields=["session", "invocation_id"], name="event_session_invocation"),
             models.Index(fields=["session", "timestamp"], name="event_session_timestamp"),
+            models.Index(
+                fields=["user", "app_name", "-timestamp", "-id"],
+                name="event_owner_recent",
+                condition=models.Q(content__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -196,12 +196,12 @@ def _memory_excluded_read(*, session_key: str, user_pk: int) -> bool:
 
 
 # The EventRecord fields the one-statement append fills from its parameters;
-# the session and the sequence number come from the claimed session row, and
-# ``memory_excluded`` from the session and the user's consent (``consent``).
+# the session, its owner (user and app) and the sequence number come from the claimed session
+# row, and ``memory_excluded`` from the session and the user's consent (``consent``).
 _EVENT_PARAM_NAMES = tuple(
     field.name
     for field in _EVENT_RECORD_FIELDS
-    if field.name not in ("session", "sequence", "memory_excluded")
+    if field.name not in ("session", "sequence", "memory_excluded", "user", "app_name")
 )
 
 
@@ -256,12 +256,14 @@ def _append_sql_postgresql(
         f"AND {column(session, 'user')} = %s "
         f"AND {_revision_condition(table(session), column(session, 'key'))} "
         f"RETURNING {column(session, 'key')} AS id, {last_sequence} AS sequence, "
-        f"{last_update_time} AS last_update_time, {column(session, 'temporary')} AS temporary)",
+        f"{last_update_time} AS last_update_time, {column(session, 'temporary')} AS temporary, "
+        f"{column(session, 'user')} AS user_pk, {column(session, 'app_name')} AS app_name)",
         f"event_row AS (INSERT INTO {table(EventRecord)} ({column(EventRecord, 'session')}, "
         f"{column(EventRecord, 'sequence')}, {event_columns}, "
-        f"{column(EventRecord, 'memory_excluded')}) "
+        f"{column(EventRecord, 'memory_excluded')}, {column(EventRecord, 'user')}, "
+        f"{column(EventRecord, 'app_name')}) "
         f"SELECT claim.id, claim.sequence, {event_params}, "
-        f"(claim.temporary OR NOT ({consent_sql})) FROM claim)",
+        f"(claim.temporary OR NOT ({consent_sql})), claim.user_pk, claim.app_name FROM claim)",
     ]
     previous = None
     for name, model, owner_names, owner_values, count in (
@@ -348,7 +350,12 @@ def event_store(
             event_record_insert(
                 session_key=session_key,
                 sequence=sequence,
-                fields={**fields, "memory_excluded": excluded},
+                fields={
+                    **fields,
+                    "memory_excluded": excluded,
+                    "user_id": user_pk,
+                    "app_name": app_name,
+                },
             )
             state_rows_upsert(
                 session_key=session_key, user_pk=user_pk, app_name=app_name, scoped=scoped

@@ -226,10 +226,11 @@ def sessions_insert(
         [app_name, user_pk, *arrays],
     )
     cursor.execute(
-        f"INSERT INTO {tables.events} (session_id, sequence, event_id, invocation_id, author,"
-        " timestamp, content, actions, turn_complete, interrupted, branch, error_code,"
-        " error_message, custom_metadata, usage_metadata, long_running_tool_ids, rewound)"
-        " SELECT s.id, g, md5(s.id || ':' || g)::uuid::text,"
+        f"INSERT INTO {tables.events} (session_id, user_id, app_name, sequence, event_id,"
+        " invocation_id, author, timestamp, content, actions, turn_complete, interrupted,"
+        " branch, error_code, error_message, custom_metadata, usage_metadata,"
+        " long_running_tool_ids, rewound)"
+        " SELECT s.id, %s, %s, g, md5(s.id || ':' || g)::uuid::text,"
         " 'e-' || md5(s.id || '/' || ((g + 1) / 2))::uuid::text,"
         " CASE WHEN mod(g, 2) = 1 THEN 'user' ELSE %s END, s.started + g * s.step,"
         " CASE WHEN mod(g, 2) = 1 THEN x.user_content ELSE x.model_content END,"
@@ -241,7 +242,7 @@ def sessions_insert(
         f" FROM {unnest} CROSS JOIN LATERAL generate_series(1, s.n) AS g"
         f" JOIN bench_scale_texts x ON x.n = mod(s.text_base + g, {TEXTS})"
         " ORDER BY s.started + g * s.step",
-        [AGENT_NAME, json.dumps(CONTEXT_REPORT), *arrays],
+        [user_pk, app_name, AGENT_NAME, json.dumps(CONTEXT_REPORT), *arrays],
     )
     cursor.execute(
         f"INSERT INTO {tables.session_state} (session_id, key, value)"

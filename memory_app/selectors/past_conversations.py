@@ -3,11 +3,10 @@ memories, never stored as memories.
 
 The documents are the user-authored events of the user's chats in an app, as the session store
 holds them now: not rewound, in a chat that is not temporary. The database is the index: its
-full-text index (sessions_app migrations 0008 and 0012, through
+full-text index (sessions_app migrations 0008, 0012 and 0013, through
 :func:`sessions_app.selectors.search.turn_windows`) finds the turns holding a word of the query
 or of the words the query relates to, each word its most recent ``CANDIDATES_PER_WORD``
-matches, and reads them with the turns around them, in one statement (on PostgreSQL after one
-listing the person's chats). Only those are ranked
+matches, and reads them with the turns around them, in one statement. Only those are ranked
 here, in a :class:`~memory_app.ranking.MemoryIndex` made for the search and dropped after it,
 as memories are ranked (BM25 with stemming and query expansion, names and speakers,
 neighbouring turns, priors), and each turn also by the question it answers when the turn

@@ -1,15 +1,16 @@
 """Search across one user's chats: their titles and the text of their messages.
 
 Messages are found by the database's full-text search over the events' text parts: PostgreSQL's
-stored ``search_vector`` column (``jsonb_to_tsvector``, migration 0012) through its GIN index,
-SQLite's FTS5 table (migration 0008) on the embedded default. On PostgreSQL the user's chats are
-listed first and written into the statement (``session_id = ANY``), so the planner intersects
-the session index with the words' index, or for a rare word filters its few matches, and reads
-only that user's matching rows. Both index the words as they are (the ``simple`` configuration
-and FTS5's ``unicode61``); each word of the query is reduced to its English stem
-(snowballstemmer, the same on both databases) and matches the words starting with it, all of
-them required, so "winery" finds "wineries" and "walked" finds "walking" on both. Titles, a
-user's few hundred short strings at most, are matched the same way in Python.
+stored ``search_vector`` column (``jsonb_to_tsvector``, migration 0012), SQLite's FTS5 table
+(migration 0008) on the embedded default. On PostgreSQL each event carries its session's owner
+(user and app, migration 0013), so a user's newest matches of a word are read from that user's
+rows alone, in two steps (``_PG_NEWEST``): among their newest events when enough of those
+match, else from all their matches through the GIN index over (owner, words). Both index the
+words as they are (the ``simple`` configuration and FTS5's ``unicode61``); each word of the
+query is reduced to its English stem (snowballstemmer, the same on both databases) and matches
+the words starting with it, all of them required, so "winery" finds "wineries" and "walked"
+finds "walking" on both. Titles, a user's few hundred short strings at most, are matched the
+same way in Python.
 
 Results come one per chat (its title if it matched, else its newest matching message), with
 the character ranges of the words that matched, for the page to highlight.
@@ -39,12 +40,11 @@ SNIPPET_CHARS = 180
 WORD = re.compile(r"\w+")
 
 _PG_MESSAGES = (
-    "SELECT session.session_id, event.event_id, event.author, event.timestamp, "
-    "event.content::text, session.title FROM sessions_app_eventrecord AS event "
+    "WITH {matches} SELECT session.session_id, event.event_id, event.author, event.timestamp, "
+    "event.content::text, session.title FROM found "
+    "JOIN sessions_app_eventrecord AS event ON event.id = found.id "
     'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
-    "WHERE event.session_id = ANY(%s) AND event.content IS NOT NULL "
-    "AND event.search_vector @@ to_tsquery('simple', %s) AND NOT event.rewound "
-    "ORDER BY event.timestamp DESC LIMIT %s"
+    "ORDER BY event.timestamp DESC, event.id DESC LIMIT %s"
 )
 _SQLITE_MESSAGES = (
     "SELECT session.session_id, event.event_id, event.author, event.timestamp, "
@@ -132,22 +132,75 @@ def _snippet(text: str, words: list[tuple[str, ...]]) -> str:
     return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(flat) else "")
 
 
-def _session_keys(*, user_pk: int, app_name: str, session_key: str | None = None) -> list[str]:
-    """The keys of the user's searched chats of the app (not temporary, not memory-only, not
-    ``session_key``), written into the PostgreSQL statements as a list: the planner then knows
-    how many events they hold and picks between the session index and the words' index, which
-    it cannot for a subquery's result."""
-    sessions = SessionRecord.objects.filter(
-        user_id=user_pk, app_name=app_name, temporary=False, memory_only=False
+# One user's events of an app holding the words of a tsquery, newest first, their ``per_word``
+# newest found in two steps (docs/benchmarks.md, "The owner on each event"). First among the
+# user's ``RECENT_EVENTS`` newest events, read newest first through ``event_owner_recent``
+# until ``per_word`` match: when that many do, they are the newest of all. Only when fewer
+# do (a word rare in the person's late chats) are all the person's matches read, through
+# ``event_owner_search`` (or the words' index with the owner's), and sorted. A common word
+# is thus never gathered whole and a rare one never looked for row by row through a
+# history. Both steps keep what is searched: the text events of the chats that are not
+# hidden (``_PG_HIDDEN``), not rewound, not compaction summaries.
+RECENT_EVENTS = 1000
+_PG_HIDDEN = (
+    'hidden AS (SELECT session."key" FROM sessions_app_sessionrecord AS session '
+    "WHERE session.user_id = %s AND session.app_name = %s "
+    'AND (session.temporary OR session.memory_only OR session."key" = %s))'
+)
+_PG_NEWEST = (
+    "recent_{n} AS MATERIALIZED (SELECT recent.id, recent.timestamp FROM ("
+    "SELECT event.id, event.timestamp, event.session_id, event.author, event.rewound, "
+    "event.search_vector FROM sessions_app_eventrecord AS event "
+    "WHERE event.user_id = %s AND event.app_name = %s AND event.content IS NOT NULL "
+    "ORDER BY event.timestamp DESC, event.id DESC LIMIT %s) AS recent "
+    "WHERE recent.search_vector @@ to_tsquery('simple', %s) AND {recent_kept} "
+    "ORDER BY recent.timestamp DESC, recent.id DESC LIMIT %s), "
+    "every_{n} AS MATERIALIZED (SELECT event.id, event.timestamp "
+    "FROM sessions_app_eventrecord AS event "
+    "WHERE event.user_id = %s AND event.app_name = %s AND event.content IS NOT NULL "
+    "AND event.search_vector @@ to_tsquery('simple', %s) AND {event_kept} "
+    "AND (SELECT count(*) FROM recent_{n}) < %s), "
+    "newest_{n} AS (SELECT id FROM recent_{n} UNION ALL (SELECT id FROM every_{n} "
+    "ORDER BY timestamp DESC, id DESC LIMIT %s))"
+)
+
+
+def _pg_kept(event: str, *, summaries: bool) -> str:
+    kept = f'NOT {event}.rewound AND {event}.session_id NOT IN (SELECT hidden."key" FROM hidden)'
+    return kept if summaries else f"{kept} AND {event}.author <> 'system'"
+
+
+def _pg_newest(
+    *, number: int, user_pk: int, app_name: str, match: str, per_word: int, summaries: bool
+) -> tuple[str, list[object]]:
+    """The CTEs ``recent_<number>``, ``every_<number>`` and ``newest_<number>``, the last
+    giving the ids of the user's ``per_word`` newest events holding ``match`` (a tsquery), and
+    their parameters; they read the CTE ``hidden`` (``_PG_HIDDEN``). Compaction summaries
+    (author ``system``) are among them only with ``summaries``. ``newest`` may hold an id
+    twice (the first step's matches again when the second ran)."""
+    sql = _PG_NEWEST.format(
+        n=number,
+        recent_kept=_pg_kept("recent", summaries=summaries),
+        event_kept=_pg_kept("event", summaries=summaries),
     )
-    return list(sessions.exclude(key=session_key or "").values_list("key", flat=True))
+    owner = [user_pk, app_name]
+    return sql, [*owner, RECENT_EVENTS, match, per_word, *owner, match, per_word, per_word]
 
 
 def _message_rows(*, words: list[tuple[str, ...]], user_pk: int, app_name: str) -> list[tuple]:
     if connection.vendor == "postgresql":
         match = " & ".join("(" + " | ".join(f"{form}:*" for form in forms) + ")" for forms in words)
-        keys = _session_keys(user_pk=user_pk, app_name=app_name)
-        sql, params = _PG_MESSAGES, [keys, match, MESSAGE_HITS]
+        newest, newest_params = _pg_newest(
+            number=0,
+            user_pk=user_pk,
+            app_name=app_name,
+            match=match,
+            per_word=MESSAGE_HITS,
+            summaries=True,
+        )
+        matches = f"{_PG_HIDDEN}, {newest}, found AS (SELECT DISTINCT id FROM newest_0)"
+        sql = _PG_MESSAGES.format(matches=matches)
+        params = [user_pk, app_name, "", *newest_params, MESSAGE_HITS]
     else:
         match = " AND ".join(
             "(" + " OR ".join(f'"{form}"*' for form in forms) + ")" for forms in words
@@ -205,11 +258,8 @@ def chats_search(*, user_pk: int, app_name: str, query: str) -> list[SearchHit]:
 
 
 _PG_WORD_MATCHES = (
-    "SELECT event.session_id, event.sequence FROM sessions_app_eventrecord AS event "
-    "WHERE event.session_id = ANY(%s) AND event.content IS NOT NULL "
-    "AND event.search_vector @@ to_tsquery('simple', %s) "
-    "AND NOT event.rewound AND event.author <> 'system' "
-    "ORDER BY event.timestamp DESC, event.id DESC LIMIT %s"
+    "SELECT event.session_id, event.sequence FROM newest_{n} "
+    "JOIN sessions_app_eventrecord AS event ON event.id = newest_{n}.id"
 )
 _SQLITE_WORD_MATCHES = (
     "SELECT event.session_id, event.sequence FROM sessions_app_event_search AS found "
@@ -222,7 +272,7 @@ _SQLITE_WORD_MATCHES = (
     "ORDER BY event.timestamp DESC, event.id DESC LIMIT %s"
 )
 _TURN_WINDOWS = (
-    "WITH found AS ({matches}), shift(step) AS (VALUES {steps}), "
+    "WITH {ctes}found AS ({matches}), shift(step) AS (VALUES {steps}), "
     "spots AS (SELECT DISTINCT found.session_id, found.sequence + shift.step AS sequence "
     "FROM found CROSS JOIN shift) "
     "SELECT event.id, event.session_id, event.sequence, event.timestamp, event.author, "
@@ -282,27 +332,42 @@ def turn_windows(
     if not words:
         return TurnWindows(rows=[], events=0)
     vendor = connection.vendor
-    one = _PG_WORD_MATCHES if vendor == "postgresql" else _SQLITE_WORD_MATCHES
-    matches = " UNION ALL ".join(
-        f"SELECT * FROM ({one}) AS word_{number}" for number in range(len(words))
-    )
     params: list[object] = []
     if vendor == "postgresql":
-        keys = _session_keys(user_pk=user_pk, app_name=app_name, session_key=session_key)
-        if not keys:
-            return TurnWindows(rows=[], events=0)
-        for forms in words:
-            params += [keys, _word_match(forms, vendor), per_word]
+        ctes = [_PG_HIDDEN]
+        params += [user_pk, app_name, session_key or ""]
+        for number, forms in enumerate(words):
+            newest, newest_params = _pg_newest(
+                number=number,
+                user_pk=user_pk,
+                app_name=app_name,
+                match=_word_match(forms, vendor),
+                per_word=per_word,
+                summaries=False,
+            )
+            ctes.append(newest)
+            params += newest_params
+        matches = " UNION ALL ".join(
+            _PG_WORD_MATCHES.format(n=number) for number in range(len(words))
+        )
+        ctes_sql = ", ".join(ctes) + ", "
     else:
+        matches = " UNION ALL ".join(
+            f"SELECT * FROM ({_SQLITE_WORD_MATCHES}) AS word_{number}"
+            for number in range(len(words))
+        )
         for forms in words:
             params += [_word_match(forms, vendor), user_pk, app_name, session_key or "", per_word]
+        ctes_sql = ""
     params += [user_pk, app_name]
     steps = ", ".join(f"({step})" for step in range(-before, after + 1))
     if vendor == "postgresql":
         content, metadata = "event.content::text", "event.custom_metadata::text"
     else:
         content, metadata = "event.content", "event.custom_metadata"
-    sql = _TURN_WINDOWS.format(matches=matches, steps=steps, content=content, metadata=metadata)
+    sql = _TURN_WINDOWS.format(
+        ctes=ctes_sql, matches=matches, steps=steps, content=content, metadata=metadata
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         fetched = cursor.fetchall()

@@ -321,7 +321,11 @@ def session_rewind(
             event.actions.state_delta = delta
             event.actions.rewind_before_invocation_id = rewind_before_invocation_id
         EventRecord.objects.create(
-            session_id=session_key, sequence=sequence, **event_to_record_fields(event)
+            session_id=session_key,
+            sequence=sequence,
+            user_id=user_pk,
+            app_name=app_name,
+            **event_to_record_fields(event),
         )
         restored_from = _rewound_marks_update(session_key=session_key)
         session_rewound.send(

@@ -318,6 +318,8 @@ def _events_bulk_add(*, session_id: str, count: int) -> None:
     EventRecord.objects.bulk_create(
         EventRecord(
             session=record,
+            user_id=record.user_id,
+            app_name=record.app_name,
             sequence=record.last_sequence + number,
             event_id=f"bulk-{number}",
             author="user",

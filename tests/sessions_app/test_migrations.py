@@ -1,4 +1,7 @@
-"""The migration to session ids per (app, user): every stored row stays, under the same id."""
+"""Data migrations of the session store: every stored row stays, under the same id, and
+finds what it belongs to."""
+
+import importlib
 
 import pytest
 
@@ -96,3 +99,48 @@ def test_sessions_stored_with_global_ids_keep_everything_under_the_same_id():
         session_id="first-chat",
     )
     assert other.id == "first-chat" and other.state == {}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_events_stored_before_their_owner_was_kept_on_them_get_it_and_are_found(monkeypatch):
+    """Migration 0013 copies each stored event's session owner onto it, in batches (of one
+    event here, so that a batch boundary falls between every two), and the search finds
+    them through it."""
+    migration = importlib.import_module("sessions_app.migrations.0013_event_owner")
+    monkeypatch.setattr(migration, "BATCH", 1)
+    old = migrated_to([("sessions_app", "0012_event_search_vector")])
+    try:
+        users = old.get_model("auth", "User").objects
+        sessions = old.get_model("sessions_app", "SessionRecord").objects
+        events = old.get_model("sessions_app", "EventRecord").objects
+        owners = [(users.create(username="ana"), "chat"), (users.create(username="bo"), "notes")]
+        for number, (user, app_name) in enumerate(owners * 2):
+            session = sessions.create(
+                key=f"key-{number}",
+                session_id=f"chat-{number}",
+                app_name=app_name,
+                user_id=user.pk,
+                last_update_time=1.0,
+                last_sequence=1,
+            )
+            events.create(
+                session=session,
+                sequence=1,
+                event_id=f"e-{number}",
+                author="user",
+                timestamp=float(number),
+                content={"role": "user", "parts": [{"text": f"Sunscreen {number}"}]},
+            )
+        new = migrated_to([("sessions_app", "0013_event_owner")])
+    finally:
+        migrated_to_latest()
+
+    stored = new.get_model("sessions_app", "EventRecord").objects.order_by("event_id")
+    assert [(e.event_id, e.user_id, e.app_name) for e in stored] == [
+        ("e-0", owners[0][0].pk, "chat"),
+        ("e-1", owners[1][0].pk, "notes"),
+        ("e-2", owners[0][0].pk, "chat"),
+        ("e-3", owners[1][0].pk, "notes"),
+    ]
+    hits = chats_search(user_pk=owners[1][0].pk, app_name="notes", query="sunscreen")
+    assert [hit.session_id for hit in hits] == ["chat-3", "chat-1"]

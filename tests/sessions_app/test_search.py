@@ -9,6 +9,9 @@ from rest_framework.test import APIClient
 
 from sessions_app import services
 from sessions_app.events import Event, new_invocation_id
+from sessions_app.models import EventRecord
+from sessions_app.selectors import search
+from tests.factories import session_key
 
 APP = "chat"
 
@@ -160,8 +163,9 @@ def test_search_needs_a_signed_in_user():
 
 @pytest.mark.skipif(settings.USING_SQLITE, reason="PostgreSQL's stored words; SQLite has FTS5")
 def test_postgresql_keeps_each_events_words_with_it_under_one_index(api_client, user):
-    """The words are a generated column, filled on append and indexed by migrations (the
-    expression index of 0008 gone), which the search reads."""
+    """The words are a generated column, filled on append and indexed by migrations with the
+    event's owner (btree_gin, which this server has; the expression index of 0008 and the
+    words-alone index of 0012 gone), which the search reads."""
     _, found_id = _turn(_session(user, "Trip"), "The Douro valley in September")
     with connection.cursor() as cursor:
         cursor.execute(
@@ -170,10 +174,11 @@ def test_postgresql_keeps_each_events_words_with_it_under_one_index(api_client, 
         )
         assert cursor.fetchall() == [("ALWAYS",)]
         cursor.execute(
-            "SELECT indexname, indexdef LIKE '%%USING gin (search_vector)%%' FROM pg_indexes"
-            " WHERE tablename = 'sessions_app_eventrecord' AND indexname LIKE 'event_search%%'"
+            "SELECT indexname, indexdef LIKE '%%USING gin (user_id, app_name, search_vector)%%'"
+            " FROM pg_indexes WHERE tablename = 'sessions_app_eventrecord'"
+            " AND indexdef LIKE '%%USING gin%%'"
         )
-        assert cursor.fetchall() == [("event_search_vector", True)]
+        assert cursor.fetchall() == [("event_owner_search", True)]
         cursor.execute(
             "SELECT search_vector::text FROM sessions_app_eventrecord WHERE search_vector IS"
             " NOT NULL ORDER BY sequence"
@@ -183,3 +188,74 @@ def test_postgresql_keeps_each_events_words_with_it_under_one_index(api_client, 
             ("'noted':1",),
         ]
     assert [hit["event_id"] for hit in _search(api_client, "sept")] == [found_id]
+
+
+def test_every_stored_event_carries_its_sessions_owner(user):
+    """What the search finds a person's events by: appends, a rewind's own event and the
+    events of a memory-only session all carry their session's user and app."""
+    session = _session(user, app_name="other-app")
+    invocation_id, _ = _turn(session, "Tea with lemon")
+    _turn(session, "Coffee later")
+    services.session_rewind(
+        app_name="other-app",
+        user_id=str(user.pk),
+        session_id=session.id,
+        rewind_before_invocation_id=invocation_id,
+    )
+    _turn(services.session_create(app_name=APP, user_id=str(user.pk), memory_only=True), "Kept")
+
+    owners = EventRecord.objects.filter(session__user=user).values_list(
+        "session__app_name", "user_id", "app_name"
+    )
+    assert sorted(set(owners)) == [
+        (APP, user.pk, APP),
+        ("other-app", user.pk, "other-app"),
+    ]
+    assert len(owners) == 7
+
+
+@pytest.mark.skipif(settings.USING_SQLITE, reason="PostgreSQL's two steps; SQLite has FTS5")
+@pytest.mark.parametrize("recent_events", [1, 9, 11, 1000])
+def test_the_newest_matches_are_the_same_whether_found_among_the_newest_events_or_not(
+    monkeypatch, user, recent_events
+):
+    """The newest matches of a word come from the person's newest events when enough of them
+    match, else from all their matches: either way the same events, with hidden chats,
+    rewound turns and the chat searched from left out by both steps.
+
+    Newest first, the events are: the rewind, a rewound turn of "piano" and its reply, two
+    turns of "piano" in a temporary chat with their replies, then "piano" 3, 2 and 1 each
+    with its reply: the newest 9 hold one match to keep, the newest 11 two."""
+    monkeypatch.setattr(search, "RECENT_EVENTS", recent_events)
+    kept = _session(user, "Lessons")
+    said = {number: _turn(kept, f"Piano lesson {number}") for number in (1, 2, 3)}
+    temporary = services.session_create(app_name=APP, user_id=str(user.pk), temporary=True)
+    _turn(temporary, "Secret piano plans")
+    _turn(temporary, "More piano secrets")
+    rewound_invocation, _ = _turn(kept, "Piano lesson rewound")
+    services.session_rewind(
+        app_name=APP,
+        user_id=str(user.pk),
+        session_id=kept.id,
+        rewind_before_invocation_id=rewound_invocation,
+    )
+
+    def found(**kwargs):
+        windows = search.turn_windows(
+            user_pk=user.pk,
+            app_name=APP,
+            words=[("piano",)],
+            per_word=2,
+            before=0,
+            after=0,
+            **kwargs,
+        )
+        return [row[2] for row in windows.rows]
+
+    sequence = dict(
+        EventRecord.objects.filter(session__session_id=kept.id).values_list("event_id", "sequence")
+    )
+    assert found() == [sequence[said[2][1]], sequence[said[3][1]]]
+    assert found(session_key=session_key(kept)) == []
+    hits = search.chats_search(user_pk=user.pk, app_name=APP, query="piano lesson")
+    assert [(hit.title, hit.event_id) for hit in hits] == [("Lessons", said[3][1])]
