@@ -1,12 +1,15 @@
 """Each event carries its session's owner (user and app), and PostgreSQL indexes it.
 
 A search of one person's past chats (``sessions_app.selectors.search``) wants that person's
-newest events holding a word. Through the session, PostgreSQL's words index found every
+newest events holding a word. Through the session, PostgreSQL's words index of 0012 found every
 person's matches of the word and then kept the person's; with the owner on the row, the btree
-``event_owner_recent`` reads a person's events newest first, and where the ``btree_gin``
-extension can be created, the GIN index ``event_owner_search`` over (user, app, words) finds
-one person's matches of a word directly (it then replaces 0012's ``event_search_vector``;
-without the extension that index stays, and the planner combines it with the btree).
+``event_owner_recent`` reads a person's events newest first, and the GIN index
+``event_owner_words`` finds one person's matches of a word without reading anyone else's: its
+entries are each event's words prefixed with its user (``sessions_app_owner_words``: "4_tea"),
+so a prefix search ("4_te:*") reads that person's entries alone. It replaces 0012's
+``event_search_vector``, which nothing reads any more. (The ``btree_gin`` extension's GIN
+index over (user, words) was measured too: a prefix search there still collects every
+person's matching entries, docs/benchmarks.md.)
 
 The events stored before are filled in batches of ``BATCH`` rows by id, each batch its own
 transaction (the migration is not atomic), so a large table is neither locked whole nor
@@ -15,20 +18,26 @@ rewritten in one transaction. The columns are filled before the indexes are buil
 
 import django.db.models.deletion
 from django.conf import settings
-from django.db import DatabaseError, migrations, models, transaction
+from django.db import migrations, models, transaction
 
 BATCH = 20_000
 EVENTS = "sessions_app_eventrecord"
 SESSIONS = "sessions_app_sessionrecord"
 
-PG_OWNER_SEARCH = (
-    f"CREATE INDEX IF NOT EXISTS event_owner_search ON {EVENTS} "
-    "USING gin (user_id, app_name, search_vector) WHERE content IS NOT NULL"
-)
-PG_WORDS_ALONE = (
+PG_FORWARD = [
+    "CREATE OR REPLACE FUNCTION sessions_app_owner_words(owner bigint, words tsvector) "
+    "RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS "
+    "$$ SELECT array_to_tsvector(array_agg(owner::text || '_' || lexeme)) FROM unnest(words) $$",
+    f"CREATE INDEX IF NOT EXISTS event_owner_words ON {EVENTS} "
+    "USING gin (sessions_app_owner_words(user_id, search_vector)) WHERE content IS NOT NULL",
+    "DROP INDEX IF EXISTS event_search_vector",
+]
+PG_BACKWARD = [
     f"CREATE INDEX IF NOT EXISTS event_search_vector ON {EVENTS} "
-    "USING gin (search_vector) WHERE content IS NOT NULL"
-)
+    "USING gin (search_vector) WHERE content IS NOT NULL",
+    "DROP INDEX IF EXISTS event_owner_words",
+    "DROP FUNCTION IF EXISTS sessions_app_owner_words(bigint, tsvector)",
+]
 
 
 def owners_fill(apps, schema_editor):
@@ -49,37 +58,13 @@ def owners_fill(apps, schema_editor):
             )
 
 
-def btree_gin_available(connection) -> bool:
-    """Whether ``btree_gin`` is installed or can be installed here (a server without the
-    contrib package, or a role that may not create it, keeps 0012's index)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'btree_gin'")
-        if cursor.fetchone():
-            return True
-        cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'btree_gin'")
-        if not cursor.fetchone():
-            return False
-        try:
-            with transaction.atomic(using=connection.alias):
-                cursor.execute("CREATE EXTENSION IF NOT EXISTS btree_gin")
-        except DatabaseError:  # not allowed to: 0012's index stays
-            return False
-    return True
+def _postgresql(statements):
+    def run(apps, schema_editor):
+        if schema_editor.connection.vendor == "postgresql":
+            for statement in statements:
+                schema_editor.execute(statement)
 
-
-def owner_search_create(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    if btree_gin_available(schema_editor.connection):
-        schema_editor.execute(PG_OWNER_SEARCH)
-        schema_editor.execute("DROP INDEX IF EXISTS event_search_vector")
-
-
-def owner_search_drop(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    schema_editor.execute(PG_WORDS_ALONE)
-    schema_editor.execute("DROP INDEX IF EXISTS event_owner_search")
+    return run
 
 
 class Migration(migrations.Migration):
@@ -118,5 +103,5 @@ class Migration(migrations.Migration):
                 name="event_owner_recent",
             ),
         ),
-        migrations.RunPython(owner_search_create, owner_search_drop),
+        migrations.RunPython(_postgresql(PG_FORWARD), _postgresql(PG_BACKWARD)),
     ]

@@ -40,11 +40,11 @@ SNIPPET_CHARS = 180
 WORD = re.compile(r"\w+")
 
 _PG_MESSAGES = (
-    "WITH {matches} SELECT session.session_id, event.event_id, event.author, event.timestamp, "
-    "event.content::text, session.title FROM found "
-    "JOIN sessions_app_eventrecord AS event ON event.id = found.id "
+    "WITH {newest} SELECT session.session_id, event.event_id, event.author, event.timestamp, "
+    "event.content::text, session.title FROM newest "
+    "JOIN sessions_app_eventrecord AS event ON event.id = newest.id "
     'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
-    "ORDER BY event.timestamp DESC, event.id DESC LIMIT %s"
+    "ORDER BY event.timestamp DESC, event.id DESC LIMIT %(hits)s"
 )
 _SQLITE_MESSAGES = (
     "SELECT session.session_id, event.event_id, event.author, event.timestamp, "
@@ -132,36 +132,45 @@ def _snippet(text: str, words: list[tuple[str, ...]]) -> str:
     return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(flat) else "")
 
 
-# One user's events of an app holding the words of a tsquery, newest first, their ``per_word``
-# newest found in two steps (docs/benchmarks.md, "The owner on each event"). First among the
-# user's ``RECENT_EVENTS`` newest events, read newest first through ``event_owner_recent``
-# until ``per_word`` match: when that many do, they are the newest of all. Only when fewer
-# do (a word rare in the person's late chats) are all the person's matches read, through
-# ``event_owner_search`` (or the words' index with the owner's), and sorted. A common word
-# is thus never gathered whole and a rare one never looked for row by row through a
-# history. Both steps keep what is searched: the text events of the chats that are not
-# hidden (``_PG_HIDDEN``), not rewound, not compaction summaries.
+# One user's newest events of an app holding each of some words (tsqueries), in two steps
+# (docs/benchmarks.md, "The owner on each event"). First among the user's ``RECENT_EVENTS``
+# newest events, read once for all the words through ``event_owner_recent``: a word that
+# ``per_word`` of them hold has its newest matches there. Only for the other words are all
+# the user's matches read, through ``event_owner_words`` (migration 0013), a GIN index whose
+# entries are the words prefixed with the event's user, so that other people's entries of a
+# word are never read; each match is checked again against the event's own words
+# (``search_vector``), whose positions the index's entries lack. Both steps keep what is
+# searched: the text events, not rewound, of the chats not ``hidden`` (temporary, memory-only,
+# or the one searched from) and, unless ``summaries``, not compaction summaries.
 RECENT_EVENTS = 1000
-_PG_HIDDEN = (
-    'hidden AS (SELECT session."key" FROM sessions_app_sessionrecord AS session '
-    "WHERE session.user_id = %s AND session.app_name = %s "
-    'AND (session.temporary OR session.memory_only OR session."key" = %s))'
-)
 _PG_NEWEST = (
-    "recent_{n} AS MATERIALIZED (SELECT recent.id, recent.timestamp FROM ("
-    "SELECT event.id, event.timestamp, event.session_id, event.author, event.rewound, "
-    "event.search_vector FROM sessions_app_eventrecord AS event "
-    "WHERE event.user_id = %s AND event.app_name = %s AND event.content IS NOT NULL "
-    "ORDER BY event.timestamp DESC, event.id DESC LIMIT %s) AS recent "
-    "WHERE recent.search_vector @@ to_tsquery('simple', %s) AND {recent_kept} "
-    "ORDER BY recent.timestamp DESC, recent.id DESC LIMIT %s), "
-    "every_{n} AS MATERIALIZED (SELECT event.id, event.timestamp "
+    'hidden AS (SELECT session."key" FROM sessions_app_sessionrecord AS session '
+    "WHERE session.user_id = %(user)s AND session.app_name = %(app)s "
+    'AND (session.temporary OR session.memory_only OR session."key" = %(searched_from)s)), '
+    "words AS (SELECT word.number, to_tsquery('simple', word.query) AS plain, "
+    "regexp_replace(to_tsquery('simple', word.query)::text, '''([^'']+)''', "
+    "'''' || %(user)s || '_\\1''', 'g')::tsquery AS owned "
+    "FROM unnest(%(queries)s::text[]) WITH ORDINALITY AS word(query, number)), "
+    "recent AS MATERIALIZED (SELECT newest.id, newest.timestamp, newest.search_vector FROM ("
+    "SELECT event.id, event.timestamp, event.search_vector, event.rewound, event.author, "
+    "event.session_id FROM sessions_app_eventrecord AS event "
+    "WHERE event.user_id = %(user)s AND event.app_name = %(app)s AND event.content IS NOT NULL "
+    "ORDER BY event.timestamp DESC, event.id DESC LIMIT %(recent)s) AS newest "
+    "WHERE {newest_kept}), "
+    "first_step AS MATERIALIZED (SELECT words.number, found.id FROM words CROSS JOIN LATERAL ("
+    "SELECT recent.id FROM recent WHERE recent.search_vector @@ words.plain "
+    "ORDER BY recent.timestamp DESC, recent.id DESC LIMIT %(per_word)s) AS found), "
+    "second_step AS (SELECT found.id FROM words CROSS JOIN LATERAL ("
+    "SELECT matched.id FROM (SELECT event.id, event.timestamp "
     "FROM sessions_app_eventrecord AS event "
-    "WHERE event.user_id = %s AND event.app_name = %s AND event.content IS NOT NULL "
-    "AND event.search_vector @@ to_tsquery('simple', %s) AND {event_kept} "
-    "AND (SELECT count(*) FROM recent_{n}) < %s), "
-    "newest_{n} AS (SELECT id FROM recent_{n} UNION ALL (SELECT id FROM every_{n} "
-    "ORDER BY timestamp DESC, id DESC LIMIT %s))"
+    "WHERE sessions_app_owner_words(event.user_id, event.search_vector) @@ words.owned "
+    "AND event.search_vector @@ words.plain AND event.user_id = %(user)s "
+    "AND event.app_name = %(app)s AND event.content IS NOT NULL AND {event_kept} "
+    "OFFSET 0) AS matched "
+    "ORDER BY matched.timestamp DESC, matched.id DESC LIMIT %(per_word)s) AS found "
+    "WHERE (SELECT count(*) FROM first_step WHERE first_step.number = words.number) "
+    "< %(per_word)s), "
+    "newest AS (SELECT id FROM first_step UNION SELECT id FROM second_step)"
 )
 
 
@@ -171,36 +180,49 @@ def _pg_kept(event: str, *, summaries: bool) -> str:
 
 
 def _pg_newest(
-    *, number: int, user_pk: int, app_name: str, match: str, per_word: int, summaries: bool
-) -> tuple[str, list[object]]:
-    """The CTEs ``recent_<number>``, ``every_<number>`` and ``newest_<number>``, the last
-    giving the ids of the user's ``per_word`` newest events holding ``match`` (a tsquery), and
-    their parameters; they read the CTE ``hidden`` (``_PG_HIDDEN``). Compaction summaries
-    (author ``system``) are among them only with ``summaries``. ``newest`` may hold an id
-    twice (the first step's matches again when the second ran)."""
+    *,
+    user_pk: int,
+    app_name: str,
+    queries: list[str],
+    per_word: int,
+    summaries: bool,
+    searched_from: str | None = None,
+) -> tuple[str, dict[str, object]]:
+    """The CTEs ending with ``newest``: the ids of the user's ``per_word`` newest events of
+    the app holding each of ``queries`` (``to_tsquery`` texts), and their named parameters.
+    Compaction summaries (author ``system``) are among them only with ``summaries``; the
+    chat ``searched_from`` never is.
+
+    The statement is the same whatever the number of words, so it is planned once per search
+    (the second step's ``OFFSET 0`` keeps the planner from walking a user's whole history
+    newest first for a rare word: the first step did that, over the newest events only)."""
     sql = _PG_NEWEST.format(
-        n=number,
-        recent_kept=_pg_kept("recent", summaries=summaries),
+        newest_kept=_pg_kept("newest", summaries=summaries),
         event_kept=_pg_kept("event", summaries=summaries),
     )
-    owner = [user_pk, app_name]
-    return sql, [*owner, RECENT_EVENTS, match, per_word, *owner, match, per_word, per_word]
+    params: dict[str, object] = {
+        "user": user_pk,
+        "app": app_name,
+        "searched_from": searched_from or "",
+        "queries": queries,
+        "recent": RECENT_EVENTS,
+        "per_word": per_word,
+    }
+    return sql, params
 
 
 def _message_rows(*, words: list[tuple[str, ...]], user_pk: int, app_name: str) -> list[tuple]:
     if connection.vendor == "postgresql":
         match = " & ".join("(" + " | ".join(f"{form}:*" for form in forms) + ")" for forms in words)
-        newest, newest_params = _pg_newest(
-            number=0,
+        newest, params = _pg_newest(
             user_pk=user_pk,
             app_name=app_name,
-            match=match,
+            queries=[match],
             per_word=MESSAGE_HITS,
             summaries=True,
         )
-        matches = f"{_PG_HIDDEN}, {newest}, found AS (SELECT DISTINCT id FROM newest_0)"
-        sql = _PG_MESSAGES.format(matches=matches)
-        params = [user_pk, app_name, "", *newest_params, MESSAGE_HITS]
+        sql = _PG_MESSAGES.format(newest=newest)
+        params["hits"] = MESSAGE_HITS
     else:
         match = " AND ".join(
             "(" + " OR ".join(f'"{form}"*' for form in forms) + ")" for forms in words
@@ -257,9 +279,9 @@ def chats_search(*, user_pk: int, app_name: str, query: str) -> list[SearchHit]:
     return list(hits.values())
 
 
-_PG_WORD_MATCHES = (
-    "SELECT event.session_id, event.sequence FROM newest_{n} "
-    "JOIN sessions_app_eventrecord AS event ON event.id = newest_{n}.id"
+_PG_MATCHES = (
+    "SELECT event.session_id, event.sequence FROM newest "
+    "JOIN sessions_app_eventrecord AS event ON event.id = newest.id"
 )
 _SQLITE_WORD_MATCHES = (
     "SELECT event.session_id, event.sequence FROM sessions_app_event_search AS found "
@@ -278,7 +300,7 @@ _TURN_WINDOWS = (
     "SELECT event.id, event.session_id, event.sequence, event.timestamp, event.author, "
     "{content}, {metadata}, "
     "(SELECT coalesce(sum(session.last_sequence), 0) FROM sessions_app_sessionrecord AS session "
-    "WHERE session.user_id = %s AND session.app_name = %s AND NOT session.temporary "
+    "WHERE session.user_id = {user} AND session.app_name = {app} AND NOT session.temporary "
     "AND NOT session.memory_only) "
     "FROM spots JOIN sessions_app_eventrecord AS event "
     "ON event.session_id = spots.session_id AND event.sequence = spots.sequence "
@@ -331,43 +353,43 @@ def turn_windows(
     words = [forms for forms in words if forms]
     if not words:
         return TurnWindows(rows=[], events=0)
-    vendor = connection.vendor
-    params: list[object] = []
-    if vendor == "postgresql":
-        ctes = [_PG_HIDDEN]
-        params += [user_pk, app_name, session_key or ""]
-        for number, forms in enumerate(words):
-            newest, newest_params = _pg_newest(
-                number=number,
-                user_pk=user_pk,
-                app_name=app_name,
-                match=_word_match(forms, vendor),
-                per_word=per_word,
-                summaries=False,
-            )
-            ctes.append(newest)
-            params += newest_params
-        matches = " UNION ALL ".join(
-            _PG_WORD_MATCHES.format(n=number) for number in range(len(words))
-        )
-        ctes_sql = ", ".join(ctes) + ", "
-    else:
-        matches = " UNION ALL ".join(
-            f"SELECT * FROM ({_SQLITE_WORD_MATCHES}) AS word_{number}"
-            for number in range(len(words))
-        )
-        for forms in words:
-            params += [_word_match(forms, vendor), user_pk, app_name, session_key or "", per_word]
-        ctes_sql = ""
-    params += [user_pk, app_name]
     steps = ", ".join(f"({step})" for step in range(-before, after + 1))
-    if vendor == "postgresql":
-        content, metadata = "event.content::text", "event.custom_metadata::text"
+    params: list[object] | dict[str, object]
+    if connection.vendor == "postgresql":
+        newest, params = _pg_newest(
+            user_pk=user_pk,
+            app_name=app_name,
+            queries=[_word_match(forms, "postgresql") for forms in words],
+            per_word=per_word,
+            summaries=False,
+            searched_from=session_key,
+        )
+        sql = _TURN_WINDOWS.format(
+            ctes=f"{newest}, ",
+            matches=_PG_MATCHES,
+            steps=steps,
+            content="event.content::text",
+            metadata="event.custom_metadata::text",
+            user="%(user)s",
+            app="%(app)s",
+        )
     else:
-        content, metadata = "event.content", "event.custom_metadata"
-    sql = _TURN_WINDOWS.format(
-        ctes=ctes_sql, matches=matches, steps=steps, content=content, metadata=metadata
-    )
+        params = []
+        for forms in words:
+            params += [_word_match(forms, "sqlite"), user_pk, app_name, session_key or "", per_word]
+        params += [user_pk, app_name]
+        sql = _TURN_WINDOWS.format(
+            ctes="",
+            matches=" UNION ALL ".join(
+                f"SELECT * FROM ({_SQLITE_WORD_MATCHES}) AS word_{number}"
+                for number in range(len(words))
+            ),
+            steps=steps,
+            content="event.content",
+            metadata="event.custom_metadata",
+            user="%s",
+            app="%s",
+        )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         fetched = cursor.fetchall()
