@@ -142,7 +142,7 @@ def _snippet(text: str, words: list[tuple[str, ...]]) -> str:
 # (``search_vector``), whose positions the index's entries lack. Both steps keep what is
 # searched: the text events, not rewound, of the chats not ``hidden`` (temporary, memory-only,
 # or the one searched from) and, unless ``summaries``, not compaction summaries.
-RECENT_EVENTS = 1000
+RECENT_EVENTS = 2000
 _PG_NEWEST = (
     'hidden AS (SELECT session."key" FROM sessions_app_sessionrecord AS session '
     "WHERE session.user_id = %(user)s AND session.app_name = %(app)s "
