@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 import snowballstemmer
-from django.db import connection
+from django.db import connection, transaction
 
 from sessions_app.models import SessionRecord
 
@@ -211,6 +211,20 @@ def _pg_newest(
     return sql, params
 
 
+def _pg_rows(sql: str, params: dict[str, object]) -> list[tuple]:
+    """The rows of a search statement (``_pg_newest``), PostgreSQL's JIT compilation off for it.
+
+    The second step's estimate for a word's matches is the planner's default share of a table
+    (it cannot know the word when planning the lateral join), so on a large table the plan's
+    estimated cost passes ``jit_above_cost`` and PostgreSQL compiles it: 60-80 ms here for a
+    statement that runs in 25 (4.2 million events, docs/benchmarks.md). ``SET LOCAL`` lasts
+    to the end of the transaction: this statement's own, or the caller's when it has one."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
 def _message_rows(*, words: list[tuple[str, ...]], user_pk: int, app_name: str) -> list[tuple]:
     if connection.vendor == "postgresql":
         match = " & ".join("(" + " | ".join(f"{form}:*" for form in forms) + ")" for forms in words)
@@ -221,15 +235,11 @@ def _message_rows(*, words: list[tuple[str, ...]], user_pk: int, app_name: str) 
             per_word=MESSAGE_HITS,
             summaries=True,
         )
-        sql = _PG_MESSAGES.format(newest=newest)
         params["hits"] = MESSAGE_HITS
-    else:
-        match = " AND ".join(
-            "(" + " OR ".join(f'"{form}"*' for form in forms) + ")" for forms in words
-        )
-        sql, params = _SQLITE_MESSAGES, [match, user_pk, app_name, MESSAGE_HITS]
+        return _pg_rows(_PG_MESSAGES.format(newest=newest), params)
+    match = " AND ".join("(" + " OR ".join(f'"{form}"*' for form in forms) + ")" for forms in words)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(_SQLITE_MESSAGES, [match, user_pk, app_name, MESSAGE_HITS])
         return cursor.fetchall()
 
 
@@ -373,6 +383,7 @@ def turn_windows(
             user="%(user)s",
             app="%(app)s",
         )
+        fetched = _pg_rows(sql, params)
     else:
         params = []
         for forms in words:
@@ -390,9 +401,9 @@ def turn_windows(
             user="%s",
             app="%s",
         )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        fetched = cursor.fetchall()
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            fetched = cursor.fetchall()
     rows = [
         (pk, key, sequence, timestamp, author, _json(content), _json(metadata))
         for pk, key, sequence, timestamp, author, content, metadata, _events in fetched

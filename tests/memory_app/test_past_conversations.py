@@ -224,7 +224,8 @@ def test_a_search_reads_what_its_words_match_not_the_history():
 
     assert len(found_short) == len(found_long)
     assert all("piano lesson" in turn.excerpt for turn in found_short[:3] + found_long[:3])
-    assert statements_short == statements_long <= 3
+    # PostgreSQL runs the search statement in a transaction with its JIT off (search.py)
+    assert statements_short == statements_long <= (6 if connection.vendor == "postgresql" else 3)
     assert rows_short == rows_long <= 3 * 5
 
 
