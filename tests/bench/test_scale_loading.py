@@ -87,7 +87,7 @@ def test_two_connections_write_the_planned_blocks_once_and_rebuild_every_index(w
     assert stored_blocks() == {block: loading.block_events(block) for block in expected}
     assert events == sum(stored_blocks().values()) >= 3_000
     assert indexes() == before
-    assert any("event_search_vector built" in message for message in messages)
+    assert any("event_owner_words built" in message for message in messages)
 
 
 def test_a_fill_stopped_midway_resumes_with_the_rest_and_its_indexes_back(writers):
