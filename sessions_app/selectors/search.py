@@ -139,7 +139,8 @@ def _snippet(text: str, words: list[tuple[str, ...]]) -> str:
 # the user's matches read, through ``event_owner_words`` (migration 0013), a GIN index whose
 # entries are the words prefixed with the event's user, so that other people's entries of a
 # word are never read; each match is checked again against the event's own words
-# (``search_vector``), whose positions the index's entries lack. Both steps keep what is
+# (``search_vector``), whose positions the index's entries lack (so a word the parser splits,
+# "tea_time", a phrase, is looked up there as all of its parts). Both steps keep what is
 # searched: the text events, not rewound, of the chats not ``hidden`` (temporary, memory-only,
 # or the one searched from) and, unless ``summaries``, not compaction summaries.
 RECENT_EVENTS = 2000
@@ -148,8 +149,8 @@ _PG_NEWEST = (
     "WHERE session.user_id = %(user)s AND session.app_name = %(app)s "
     'AND (session.temporary OR session.memory_only OR session."key" = %(searched_from)s)), '
     "words AS (SELECT word.number, to_tsquery('simple', word.query) AS plain, "
-    "regexp_replace(to_tsquery('simple', word.query)::text, '''([^'']+)''', "
-    "'''' || %(user)s || '_\\1''', 'g')::tsquery AS owned "
+    "regexp_replace(regexp_replace(to_tsquery('simple', word.query)::text, '<[^>]*>', '&', 'g'), "
+    "'''([^'']+)''', '''' || %(user)s || '_\\1''', 'g')::tsquery AS owned "
     "FROM unnest(%(queries)s::text[]) WITH ORDINALITY AS word(query, number)), "
     "recent AS MATERIALIZED (SELECT newest.id, newest.timestamp, newest.search_vector FROM ("
     "SELECT event.id, event.timestamp, event.search_vector, event.rewound, event.author, "

@@ -269,3 +269,19 @@ def test_the_newest_matches_are_the_same_whether_found_among_the_newest_events_o
     assert found(session_key=session_key(kept)) == []
     hits = search.chats_search(user_pk=user.pk, app_name=APP, query="piano lesson")
     assert [(hit.title, hit.event_id) for hit in hits] == [("Lessons", said[3][1])]
+
+
+@pytest.mark.skipif(settings.USING_SQLITE, reason="PostgreSQL's two steps; SQLite has FTS5")
+@pytest.mark.parametrize("recent_events", [0, 1000])
+def test_a_word_the_parser_splits_is_found_by_either_step(monkeypatch, user, recent_events):
+    """ "piano_duet" is a phrase of two words to PostgreSQL's parser, which the owner's index
+    holds without positions: it is looked up there as both words, then matched as a phrase."""
+    monkeypatch.setattr(search, "RECENT_EVENTS", recent_events)
+    session = _session(user, "Music")
+    _turn(session, "The piano_duet went well")
+    _turn(session, "A duet on the piano, not the same")
+
+    windows = search.turn_windows(
+        user_pk=user.pk, app_name=APP, words=[("piano_duet",)], per_word=5, before=0, after=0
+    )
+    assert [row[5]["parts"][0]["text"] for row in windows.rows] == ["The piano_duet went well"]
