@@ -11,6 +11,9 @@ so a prefix search ("4_te:*") reads that person's entries alone. It replaces 001
 index over (user, words) was measured too: a prefix search there still collects every
 person's matching entries, docs/benchmarks.md.)
 
+The function is STRICT: building the index also reads the row versions the filling replaced
+(another transaction may still see them), whose owner is NULL; they give no entries.
+
 The events stored before are filled in batches of ``BATCH`` rows by id, each batch its own
 transaction (the migration is not atomic), so a large table is neither locked whole nor
 rewritten in one transaction. The columns are filled before the indexes are built.
@@ -26,7 +29,7 @@ SESSIONS = "sessions_app_sessionrecord"
 
 PG_FORWARD = [
     "CREATE OR REPLACE FUNCTION sessions_app_owner_words(owner bigint, words tsvector) "
-    "RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS "
+    "RETURNS tsvector LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS "
     "$$ SELECT array_to_tsvector(array_agg(owner::text || '_' || lexeme)) FROM unnest(words) $$",
     f"CREATE INDEX IF NOT EXISTS event_owner_words ON {EVENTS} "
     "USING gin (sessions_app_owner_words(user_id, search_vector)) WHERE content IS NOT NULL",

@@ -189,6 +189,10 @@ def test_postgresql_keeps_each_events_words_with_it_under_one_index(api_client, 
             ),
             (f"'{user.pk}_noted'",),
         ]
+        # A row version without an owner (before 0013 filled it), which building the index
+        # reads while another transaction may still see it: no entries, and no error.
+        cursor.execute("SELECT sessions_app_owner_words(NULL, to_tsvector('simple', 'tea'))")
+        assert cursor.fetchall() == [(None,)]
         cursor.execute(
             "SELECT search_vector::text FROM sessions_app_eventrecord WHERE search_vector IS"
             " NOT NULL ORDER BY sequence"
