@@ -106,7 +106,7 @@ def test_events_stored_before_their_owner_was_kept_on_them_get_it_and_are_found(
     """Migration 0013 copies each stored event's session owner onto it, in batches (of one
     event here, so that a batch boundary falls between every two), and the search finds
     them through it."""
-    migration = importlib.import_module("sessions_app.migrations.0013_event_owner")
+    migration = importlib.import_module("sessions_app.migrations.0014_event_owner")
     monkeypatch.setattr(migration, "BATCH", 1)
     old = migrated_to([("sessions_app", "0012_event_search_vector")])
     try:
@@ -131,7 +131,7 @@ def test_events_stored_before_their_owner_was_kept_on_them_get_it_and_are_found(
                 timestamp=float(number),
                 content={"role": "user", "parts": [{"text": f"Sunscreen {number}"}]},
             )
-        new = migrated_to([("sessions_app", "0013_event_owner")])
+        new = migrated_to([("sessions_app", "0014_event_owner")])
     finally:
         migrated_to_latest()
 

@@ -74,7 +74,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("sessions_app", "0012_event_search_vector"),
+        ("sessions_app", "0013_event_blob_and_file_data"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
