@@ -160,6 +160,12 @@ class GenerationJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    retry_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a job waiting after a transient failure (its model server down or "
+        "busy) is tried next; empty once it runs again.",
+    )
 
     class Meta:
         indexes = [

@@ -234,7 +234,15 @@ class PendingMemorySerializer(serializers.Serializer):
         child=serializers.CharField(), help_text="The last of them, oldest first."
     )
     job = serializers.CharField(
-        allow_null=True, help_text="'queued' or 'running' when a memory job will take them."
+        allow_null=True,
+        help_text="'queued' or 'running' when a memory job will take them; 'waiting' when "
+        "its last attempt failed on an error that passes (the model server down) and it will "
+        "be tried again at `next_attempt_at`; 'failed' or 'dead' when the chat's last job "
+        "gave up.",
+    )
+    job_error = serializers.CharField(help_text="Why the job waits or gave up (empty otherwise).")
+    next_attempt_at = serializers.DateTimeField(
+        allow_null=True, help_text="When a waiting job is tried again."
     )
     create = serializers.BooleanField(help_text="Whether memories are made from this chat.")
     temporary = serializers.BooleanField()

@@ -81,6 +81,7 @@ class GenerationJobAdmin(ReadOnlyAdmin):
         "created_at",
         "started_at",
         "finished_at",
+        "retry_at",
     ]
     fields = readonly_fields
     actions = ["retry"]
@@ -91,6 +92,14 @@ class GenerationJobAdmin(ReadOnlyAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_shown(self, job: GenerationJob) -> str:
+        """The status, and for a queued job whose last attempt failed on an error that passes
+        (its model server down) that it waits to retry and until when, rather than a plain
+        "Queued" that looks stuck."""
+        if job.status == GenerationJob.Status.QUEUED and job.attempts and job.error:
+            attempts = f"{job.attempts} attempt{'s' if job.attempts > 1 else ''} failed"
+            if job.retry_at is None:
+                return f"Waiting to retry ({attempts})"
+            return f"Waiting to retry ({attempts}; next at {console_time(job.retry_at)})"
         if job.attempts <= 1:
             return job.get_status_display()
         return f"{job.get_status_display()} after {job.attempts} attempts"

@@ -5,6 +5,7 @@ far a session has been turned into memories (its watermark)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
@@ -286,7 +287,12 @@ PENDING_TURNS_SHOWN = 5
 class PendingMemory:
     """What of a session is waiting to become memories: the user's messages past the
     watermark (the last ``PENDING_TURNS_SHOWN``, oldest first, and how many in all), the job
-    that will process them if one is queued or running, and whether anything will be kept."""
+    that will process them if one is queued or running, and whether anything will be kept.
+
+    ``job`` says where that work stands, truthfully while its model server is away:
+    ``queued``, ``running``, ``waiting`` (an attempt failed on an error that passes, such
+    as the server down: ``job_error`` says which, ``next_attempt_at`` when it is tried
+    again), or ``failed``/``dead`` when the session's last job gave up on these turns."""
 
     unprocessed_turns: int
     turns: list[str]
@@ -294,6 +300,8 @@ class PendingMemory:
     create: bool
     temporary: bool
     forgotten_with_it: int = 0
+    job_error: str = ""
+    next_attempt_at: datetime | None = None
 
 
 def session_memories_drawn_only(*, user_pk: int, session_id: str) -> int:
@@ -341,23 +349,48 @@ def session_pending_memory(*, user_pk: int, session_id: str) -> PendingMemory | 
         " ".join(content_text(content).split())
         for content in unprocessed.values_list("content", flat=True)[:PENDING_TURNS_SHOWN]
     ]
-    job = (
+    job = _pending_job(session_id=session_id)
+    state = _pending_job_state(job)
+    return PendingMemory(
+        unprocessed_turns=unprocessed.count(),
+        turns=[text for text in reversed(texts) if text],
+        job=state,
+        create=access.create,
+        temporary=access.temporary,
+        forgotten_with_it=session_memories_drawn_only(user_pk=user_pk, session_id=session_id),
+        job_error=job.error if job is not None and state != "queued" else "",
+        next_attempt_at=job.retry_at if job is not None else None,
+    )
+
+
+def _pending_job(*, session_id: str) -> GenerationJob | None:
+    """The job that will take the session's pending turns (running before queued), else the
+    session's last job if it gave up (failed or dead)."""
+    active = (
         GenerationJob.objects.filter(
             session_id=session_id,
             status__in=[GenerationJob.Status.RUNNING, GenerationJob.Status.QUEUED],
         )
         .order_by("status")
-        .values_list("status", flat=True)
         .first()
     )
-    return PendingMemory(
-        unprocessed_turns=unprocessed.count(),
-        turns=[text for text in reversed(texts) if text],
-        job=job,
-        create=access.create,
-        temporary=access.temporary,
-        forgotten_with_it=session_memories_drawn_only(user_pk=user_pk, session_id=session_id),
-    )
+    if active is not None:
+        return active
+    last = GenerationJob.objects.filter(session_id=session_id).order_by("-created_at").first()
+    if last is not None and last.status in (
+        GenerationJob.Status.FAILED,
+        GenerationJob.Status.DEAD,
+    ):
+        return last
+    return None
+
+
+def _pending_job_state(job: GenerationJob | None) -> str | None:
+    if job is None:
+        return None
+    if job.status == GenerationJob.Status.QUEUED and job.attempts and job.error:
+        return "waiting"
+    return job.status
 
 
 def watermark_get(*, session_id: str) -> int:

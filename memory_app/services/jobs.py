@@ -151,7 +151,8 @@ def _job_start(job_id: str) -> GenerationJob | None:
         job.status = GenerationJob.Status.RUNNING
         job.attempts += 1
         job.started_at = timezone.now()
-        job.save(update_fields=["status", "attempts", "started_at"])
+        job.retry_at = None
+        job.save(update_fields=["status", "attempts", "started_at", "retry_at"])
     return job
 
 
@@ -168,7 +169,17 @@ def job_finish(
     job.first_sequence = first_sequence
     job.last_sequence = last_sequence
     job.finished_at = timezone.now()
-    job.save(update_fields=["status", "error", "first_sequence", "last_sequence", "finished_at"])
+    job.retry_at = None
+    job.save(
+        update_fields=[
+            "status",
+            "error",
+            "first_sequence",
+            "last_sequence",
+            "finished_at",
+            "retry_at",
+        ]
+    )
     _session_next_dispatch(job.session_id)
     return job
 
@@ -360,7 +371,9 @@ def memory_job_retry_note(*, job_id: str, error: Exception, wait: float) -> bool
     (``TASK_VISIBILITY_TIMEOUT_SECONDS``) is left to the redispatch, which sends the job once
     the mark expires."""
     GenerationJob.objects.filter(pk=job_id).exclude(status__in=TERMINAL_STATUSES).update(
-        status=GenerationJob.Status.QUEUED, error=f"{type(error).__name__}: {error}"
+        status=GenerationJob.Status.QUEUED,
+        error=f"{type(error).__name__}: {error}",
+        retry_at=timezone.now() + timedelta(seconds=wait),
     )
     by_task = wait <= settings.TASK_VISIBILITY_TIMEOUT_SECONDS
     mark = max(wait, settings.MEMORY_JOB_REDISPATCH_AFTER_SECONDS) if by_task else wait
@@ -380,6 +393,7 @@ def memory_jobs_waiting_wake(*, app_name: str) -> int:
         app_name=app_name, status=GenerationJob.Status.QUEUED, attempts__gt=0
     ).exclude(error="")
     jobs = list(waiting.order_by("created_at")[: settings.MEMORY_IDLE_SCAN_BATCH_SIZE])
+    GenerationJob.objects.filter(pk__in=[job.pk for job in jobs]).update(retry_at=timezone.now())
     for job in jobs:
         logger.info("memory job %s: the model server answers again, sent now", job.id)
         _job_enqueue(job)
@@ -392,6 +406,7 @@ def memory_job_fail(*, job_id: str, error: Exception, dead: bool) -> None:
         status=GenerationJob.Status.DEAD if dead else GenerationJob.Status.FAILED,
         error=f"{type(error).__name__}: {error}",
         finished_at=timezone.now(),
+        retry_at=None,
     )
     _session_next_dispatch(
         GenerationJob.objects.filter(pk=job_id).values_list("session_id", flat=True).first()

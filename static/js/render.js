@@ -535,6 +535,24 @@ export function renderContext(container, context) {
   container.append(list);
 }
 
+/** Where the memory job of the pending messages stands, in words: a job waiting for its
+ *  model server says why and when it is tried again, one that gave up says so. */
+function pendingWhen(pending) {
+  if (pending.job === "waiting") {
+    const next = pending.next_attempt_at
+      ? `, next try at ${new Date(pending.next_attempt_at).toLocaleTimeString()}`
+      : "";
+    return `memory job waiting to retry${next}: ${pending.job_error}`;
+  }
+  if (pending.job === "failed" || pending.job === "dead") {
+    return `the memory job gave up: ${pending.job_error}`;
+  }
+  if (pending.job) {
+    return `memory job ${pending.job}`;
+  }
+  return "when you leave this chat, or after a few more messages";
+}
+
 /** What of the chat waits to be remembered, from `/api/memory-pending/<id>/`. */
 export function renderPending(container, pending) {
   container.replaceChildren();
@@ -548,9 +566,8 @@ export function renderPending(container, pending) {
     return;
   }
   const count = pending.unprocessed_turns;
-  const when = pending.job ? `memory job ${pending.job}` : "when you leave this chat, or after a few more messages";
   container.append(
-    element("p", "pending-note", `${count} message${count === 1 ? "" : "s"} pending (${when}):`),
+    element("p", "pending-note", `${count} message${count === 1 ? "" : "s"} pending (${pendingWhen(pending)}):`),
   );
   const items = element("ul", "pending-turns");
   for (const text of pending.turns) {

@@ -18,6 +18,7 @@ from google.genai import types
 
 from access_app.models import AuditLogEntry
 from access_app.services import ADMINS_GROUP, REVIEWERS_GROUP
+from core.admin import console_time
 from memory_app import selectors, services
 from memory_app.models import (
     GenerationJob,
@@ -494,6 +495,23 @@ def test_job_list_shows_counts_by_status_over_the_last_day(reviewer, user):
         "dead": "0",
     }
     assert "6 in all" in page
+
+
+def test_job_list_says_a_job_waits_for_its_model_server_until_when(reviewer, user):
+    """Issue 42: a job whose model server is down is neither "Queued" as if stuck nor dead."""
+    retry_at = timezone.now() + timedelta(minutes=8)
+    job_make(
+        user,
+        "queued",
+        attempts=3,
+        error="ModelError: The connection to the model server at http://llm:8080/v1 failed",
+        retry_at=retry_at,
+    )
+
+    page = client_for(reviewer).get(JOBS).content.decode()
+
+    assert f"Waiting to retry (3 attempts failed; next at {console_time(retry_at)})" in page
+    assert "The connection to the model server at http://llm:8080/v1" in page
 
 
 # --- Permissions ---------------------------------------------------------------------------------

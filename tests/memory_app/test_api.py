@@ -297,7 +297,62 @@ def test_what_a_chat_has_waiting_to_be_remembered(api_client, user, other_user):
         "create": True,
         "temporary": False,
         "forgotten_with_it": 0,
+        "job_error": "",
+        "next_attempt_at": None,
     }
     theirs = session_make(other_user)
     assert api_client.get(f"/api/memory-pending/{theirs.id}/").status_code == 404
     assert api_client.get("/api/memory-pending/no-such-session/").status_code == 404
+
+
+def test_the_pending_panel_tells_a_job_waiting_for_its_server_then_dead(
+    api_client, user, enqueued, monkeypatch, settings
+):
+    """Issue 42: while the model server is down the panel says the job waits, why and when it
+    is tried next, not "queued" forever; once the job gives up it says so."""
+    from datetime import datetime, timedelta
+
+    from django.utils import timezone
+
+    from core.llm import ModelError
+    from memory_app import tasks as memory_tasks
+    from memory_app.models import GenerationJob
+    from memory_app.services import jobs as job_services
+    from tests.memory_app.support import job_for, session_make, turn_add
+
+    down = ModelError(
+        "The connection to the model server at http://127.0.0.1:9/v1 failed: refused",
+        code="model_unavailable",
+        transient=True,
+    )
+
+    def extract(**kwargs):
+        raise down
+
+    monkeypatch.setattr(job_services, "facts_extract", extract)
+    monkeypatch.setattr(memory_tasks.random, "uniform", lambda low, high: high)
+    settings.MEMORY_JOB_RETRY_BASE_SECONDS = 2 * settings.TASK_VISIBILITY_TIMEOUT_SECONDS
+    session = session_make(user)
+    turn_add(session, "I have a cat named Miso.")
+    job = job_for(user, session)
+    url = f"/api/memory-pending/{session.id}/"
+    before = timezone.now()
+
+    assert memory_tasks.memory_job_run.apply(kwargs={"job_id": str(job.id)}).get() == "queued"
+
+    body = api_client.get(url).json()
+    assert body["job"] == "waiting"
+    assert "model server at http://127.0.0.1:9/v1" in body["job_error"]
+    next_attempt = datetime.fromisoformat(body["next_attempt_at"])
+    wait = timedelta(seconds=settings.MEMORY_JOB_RETRY_BASE_SECONDS)
+    assert before + wait <= next_attempt <= timezone.now() + wait
+    GenerationJob.objects.filter(pk=job.pk).update(
+        created_at=timezone.now() - timedelta(seconds=settings.MEMORY_JOB_RETRY_FOR_SECONDS + 1)
+    )
+
+    assert memory_tasks.memory_job_run.apply(kwargs={"job_id": str(job.id)}).get() == "dead"
+
+    body = api_client.get(url).json()
+    assert (body["job"], body["next_attempt_at"]) == ("dead", None)
+    assert "model server at http://127.0.0.1:9/v1" in body["job_error"]
+    assert body["unprocessed_turns"] == 1
