@@ -12,6 +12,8 @@ stored hashed; keys are revoked, never edited.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
@@ -32,6 +34,7 @@ from agents_app.models import ServiceRequest as ServiceRequestRecord
 from agents_app.runtime.agents import agent_from_app
 from agents_app.runtime.models import model_connection_test, model_label
 from agents_app.runtime.tools import BUILTIN_TOOLS
+from agents_app.selectors import app_model_usage
 from agents_app.services import (
     end_user_link_problem,
     end_user_link_propose,
@@ -44,6 +47,9 @@ from memory_app.models import MemoryTopic
 from memory_app.safety.guard import memory_write_guard
 from memory_app.services.app_memories import app_memories, app_memory_create
 from sessions_app.models import AppState
+
+# The days of model usage the console shows an app's.
+USAGE_DAYS = 30
 
 # djangorestframework-api-key's own model is not used: keys are ServiceAccountKey rows.
 if admin.site.is_registered(APIKey):
@@ -108,6 +114,7 @@ class AppAdmin(admin.ModelAdmin):
         "title",
         "users",
         "answering_model",
+        "usage_shown",
         "pii_redaction_shown",
         "updated_at",
     ]
@@ -163,12 +170,28 @@ class AppAdmin(admin.ModelAdmin):
             },
         ),
         ("App state", {"fields": ["app_state"]}),
+        ("Model usage", {"fields": ["usage_shown"]}),
     ]
-    readonly_fields = ["memory_topics", "shared_memories", "app_state"]
+    readonly_fields = ["memory_topics", "shared_memories", "app_state", "usage_shown"]
 
     @admin.display(description="model")
     def answering_model(self, app: App) -> str:
         return model_label(agent_from_app(app))
+
+    @admin.display(description=f"model usage ({USAGE_DAYS} days)")
+    def usage_shown(self, app: App) -> str:
+        """The tokens of the app's chat turns over the last days, as its model's server counted
+        them, so that staff see what an app costs or loads its server."""
+        if app.pk is None:
+            return "-"
+        since = timezone.now() - timedelta(days=USAGE_DAYS)
+        usage = app_model_usage(app_name=app.name, since=since)
+        if not usage.calls:
+            return "No model calls"
+        return (
+            f"{usage.prompt_tokens:,} prompt + {usage.completion_tokens:,} completion tokens "
+            f"in {usage.calls:,} model call{'s' if usage.calls > 1 else ''}"
+        )
 
     @admin.display(description="who may use it", ordering="open_to_all")
     def users(self, app: App) -> str:

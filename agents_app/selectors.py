@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Count, IntegerField, Q, QuerySet, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
 from access_app.selectors import AuditSubject
 from agents_app import key_cache
 from agents_app.models import App, EndUser, EndUserLinkProposal, ServiceAccountKey
+from sessions_app.models import EventRecord, SessionRecord
 from sessions_app.selectors import StoreRead
 
 _qn = connection.ops.quote_name
@@ -218,3 +223,35 @@ def link_proposals_describe(
             f"the app {proposal.app.name} acting for you as its user {proposal.external_id!r}"
         )
     return described
+
+
+@dataclass(frozen=True)
+class ModelUsage:
+    """What an app's model was asked and answered over a period, in tokens as its server
+    reported them (``stream_options.include_usage`` for OpenAI-compatible servers): the model
+    calls of chat turns (each reply and each tool step)."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def app_model_usage(*, app_name: str, since: datetime) -> ModelUsage:
+    """The app's model usage since ``since``, summed from its turns' events (each model call's
+    event keeps the server's counts in ``usage_metadata``). The app's sessions touched since
+    then are found by their update time's index, their events by (session, timestamp)."""
+    after = since.timestamp()
+    sessions = SessionRecord.objects.filter(app_name=app_name, last_update_time__gte=after)
+    events = EventRecord.objects.filter(
+        session__in=sessions, timestamp__gte=after, usage_metadata__isnull=False
+    )
+    totals = events.aggregate(
+        calls=Count("pk"),
+        prompt=Sum(Cast(KT("usage_metadata__prompt_token_count"), IntegerField())),
+        completion=Sum(Cast(KT("usage_metadata__candidates_token_count"), IntegerField())),
+    )
+    return ModelUsage(
+        calls=totals["calls"],
+        prompt_tokens=totals["prompt"] or 0,
+        completion_tokens=totals["completion"] or 0,
+    )

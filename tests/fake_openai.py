@@ -251,7 +251,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif request.body.get("stream") and fake.fails_streamed_tool_choice(request, script):
             self._stream(Reply([]), model=request.body.get("model", ""))
         elif request.body.get("stream"):
-            self._stream(script, model=request.body.get("model", ""))
+            usage = bool((request.body.get("stream_options") or {}).get("include_usage"))
+            self._stream(script, model=request.body.get("model", ""), usage=usage)
         elif isinstance(script, Reply):
             self._send_json(200, script.merged(request.body.get("model", "")))
         else:
@@ -266,12 +267,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream(self, script: Reply | FailMidStream, *, model: str) -> None:
+    def _stream(self, script: Reply | FailMidStream, *, model: str, usage: bool = False) -> None:
+        """Send ``script``'s chunks as server-sent events; its usage chunk only when the
+        request asked for it (``stream_options.include_usage``), as the OpenAI API does."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         for chunk in script.chunks:
+            if "usage" in chunk and not chunk.get("choices") and not usage:
+                continue
             body = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0}
             self._send_data(json.dumps({**body, "model": model, **chunk}))
         if isinstance(script, FailMidStream):

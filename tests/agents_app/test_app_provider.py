@@ -17,10 +17,11 @@ from agents_app import memory_provider
 from agents_app.models import App
 from agents_app.services import app_ensure
 from sessions_app import services
+from sessions_app.models import EventRecord
 from tests.agents_app.test_admin import _app_form
 from tests.chatapp.support import WAIT, chat_socket_open
 from tests.factories import StaffFactory
-from tests.fake_openai import HttpError, text_reply
+from tests.fake_openai import HttpError, Reply, final_chunk, text_delta, text_reply
 from tests.websocket_client import WebsocketClient
 
 
@@ -125,3 +126,46 @@ def test_an_apps_page_has_the_test_connection_button(fake_openai):
     assert '<input type="hidden" name="action" value="connection_test">' in page
     assert f'<input type="hidden" name="_selected_action" value="{app.pk}">' in page
     assert ">Test connection</button>" in page
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_turns_usage_as_the_server_counts_it_is_on_its_event_and_the_apps_page(
+    user, fake_openai
+):
+    """Issue 42, item 9: the tokens the server reports for the reply (asked for with
+    ``stream_options.include_usage``) are kept on the turn's event and summed per app."""
+    app, _ = await database_sync_to_async(app_ensure)(name="chat")
+    await database_sync_to_async(_provider_set)(app, "openai", "llama3.2")
+    session = await database_sync_to_async(services.session_create)(
+        app_name="chat", user_id=str(user.pk)
+    )
+    fake_openai.push(
+        Reply([text_delta("Hello "), text_delta("Ada."), *final_chunk(prompt_tokens=321)])
+    )
+    communicator = await chat_socket_open(user, session.id)
+    try:
+        assert await _reply(communicator, "Hello, I am Ada") == "llama3.2"
+    finally:
+        await communicator.disconnect()
+        await database_sync_to_async(connections.close_all)()
+        await sync_to_async(connections.close_all)()
+        await memory_provider._presence_hop(connections.close_all)()
+
+    [request] = fake_openai.requests
+    assert request.body["stream_options"] == {"include_usage": True}
+    reply = await EventRecord.objects.filter(
+        session__session_id=session.id, turn_complete=True
+    ).aget()
+    assert reply.usage_metadata == {
+        "prompt_token_count": 321,
+        "candidates_token_count": 5,
+        "total_token_count": 326,
+    }
+    page = await database_sync_to_async(
+        lambda: _staff().get(f"/admin/agents_app/app/{app.pk}/change/").content.decode()
+    )()
+    assert "321 prompt + 5 completion tokens in 1 model call" in page
+    listing = await database_sync_to_async(
+        lambda: _staff().get("/admin/agents_app/app/").content.decode()
+    )()
+    assert "321 prompt + 5 completion tokens in 1 model call" in listing
