@@ -36,6 +36,7 @@ from agents_app.runtime.models import model_connection_test, model_label
 from agents_app.runtime.tools import BUILTIN_TOOLS
 from agents_app.selectors import app_model_usage
 from agents_app.services import (
+    app_tool_traits_keep,
     end_user_link_problem,
     end_user_link_propose,
     service_key_create,
@@ -43,6 +44,7 @@ from agents_app.services import (
 )
 from core.admin import ReadOnlyAdmin
 from core.llm import ModelError
+from memory_app.embedding import embedder_get
 from memory_app.models import MemoryTopic
 from memory_app.safety.guard import memory_write_guard
 from memory_app.services.app_memories import app_memories, app_memory_create
@@ -207,18 +209,33 @@ class AppAdmin(admin.ModelAdmin):
 
     @admin.action(description="Test connection: send the model one short request")
     def connection_test(self, request, queryset) -> None:
+        """The model's answer or error; for an OpenAI-compatible server also what it cannot
+        do (tools, a streamed tool decision, pooled embeddings), each said once as a warning
+        and the findings on tools kept on the app, which its chats then follow."""
+        embedder = embedder_get()
+        embedding_model = embedder.model if getattr(embedder, "provider", "") == "openai" else ""
         for app in queryset:
             agent = agent_from_app(app)
             try:
-                answer = model_connection_test(agent=agent)
+                report = model_connection_test(agent=agent, embedding_model=embedding_model)
             except ModelError as error:
                 self.message_user(
                     request, f"{app.name}: {model_label(agent)} failed: {error}", messages.ERROR
                 )
-            else:
-                self.message_user(
-                    request, f"{app.name}: {model_label(agent)} answered: {answer[:300]}"
-                )
+                continue
+            self.message_user(
+                request, f"{app.name}: {model_label(agent)} answered: {report.answer[:300]}"
+            )
+            if report.findings is None:
+                continue
+            app_tool_traits_keep(
+                app_name=app.name,
+                provider=agent.provider,
+                model=agent.model,
+                traits=report.findings.tool_traits(),
+            )
+            for warning in report.findings.warnings():
+                self.message_user(request, f"{app.name}: {warning}", messages.WARNING)
 
     @admin.display(description="app: state")
     def app_state(self, app: App) -> str:

@@ -137,6 +137,13 @@ class App(models.Model):
         help_text="What a deleted session takes: the memories drawn only from it (the "
         "others derived again), or none.",
     )
+    model_traits = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="What was found of the model's server (Test connection, or a refusal on a "
+        "turn): 'model' (provider:model it holds for), 'calls_tools', 'streams_tool_choice'.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -57,6 +57,7 @@ _APP_FIELDS = (
     "summarize_after_invocations",
     "max_events_loaded",
     "pii_redaction",
+    "model_traits",
 )
 
 
@@ -94,6 +95,7 @@ _APP_FOR_USER_SQL = _app_for_user_sql()
 def _app_from_row(row: tuple[Any, ...]) -> App:
     values = dict(zip(_APP_FIELDS, row, strict=True))
     values["tools"] = json.loads(values["tools"]) if values["tools"] is not None else []
+    values["model_traits"] = json.loads(values["model_traits"] or "{}")
     for name in ("open_to_all", "preload_memories", "memory_tools"):
         values[name] = bool(values[name])
     if values["pii_redaction"] is not None:

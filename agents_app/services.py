@@ -26,6 +26,7 @@ from agents_app.models import (
     ServiceAccountKey,
     ServiceRequest,
 )
+from agents_app.runtime.agents import model_key
 from core import async_database
 from core.write_behind import write_behind
 from sessions_app.services import IDENTIFIER_PATTERN, IDENTIFIER_RULE
@@ -46,6 +47,24 @@ def app_ensure(*, name: str, title: str = "") -> tuple[App, bool]:
     True when it was created."""
     App(name=name, title=title).full_clean(validate_unique=False)
     return App.objects.get_or_create(name=name, defaults={"title": title})
+
+
+def app_tool_traits_keep(
+    *, app_name: str, provider: str, model: str, traits: dict[str, bool]
+) -> bool:
+    """Keep on the app what was found of its model server's tools (``calls_tools``,
+    ``streams_tool_choice``: by Test connection, or a refusal on a turn), so that every
+    process, from its first turn, neither offers refused tools nor streams a tool decision the
+    server cannot stream, and the chat says memory tools are off. Returns whether the app
+    changed; an app with no record (one of ``settings.AGENTS``) keeps nothing."""
+    kept = {"model": model_key(provider=provider, model=model), **traits}
+    with transaction.atomic():
+        app = App.objects.select_for_update().filter(name=app_name).first()
+        if app is None or app.model_traits == kept:
+            return False
+        app.model_traits = kept
+        app.save(update_fields=["model_traits"])
+    return True
 
 
 @dataclass(frozen=True)

@@ -196,6 +196,9 @@ class OpenAICompatibleModel:
         self.name = model
         self.client = _client()
         self.embedding_client: openai.AsyncOpenAI | None = None
+        # Whether the embedding server's last answer came as a vector per token (pooled here):
+        # what the console's "Test connection" warns of.
+        self.embeddings_per_token = False
 
     @property
     def traits(self) -> ServerTraits:
@@ -242,6 +245,25 @@ class OpenAICompatibleModel:
         """False once the server refused this model's tools: the chat says memory tools are
         off."""
         return self.traits.calls_tools
+
+    def tool_traits(self) -> dict[str, bool]:
+        """What is known of the server's tools for this model: whether it calls them and
+        streams its decision (kept per app, see :meth:`tool_traits_remember`)."""
+        traits = self.traits
+        return {
+            "calls_tools": traits.calls_tools,
+            "streams_tool_choice": traits.streams_tool_choice,
+        }
+
+    def tool_traits_remember(self, remembered: dict[str, bool]) -> None:
+        """Take what an earlier process found of the server's tools (the app's record, from
+        "Test connection" or a refusal), so that this one neither offers refused tools nor
+        streams a tool decision the server cannot stream, even on its first turn."""
+        traits = self.traits
+        if remembered.get("calls_tools") is False:
+            traits.calls_tools = False
+        if remembered.get("streams_tool_choice") is False:
+            traits.streams_tool_choice = False
 
     async def _create(self, *, messages: list[dict[str, Any]], **options: Any) -> Any:
         """One Chat Completions call of this model; when the server refuses a request that
@@ -511,6 +533,9 @@ class OpenAICompatibleModel:
                 )
         except _CLIENT_ERRORS as error:
             raise model_error_from(error, where=server) from error
+        self.embeddings_per_token = any(
+            item.embedding and isinstance(item.embedding[0], list) for item in response.data
+        )
         return [
             _pooled(item.embedding, model=model)
             for item in sorted(response.data, key=lambda d: d.index)

@@ -228,7 +228,8 @@ class _Handler(BaseHTTPRequestHandler):
         refusal = fake.refusal(request)
         script = fake.record(request, refused=refusal is not None)
         if refusal is not None:
-            self._send_json(500, error_body(500, refusal))
+            status, message = refusal
+            self._send_json(status, error_body(status, message))
         elif isinstance(script, HttpError):
             self._send_json(script.status, error_body(script.status, script.message))
         elif isinstance(script, Stall):
@@ -308,6 +309,8 @@ class FakeOpenAI(ScriptedServer):
         # Stream a tool decision, which llama-cpp-python's server cannot
         # (see ``fails_streamed_tool_choice``).
         self.streams_tool_choice = True
+        # Refuse any request offering tools, as Ollama does for a model that calls none.
+        self.tools_refused = False
         # Answer a vector per token, as llama.cpp's server without pooling (see ``embedding``).
         self.embeddings_per_token = False
         # ``GET /v1/models``: model name -> the fields its entry adds.
@@ -318,25 +321,35 @@ class FakeOpenAI(ScriptedServer):
         """The base URL to give the client, e.g. ``http://127.0.0.1:54321/v1``."""
         return f"{self.origin}/v1"
 
-    def refusal(self, request: RecordedRequest) -> str | None:
-        """Why llama-cpp-python's server would refuse ``request`` with a 500 (None when it
-        would not): a message whose text comes as a list of parts without an image fails its
-        models' own chat templates; an assistant message's content must be a string, even
-        beside tool calls; with ``json_schema_refused``, a ``json_schema`` response format,
-        which it does not know."""
+    def refusal(self, request: RecordedRequest) -> tuple[int, str] | None:
+        """The status and message with which a real server would refuse ``request`` (None
+        when it would not). As llama-cpp-python's server, with a 500: a message whose text
+        comes as a list of parts without an image fails its models' own chat templates; an
+        assistant message's content must be a string, even beside tool calls; with
+        ``json_schema_refused``, a ``json_schema`` response format, which it does not know.
+        With ``tools_refused``, tools, as Ollama refuses them for a model without tool calling
+        (400 "... does not support tools")."""
         for message in request.messages:
             content = message.get("content")
             if message.get("role") == "assistant" and not isinstance(content, str):
-                return "messages: an assistant message's content: Input should be a valid string"
+                return (
+                    500,
+                    "messages: an assistant message's content: Input should be a valid string",
+                )
             if isinstance(content, list) and not any(
                 item.get("type") == "image_url" for item in content
             ):
-                return 'can only concatenate str (not "list") to str'
+                return 500, 'can only concatenate str (not "list") to str'
         response_format = request.body.get("response_format") or {}
         if self.json_schema_refused and response_format.get("type") == "json_schema":
-            return (
+            return 500, (
                 "1 validation error for CreateChatCompletionRequest response_format.type: "
                 "Input should be 'text' or 'json_object'"
+            )
+        if self.tools_refused and request.body.get("tools"):
+            return (
+                400,
+                f"registry.ollama.ai/library/{request.body.get('model')} does not support tools",
             )
         return None
 

@@ -51,6 +51,9 @@ class AgentConfig:
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     max_steps: int = 6
     pii_redaction: bool = False
+    # What the app's record keeps of its model server's tools ("calls_tools",
+    # "streams_tool_choice"), as pairs: found by Test connection or a refusal on a turn.
+    tool_traits: tuple[tuple[str, bool], ...] = ()
 
 
 def agent_for_app(app_name: str) -> AgentConfig:
@@ -85,11 +88,31 @@ def agent_from_app(app) -> AgentConfig:
             max_events_loaded=app.max_events_loaded,
         ),
         max_steps=app.max_steps,
+        tool_traits=app_tool_traits(app),
         pii_redaction=(
             bool(settings.MEMORY_PII_REDACTION.get(app.name, False))
             if app.pii_redaction is None
             else app.pii_redaction
         ),
+    )
+
+
+def model_key(*, provider: str, model: str) -> str:
+    """How an app's ``model_traits`` name the model they hold for."""
+    return f"{provider}:{model}"
+
+
+def app_tool_traits(app) -> tuple[tuple[str, bool], ...]:
+    """The app's kept findings on its model server's tools, if they are of its model now (a
+    change of model or provider forgets them)."""
+    traits = app.model_traits or {}
+    provider = app.provider or settings.LLM_PROVIDER
+    if traits.get("model") != model_key(provider=provider, model=app.model or settings.LLM_MODEL):
+        return ()
+    return tuple(
+        (name, bool(traits[name]))
+        for name in ("calls_tools", "streams_tool_choice")
+        if name in traits
     )
 
 

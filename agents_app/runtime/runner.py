@@ -17,6 +17,7 @@ refused at its next store and stops (``TurnTakenOverError``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -62,6 +63,7 @@ from agents_app.runtime.turns import (
     tool_calls_interrupted_content,
     user_event_id_for,
 )
+from agents_app.services import app_tool_traits_keep
 from core.async_database import StoreRead
 from core.llm import Llm, LlmChunk, LlmRequest, ModelError, RetryPolicy, generate_with_retries
 from core.log_context import log_context_bind
@@ -467,6 +469,7 @@ class Runner:
                     usage = chunk.usage_metadata or usage
             except ModelError as error:
                 report.tools_refused = self._tools_refused(request)
+                await self._tool_traits_keep()
                 logger.warning("model failed in %s: %s", run.invocation_id, error)
                 yield await self.store.final(
                     session,
@@ -479,6 +482,7 @@ class Runner:
                 )
                 return
             report.tools_refused = self._tools_refused(request)
+            await self._tool_traits_keep()
             text = "".join(text_parts)
             calls = [part.function_call for part in call_parts]
             if not calls:
@@ -535,6 +539,24 @@ class Runner:
             error_code="too_many_steps",
             error_message=f"The agent stopped after {self.agent.max_steps} tool steps.",
         )
+
+    async def _tool_traits_keep(self) -> None:
+        """Keep on the app what this step found of its model server's tools (a refusal, a
+        tool decision it could not stream), once: the app's other processes and next turns
+        follow it from their first request."""
+        found = getattr(self.model, "tool_traits", None)
+        if found is None:
+            return
+        traits = found()
+        if all(traits.values()) or traits == dict(self.agent.tool_traits):
+            return
+        await sync_to_async(app_tool_traits_keep)(
+            app_name=self.agent.app_name,
+            provider=self.agent.provider,
+            model=self.agent.model,
+            traits=traits,
+        )
+        self.agent = dataclasses.replace(self.agent, tool_traits=tuple(traits.items()))
 
     def _tools_refused(self, request: LlmRequest) -> bool:
         """Whether the request offered tools its model's server is known to refuse (a model

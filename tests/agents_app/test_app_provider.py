@@ -16,12 +16,21 @@ from django.test import Client
 from agents_app import memory_provider
 from agents_app.models import App
 from agents_app.services import app_ensure
+from core import chat_completions
+from memory_app.embedding import embedder_get
 from sessions_app import services
 from sessions_app.models import EventRecord
 from tests.agents_app.test_admin import _app_form
 from tests.chatapp.support import WAIT, chat_socket_open
 from tests.factories import StaffFactory
-from tests.fake_openai import HttpError, Reply, final_chunk, text_delta, text_reply
+from tests.fake_openai import (
+    HttpError,
+    Reply,
+    final_chunk,
+    text_delta,
+    text_reply,
+    tool_call_deltas,
+)
 from tests.websocket_client import WebsocketClient
 
 
@@ -39,13 +48,18 @@ def _provider_set(app: App, provider: str, model: str) -> None:
 
 
 async def _reply(communicator: WebsocketClient, text: str) -> str:
+    return (await _turn_context(communicator, text))["model"]
+
+
+async def _turn_context(communicator: WebsocketClient, text: str) -> dict:
+    """The context the chat shows for the reply to ``text``."""
     await communicator.send_json_to(
         {"type": "user_message", "text": text, "client_message_id": uuid.uuid4().hex}
     )
     while True:
         frame = await communicator.receive_json_from(timeout=WAIT)
         if frame["type"] == "turn_complete":
-            return frame["context"]["model"]
+            return frame["context"]
         assert frame["type"] != "error", frame
 
 
@@ -91,12 +105,125 @@ def _connection_test(app: App) -> list[str]:
 def test_test_connection_shows_the_models_answer(fake_openai):
     app, _ = app_ensure(name="support")
     App.objects.filter(pk=app.pk).update(provider="openai", model="llama3.2")
-    fake_openai.push(text_reply("Hello there!"))
+    fake_openai.push(text_reply("Hello there!"), _tool_call("current_time"))
 
     assert _connection_test(app) == [
         "support: llama3.2 (OpenAI-compatible server) answered: Hello there!"
     ]
     assert fake_openai.requests[0].body["model"] == "llama3.2"
+    probe = fake_openai.requests[1]
+    assert (probe.tool_names(), probe.body["tool_choice"]) == (["current_time"], "auto")
+    app.refresh_from_db()
+    assert app.model_traits == {
+        "model": "openai:llama3.2",
+        "calls_tools": True,
+        "streams_tool_choice": True,
+    }
+
+
+def _tool_call(name: str) -> Reply:
+    return Reply([*tool_call_deltas(name, {}), *final_chunk(finish_reason="tool_calls")])
+
+
+@pytest.fixture
+def openai_embeddings(settings):
+    """Memory's embeddings from the OpenAI-compatible server's ``nomic-embed-text``."""
+    settings.MEMORY_EMBEDDER = "openai"
+    settings.MEMORY_OPENAI_EMBEDDING_MODEL = "nomic-embed-text"
+    embedder_get.cache_clear()
+    yield
+    embedder_get.cache_clear()
+
+
+@pytest.mark.django_db
+def test_test_connection_finds_refused_tools_and_per_token_embeddings_and_keeps_them(
+    fake_openai, openai_embeddings
+):
+    """Issue 42: a server that refuses tools (Ollama's 400 for a model without them) and
+    embeds per token (llama.cpp without pooling) is found out by Test connection, which says
+    each once and keeps the finding on tools on the app."""
+    fake_openai.tools_refused = True
+    fake_openai.embeddings_per_token = True
+    app, _ = app_ensure(name="support")
+    App.objects.filter(pk=app.pk).update(provider="openai", model="llama3.2")
+    fake_openai.push(text_reply("Hello there!"), text_reply("It is noon."))
+
+    answered, tools, embeddings = _connection_test(app)
+
+    assert answered == "support: llama3.2 (OpenAI-compatible server) answered: Hello there!"
+    assert tools.startswith(
+        "support: The server refused tools for this model: memory tools are off in its chats"
+    )
+    assert embeddings.startswith("support: The embedding server answers a vector per token")
+    assert "--pooling mean" in embeddings
+    app.refresh_from_db()
+    assert app.model_traits == {
+        "model": "openai:llama3.2",
+        "calls_tools": False,
+        "streams_tool_choice": True,
+    }
+    [embedding] = [request for request in fake_openai.requests if "embeddings" in request.path]
+    assert embedding.body["model"] == "nomic-embed-text"
+
+
+@pytest.mark.django_db
+def test_test_connection_finds_a_server_that_cannot_stream_a_tool_decision(fake_openai):
+    """llama-cpp-python's ``chatml-function-calling`` answers a streamed request with tools
+    200 and ends the stream empty: Test connection finds it and the app keeps it."""
+    fake_openai.streams_tool_choice = False
+    app, _ = app_ensure(name="support")
+    App.objects.filter(pk=app.pk).update(provider="openai", model="llama3.2")
+    fake_openai.push(
+        text_reply("Hello there!"), _tool_call("current_time"), _tool_call("current_time")
+    )
+
+    answered, streaming = _connection_test(app)
+
+    assert answered.endswith("answered: Hello there!")
+    assert streaming.startswith("support: The server cannot stream a decision to call a tool")
+    app.refresh_from_db()
+    assert app.model_traits["streams_tool_choice"] is False
+    assert [request.body.get("stream", False) for request in fake_openai.requests] == [
+        True,
+        True,
+        False,
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_refusal_of_tools_on_a_turn_is_kept_for_the_app_and_the_chat_says_so(
+    user, fake_openai
+):
+    """The first refusal of tools turns them off for the app in every process: the next turn
+    of a process that never saw the refusal offers none, and the chat's context panel says
+    memory tools are off."""
+    fake_openai.tools_refused = True
+    app, _ = await database_sync_to_async(app_ensure)(name="chat")
+    await database_sync_to_async(_provider_set)(app, "openai", "llama3.2")
+    session = await database_sync_to_async(services.session_create)(
+        app_name="chat", user_id=str(user.pk)
+    )
+    fake_openai.push(text_reply("Hello Ada."), text_reply("Noted."))
+    contexts = []
+    for text in ("Hello, I am Ada", "I like green tea"):
+        communicator = await chat_socket_open(user, session.id)
+        try:
+            contexts.append(await _turn_context(communicator, text))
+        finally:
+            await communicator.disconnect()
+        chat_completions.TRAITS.clear()  # the next socket as in a process that never saw it
+    await database_sync_to_async(connections.close_all)()
+    await sync_to_async(connections.close_all)()
+    await memory_provider._presence_hop(connections.close_all)()
+    first, second = contexts
+
+    assert first["tools_refused"] is True
+    assert second["tools_refused"] is True
+    refused, answered, next_turn = fake_openai.requests
+    assert refused.tool_names() and not answered.tool_names()
+    assert next_turn.tool_names() == []
+    await app.arefresh_from_db()
+    assert app.model_traits["calls_tools"] is False
 
 
 @pytest.mark.django_db
