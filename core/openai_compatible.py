@@ -139,6 +139,14 @@ def _refused_tools(error: openai.APIStatusError) -> bool:
     return _refused(error) and "tool" in (error.message or "").lower()
 
 
+def _refused_streamed_tools(error: openai.APIStatusError) -> bool:
+    """Whether the refusal is of streaming a tool decision, not of tools (llama-cpp-python's
+    "Automatic streaming tool choice is not supported"): asked without a stream, the same
+    request is answered."""
+    message = (error.message or "").lower()
+    return _refused_tools(error) and "stream" in message
+
+
 def _pooled(embedding: Any, *, model: str) -> list[float]:
     """One text's embedding as one vector: a server without pooling (llama.cpp's
     ``--pooling none``) answers a vector per token, which would not compare with anything, so
@@ -343,6 +351,16 @@ class OpenAICompatibleModel:
                     **extra,
                 )
             except openai.APIStatusError as error:
+                if offers_tools and _refused_streamed_tools(error):
+                    logger.info(
+                        "%s cannot stream a tool decision (%s): asked without a stream",
+                        self.name,
+                        error.message,
+                    )
+                    traits.streams_tool_choice = False
+                    async for chunk in self._generate_unstreamed(messages=messages, **extra):
+                        yield chunk
+                    return
                 if not (offers_tools and _refused_tools(error)):
                     raise
                 logger.warning(

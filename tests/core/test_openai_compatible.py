@@ -104,6 +104,25 @@ async def test_a_server_that_cannot_stream_a_tool_decision_is_asked_without_a_st
     assert "stream" not in fake_openai.requests[-1].body, "learnt: no stream for tool turns"
 
 
+async def test_a_refusal_to_stream_a_tool_decision_keeps_the_tools_and_drops_the_stream(
+    openai_model, fake_openai
+):
+    """A server that refuses the streamed tool decision outright (llama-cpp-python's
+    ValueError as a 500) still calls tools: asked without a stream, not without tools."""
+    call = Reply([*tool_call_deltas("set_state", {"key": "tea", "value": "green"}), *final_chunk()])
+    fake_openai.push(HttpError(500, "Automatic streaming tool choice is not supported"), call)
+
+    chunks = await collect(openai_model.generate_stream(chat_request()))
+
+    [called] = [c for chunk in chunks for c in chunk.function_calls]
+    assert called.name == "set_state"
+    assert openai_model.calls_tools is True
+    assert openai_model.traits.streams_tool_choice is False
+    streamed, unstreamed = fake_openai.requests
+    assert streamed.body["stream"] is True
+    assert "stream" not in unstreamed.body and unstreamed.tool_names() == ["set_state"]
+
+
 async def test_a_server_that_refuses_tools_is_asked_without_them_and_it_is_remembered(
     openai_model, fake_openai
 ):
