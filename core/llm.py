@@ -6,7 +6,9 @@ offline model the agents fall back to."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import logging
 import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -15,6 +17,8 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from google.genai import types
+
+logger = logging.getLogger(__name__)
 
 OFFLINE_PROVIDER = "offline"
 # Provider name -> how the console and the chat page name it.
@@ -147,15 +151,28 @@ class ModelError(Exception):
         self.transient = transient
 
 
-def structured_answer(text: str, *, provider: str) -> dict[str, Any]:
+def structured_answer(text: str, *, provider: str, cut: bool = False) -> dict[str, Any]:
     """``text`` read as the JSON object a structured call asked for, tolerantly, as small
     models answer: the object alone, in a fenced block, or within prose or before trailing
-    text (the first object that parses); ``ModelError`` ``model_invalid_output`` otherwise."""
+    text (the first object that parses); ``ModelError`` ``model_invalid_output`` otherwise.
+
+    ``cut``: the answer stopped at its ``max_tokens`` (finish reason ``length``), as a small
+    model's does that goes on listing facts until its budget ends: the object is read as far
+    as its last complete item of a list (:func:`json_cut_closed`), so that what was answered
+    in full is kept rather than the whole answer lost."""
     stripped = text.strip()
     try:
         answer = json.loads(stripped)
     except json.JSONDecodeError as error:
-        answer = _first_json_object(stripped)
+        closed = json_cut_closed(stripped) if cut else None
+        if closed is not None:
+            logger.warning(
+                "%s's structured answer was cut at its token limit: kept its complete items",
+                provider,
+            )
+            answer = json.loads(closed)
+        else:
+            answer = _first_json_object(stripped)
         if answer is None:
             raise ModelError(
                 f"{provider}'s structured answer is not JSON: {error}",
@@ -167,6 +184,65 @@ def structured_answer(text: str, *, provider: str) -> dict[str, Any]:
             code="model_invalid_output",
         )
     return answer
+
+
+def json_cut_closed(text: str) -> str | None:
+    """``text``, a JSON object cut off mid-way, up to the end of its last complete item of a
+    list (an object, a list or a string), with the lists and objects still open closed after
+    it: ``{"facts": [{...}, {"te``
+    becomes ``{"facts": [{...}]}``. None when no item was complete, or the result does not
+    parse. Only whole items are kept: an object cut inside would lack fields it must have."""
+    start = text.find("{")
+    if start == -1:
+        return None
+    open_containers: list[str] = []
+    in_string = escaped = False
+    last_item: tuple[int, list[str]] | None = None
+    for index in range(start, len(text)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+                if _whole_when_closed(open_containers):
+                    last_item = (index + 1, list(open_containers))
+            continue
+        if char == '"':
+            in_string = True
+        elif char in "{[":
+            open_containers.append(char)
+        elif char in "}]":
+            if not open_containers:
+                return None
+            open_containers.pop()
+            if not open_containers:
+                return None  # the object was whole: not a cut answer
+            if _whole_when_closed(open_containers):
+                last_item = (index + 1, list(open_containers))
+    if last_item is None:
+        return None
+    end, still_open = last_item
+    closers = "".join("]" if opener == "[" else "}" for opener in reversed(still_open))
+    closed = text[start:end] + closers
+    try:
+        json.loads(closed)
+    except json.JSONDecodeError:
+        return None
+    return closed
+
+
+def _whole_when_closed(open_containers: list[str]) -> bool:
+    """Whether a value just ended in the innermost of ``open_containers`` is an item of a
+    list, and closing them all there leaves no object that is an item of a list half
+    written."""
+    if open_containers[-1] != "[":
+        return False
+    return not any(
+        inner == "{" and outer == "[" for outer, inner in itertools.pairwise(open_containers)
+    )
 
 
 def _first_json_object(text: str) -> dict[str, Any] | None:

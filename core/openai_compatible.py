@@ -516,7 +516,11 @@ class OpenAICompatibleModel:
                 response = await self._create(
                     **structured_request(road, messages, response_schema), max_tokens=max_tokens
                 )
-                answer = structured_answer(structured_text(response), provider=PROVIDER)
+                answer = structured_answer(
+                    structured_text(response),
+                    provider=PROVIDER,
+                    cut=bool(response.choices) and response.choices[0].finish_reason == "length",
+                )
             except openai.APIStatusError as error:
                 if not _refused(error) or context_exceeded_error(error.message):
                     raise model_error_from(error) from error

@@ -464,6 +464,49 @@ def test_the_structured_answer_is_read_from_prose_fences_and_trailing_text(text)
     assert structured_answer(text, provider="A server") == {"facts": []}
 
 
+@pytest.mark.parametrize(
+    ("cut", "kept"),
+    [
+        (
+            '{"facts": [{"text": "tea", "ids": ["e1"]}, {"text": "Lyo',
+            {"facts": [{"text": "tea", "ids": ["e1"]}]},
+        ),
+        (
+            '{"facts": [{"text": "a \\"]}\\" b"}, {"text": "c"}, {',
+            {"facts": [{"text": 'a "]}" b'}, {"text": "c"}]},
+        ),
+        (
+            '{"operations": [{"fact": 1, "ids": ["a"]}, {"fact": 2, "ids": ["b"',
+            {"operations": [{"fact": 1, "ids": ["a"]}]},
+        ),
+    ],
+)
+def test_an_answer_cut_at_its_token_limit_keeps_its_complete_items(cut, kept):
+    """Issue 42: a small model's structured answer that runs into ``max_tokens`` keeps what
+    it answered in full; an item cut inside (it would lack fields) is left out."""
+    assert structured_answer(cut, provider="A server", cut=True) == kept
+
+
+@pytest.mark.parametrize("cut", ['{"facts": [{"text": "Lyo', '{"facts": ', "no json at all"])
+def test_an_answer_cut_before_its_first_complete_item_is_invalid_output(cut):
+    with pytest.raises(ModelError) as raised:
+        structured_answer(cut, provider="A server", cut=True)
+
+    assert raised.value.code == "model_invalid_output"
+
+
+async def test_generate_json_cut_at_max_tokens_keeps_the_complete_facts(openai_model, fake_openai):
+    cut = '{"facts": ["likes tea", "lives in Lyon", "has a ca'
+    fake_openai.push(Reply([text_delta(cut), *final_chunk(finish_reason="length")]))
+
+    answer = await openai_model.generate_json(
+        system_instruction="Extract.", contents="I like tea.", response_schema=SCHEMA
+    )
+
+    assert answer == {"facts": ["likes tea", "lives in Lyon"]}
+    assert len(fake_openai.requests) == 1
+
+
 def test_a_structured_answer_without_an_object_is_invalid_output():
     with pytest.raises(ModelError) as raised:
         structured_answer("[1, 2] and {not json}", provider="A server")
