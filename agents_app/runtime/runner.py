@@ -65,7 +65,7 @@ from agents_app.runtime.turns import (
 )
 from agents_app.services import app_tool_traits_keep
 from core.async_database import StoreRead
-from core.llm import Llm, LlmChunk, LlmRequest, ModelError, RetryPolicy, generate_with_retries
+from core.llm import Llm, LlmChunk, ModelError, RetryPolicy, generate_with_retries
 from core.log_context import log_context_bind
 from sessions_app import selectors as session_selectors
 from sessions_app.errors import DuplicateEventError, SessionNotFoundError
@@ -434,7 +434,8 @@ class Runner:
         permissions: MemoryPermissions,
         steps_used: int,
     ) -> AsyncIterator[Event]:
-        for _step in range(max(0, self.agent.max_steps - steps_used)):
+        steps_left = max(0, self.agent.max_steps - steps_used)
+        for step in range(steps_left):
             try:
                 request = await turn_request_build(
                     agent=self.agent,
@@ -453,6 +454,12 @@ class Runner:
                     error_message=str(error),
                 )
                 return
+            offered = bool(request.tools)
+            if step == steps_left - 1 and self.agent.max_steps > 1:
+                # The last step the agent may take is asked without tools, so that it
+                # answers in words: a model that calls a tool at every step (a small one
+                # often does) ends the turn with a reply, not an error.
+                request.tools = []
             run.reply_id = reply_id = run.next_id()
             run.text_parts = text_parts = []
             call_parts: list[types.Part] = []
@@ -468,7 +475,7 @@ class Runner:
                     )
                     usage = chunk.usage_metadata or usage
             except ModelError as error:
-                report.tools_refused = self._tools_refused(request)
+                report.tools_refused = self._tools_refused(offered=offered)
                 await self._tool_traits_keep()
                 logger.warning("model failed in %s: %s", run.invocation_id, error)
                 yield await self.store.final(
@@ -481,7 +488,7 @@ class Runner:
                     error_message=str(error),
                 )
                 return
-            report.tools_refused = self._tools_refused(request)
+            report.tools_refused = self._tools_refused(offered=offered)
             await self._tool_traits_keep()
             text = "".join(text_parts)
             calls = [part.function_call for part in call_parts]
@@ -558,10 +565,10 @@ class Runner:
         )
         self.agent = dataclasses.replace(self.agent, tool_traits=tuple(traits.items()))
 
-    def _tools_refused(self, request: LlmRequest) -> bool:
-        """Whether the request offered tools its model's server is known to refuse (a model
+    def _tools_refused(self, *, offered: bool) -> bool:
+        """Whether the turn offered tools its model's server is known to refuse (a model
         without ``calls_tools`` is one that calls them)."""
-        return bool(request.tools) and not getattr(self.model, "calls_tools", True)
+        return offered and not getattr(self.model, "calls_tools", True)
 
     def _partial(self, reply_id: str, invocation_id: str, chunk: LlmChunk) -> Event:
         return Event(

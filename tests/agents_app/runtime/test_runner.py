@@ -559,3 +559,29 @@ async def test_a_turn_reads_with_its_writes_where_it_can(
     assert len(trips_with("memory_app_generationjob")) == 1
     [final] = trips_with("memory_app_generationjob")
     assert final.startswith("WITH claim AS (UPDATE")
+
+
+async def test_a_model_calling_a_tool_at_every_step_answers_in_words_at_the_last(owner):
+    """Issue 42: a small model calls a tool at every step it is offered one; the agent's last
+    step is asked without tools, so the turn ends in a reply, not "stopped after N steps"."""
+    session = await new_session(owner)
+
+    class AlwaysCalls(RecordingModel):
+        async def generate_stream(self, request):
+            self.requests.append(request)
+            if request.tools:
+                yield LlmChunk(
+                    function_calls=[
+                        types.FunctionCall(name="set_state", args={"key": "k", "value": "v"})
+                    ]
+                )
+            else:
+                yield LlmChunk(text="Done.")
+
+    model = AlwaysCalls()
+    events = await turn(make_runner(model, max_steps=3), owner, session.id, "go")
+
+    assert events[-1].turn_complete is True
+    assert events[-1].error_code is None
+    assert events[-1].text() == "Done."
+    assert [bool(request.tools) for request in model.requests] == [True, True, False]
