@@ -189,6 +189,7 @@ def test_ci_installs_through_the_makefile_only():
         "make test",
         "make test-local-embeddings",
         "make test-adk",
+        "make test-local-model",
     } <= set(re.findall(r"\bmake [\w-]+", ci))
 
 
