@@ -269,3 +269,20 @@ def test_the_model_list_does_not_say_the_context_so_the_setting_holds(local_mode
 
     assert [entry["id"] for entry in listed["data"]] == [MODEL]
     assert not {"max_model_len", "context_length", "max_context_length"} & set(listed["data"][0])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_test_connection_answers_and_finds_the_per_token_embeddings(local_model):
+    """The console's Test connection through this server: it answers, accepts tools, and its
+    embeddings come a vector per token (no pooling), which it warns of."""
+    from agents_app.runtime.models import model_connection_test
+
+    agent = dataclasses.replace(agent_from_settings("demo"), provider="openai", model=MODEL)
+
+    report = model_connection_test(agent=agent, embedding_model=MODEL)
+
+    assert report.findings is not None
+    assert report.findings.calls_tools is True
+    assert report.findings.embeddings_per_token is True
+    assert not report.findings.embedding_error
+    assert any("--pooling mean" in warning for warning in report.findings.warnings())
