@@ -6,6 +6,7 @@ when it is not saved, a memory held for review reads the same in the chat and on
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -170,3 +171,32 @@ def test_the_panel_shows_what_waits_to_be_remembered(chat_page: Page):
 
     send(page, "remember that my favourite colour is teal")
     expect(pending).to_contain_text("Nothing waiting")
+
+
+def test_the_panel_says_a_job_waits_for_its_model_server_and_until_when(chat_page: Page):
+    """Issue 42: the panel renders a job waiting for a server that is down as waiting, with
+    why and its next try (the API's answer is tested in tests/memory_app/test_api.py; here the
+    page is given that answer, as no model server of the browser's server can be made down)."""
+    page = chat_page
+    waiting = {
+        "unprocessed_turns": 1,
+        "turns": ["I have a cat named Miso."],
+        "job": "waiting",
+        "create": True,
+        "temporary": False,
+        "forgotten_with_it": 0,
+        "job_error": "ModelError: The connection to the model server at http://llm:8080/v1 failed",
+        "next_attempt_at": "2026-11-29T03:30:00+00:00",
+    }
+    page.route(
+        re.compile(r".*/api/memory-pending/.*"),
+        lambda route: route.fulfill(
+            status=200, content_type="application/json", body=json.dumps(waiting)
+        ),
+    )
+
+    send(page, "I have a cat named Miso.")
+
+    pending = page.locator("#pending-view")
+    expect(pending).to_contain_text("1 message pending (memory job waiting to retry, next try at")
+    expect(pending).to_contain_text("model server at http://llm:8080/v1 failed")
