@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agents_app", "0006_app_memory_lifetime"),
+        ("agents_app", "0007_end_user_link_proposal"),
     ]
 
     operations = [
