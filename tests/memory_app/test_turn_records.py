@@ -9,8 +9,6 @@ from datetime import UTC, datetime
 
 import pytest
 from django.apps import apps
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
 from memory_app import selectors, services
@@ -24,6 +22,7 @@ from tests.memory_app.support import (  # noqa: F401 (fixture)
     turn_add,
     user_events,
 )
+from tests.migration_steps import migrated_to, migrated_to_latest
 
 pytestmark = pytest.mark.usefixtures("lexical_only")
 
@@ -146,13 +145,13 @@ def test_facts_and_non_records_are_left_alone_and_a_second_run_changes_nothing(u
 
 @pytest.mark.django_db(transaction=True)
 def test_upgrading_runs_the_retirement_as_a_data_migration(client, user):
-    executor = MigrationExecutor(connection)
-    executor.migrate([("memory_app", BEFORE_RETIRED)])
-    record = _old_memory(user, "My dog Rex loves the beach. Tell me a joke.")
+    migrated_to([("memory_app", BEFORE_RETIRED)])
+    try:
+        record = _old_memory(user, "My dog Rex loves the beach. Tell me a joke.")
+        migrated_to([("memory_app", RETIRING)])
+        assert Memory.objects.get(pk=record.pk).status == MemoryStatus.RETIRED
+    finally:
+        # Every later test of this worker needs the tables of the migrations after it.
+        migrated_to_latest()
 
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate([("memory_app", RETIRING)])
-
-    assert Memory.objects.get(pk=record.pk).status == MemoryStatus.RETIRED
     assert "Tell me a joke" not in _memory_page(client, user)
