@@ -116,8 +116,9 @@ SECRET_SHAPES = {
 # Literals on purpose: the development key, which the system check refuses in production, and
 # the demo password of `make run`, which ensure_demo_user refuses to set in production.
 ALLOWED_LITERALS = {settings.INSECURE_DEVELOPMENT_SECRET_KEY, DEMO_PASSWORD}
-# Fake secrets in the memory-safety evaluation set: they are there to be refused.
-NOT_SCANNED = ("memory_app/golden/",)
+# Fake secrets in the memory-safety evaluation sets (the golden conversations, the write
+# guard's corpus of `python -m bench.memory_guard`): they are there to be refused.
+NOT_SCANNED = ("memory_app/golden/", "memory_app/safety/guard_corpus.json")
 
 
 def _scanned_files() -> list[Path]:
