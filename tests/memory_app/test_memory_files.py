@@ -29,6 +29,24 @@ LOGO = image_bytes("PNG", size=(40, 30))
 OTHER_LOGO = image_bytes("PNG", size=(30, 40))
 
 
+def _remember_this(session, records) -> None:
+    """The user says "remember this" with files already stored (``records``) named in it."""
+    session_services.event_append(
+        session=session,
+        event=Event(
+            invocation_id=new_invocation_id(),
+            author="user",
+            content=types.Content(
+                role="user",
+                parts=[
+                    types.Part(text="remember this"),
+                    *attachment_parts(records, session_id=session.id),
+                ],
+            ),
+        ),
+    )
+
+
 @pytest.fixture
 def offline(settings):
     settings.GEMINI_API_KEY = ""
@@ -149,20 +167,7 @@ class TestOffline:
         theirs = session_make(other_user)
         _, [their_file] = say_with_files(theirs, "hi", [("secret.png", LOGO)])
         session = session_make(user)
-        session_services.event_append(
-            session=session,
-            event=Event(
-                invocation_id=new_invocation_id(),
-                author="user",
-                content=types.Content(
-                    role="user",
-                    parts=[
-                        types.Part(text="remember this"),
-                        *attachment_parts([their_file], session_id=session.id),
-                    ],
-                ),
-            ),
-        )
+        _remember_this(session, [their_file])
 
         generate(user, session)
 
@@ -180,20 +185,7 @@ class TestOffline:
             filename="backup.zip",
             artifact=types.Part.from_bytes(data=b"PK\x03\x04", mime_type="application/zip"),
         )
-        session_services.event_append(
-            session=session,
-            event=Event(
-                invocation_id=new_invocation_id(),
-                author="user",
-                content=types.Content(
-                    role="user",
-                    parts=[
-                        types.Part(text="remember this"),
-                        *attachment_parts([archive], session_id=session.id),
-                    ],
-                ),
-            ),
-        )
+        _remember_this(session, [archive])
 
         generate(user, session)
 
