@@ -253,9 +253,17 @@ def test_semantic_similarity_finds_a_memory_with_no_shared_word(user, monkeypatc
 
 @pytest.mark.local_embeddings
 def test_minilm_finds_a_paraphrase_that_shares_no_word_with_the_memory(user, local_embeddings):
-    memory_make(user=user, text="The user's sister lives in Lisbon")
-    memory_make(user=user, text="The user plays the cello on weekends")
-    memory_make(user=user, text="The user is allergic to peanuts")
+    made = [
+        memory_make(user=user, text=text)
+        for text in (
+            "The user's sister lives in Lisbon",
+            "The user plays the cello on weekends",
+            "The user is allergic to peanuts",
+        )
+    ]
+    # As the embedding task does once a memory is stored: a search embeds only its query.
+    assert services.embeddings_compute(memory_ids=[str(m.id) for m in made]).memories == 3
+    services.memory_index_invalidate(app_name=APP, user_pk=user.pk)
 
     assert texts(search(user, "Which city is my sibling based in?"))[0] == (
         "The user's sister lives in Lisbon"
