@@ -41,6 +41,7 @@ from sessions_app import services
 from sessions_app.events import Event
 from sessions_app.models import EventRecord, SessionRecord
 from sessions_app.uploads import uploads_check
+from tests.access_app.service_routes import V1_ROUTES
 from tests.factories import AccessGrantFactory, MemoryFactory, StaffFactory, UserFactory
 from tests.memory_app.support import session_make, turn_add
 from tests.sample_files import image_bytes
@@ -379,32 +380,7 @@ DOORS: dict[str, Door] = {
     # every kind of key): no browser visitor, signed in or not, staff or not, gets in.
     **{
         f"api/v1/apps/<key:app_name>/{route}": Door(SERVICE, V1_KWARGS, api=True, writes=V1_WRITES)
-        for route in (
-            "state/",
-            "users/",
-            "users/<key:user_id>/",
-            "users/<key:user_id>/export/",
-            "users/<key:user_id>/sessions/",
-            "users/<key:user_id>/sessions/<key:session_id>/",
-            "users/<key:user_id>/sessions/<key:session_id>/events/",
-            "users/<key:user_id>/sessions/<key:session_id>/rewind/",
-            "users/<key:user_id>/sessions/<key:session_id>/artifacts/",
-            "users/<key:user_id>/sessions/<key:session_id>/artifacts/<key:filename>/",
-            "users/<key:user_id>/sessions/<key:session_id>/artifacts/<key:filename>/versions/<id:version>/",
-            "users/<key:user_id>/artifacts/",
-            "users/<key:user_id>/artifacts/<key:filename>/",
-            "users/<key:user_id>/artifacts/<key:filename>/versions/<id:version>/",
-            "users/<key:user_id>/state/",
-            "users/<key:user_id>/memory/generate/",
-            "users/<key:user_id>/memory/events/",
-            "users/<key:user_id>/memories/",
-            "users/<key:user_id>/memories/search/",
-            "users/<key:user_id>/memories/<id:memory_id>/",
-            "memory-lifetime/",
-            "jobs/<id:job_id>/",
-            "memories/",
-            "memories/<id:memory_id>/",
-        )
+        for route in V1_ROUTES
     },
 }
 

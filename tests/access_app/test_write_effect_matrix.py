@@ -55,6 +55,7 @@ from memory_app.models import Memory, MemoryStatus
 from sessions_app import services as session_services
 from sessions_app.events import Event, EventActions, new_invocation_id
 from sessions_app.uploads import uploads_check
+from tests.access_app.service_routes import V1_ROUTES
 from tests.access_app.test_acl_matrix import _routes
 from tests.factories import StaffFactory, UserFactory, session_key
 from tests.memory_app.support import lexical_only, memory_make, session_make, turn_add  # noqa: F401
@@ -337,32 +338,6 @@ V1_IDS = {
     "filename": "a_filename",
     "version": "a_version",
 }
-V1_ROUTES = (
-    "state/",
-    "users/",
-    "users/<key:user_id>/",
-    "users/<key:user_id>/export/",
-    "users/<key:user_id>/sessions/",
-    "users/<key:user_id>/sessions/<key:session_id>/",
-    "users/<key:user_id>/sessions/<key:session_id>/events/",
-    "users/<key:user_id>/sessions/<key:session_id>/rewind/",
-    "users/<key:user_id>/sessions/<key:session_id>/artifacts/",
-    "users/<key:user_id>/sessions/<key:session_id>/artifacts/<key:filename>/",
-    "users/<key:user_id>/sessions/<key:session_id>/artifacts/<key:filename>/versions/<id:version>/",
-    "users/<key:user_id>/artifacts/",
-    "users/<key:user_id>/artifacts/<key:filename>/",
-    "users/<key:user_id>/artifacts/<key:filename>/versions/<id:version>/",
-    "users/<key:user_id>/state/",
-    "users/<key:user_id>/memory/generate/",
-    "users/<key:user_id>/memory/events/",
-    "users/<key:user_id>/memories/",
-    "users/<key:user_id>/memories/search/",
-    "users/<key:user_id>/memories/<id:memory_id>/",
-    "jobs/<id:job_id>/",
-    "memories/",
-    "memories/<id:memory_id>/",
-    "memory-lifetime/",
-)
 GRANT = {"grant_id": "a_grant"}
 TOKEN = {"token_id": "a_token"}
 HELD = {"memory_id": "a_held_memory"}
