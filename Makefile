@@ -78,11 +78,12 @@ run: migrate $(HIGHLIGHT_JS)
 	$(BIN)/python -m chatapp.webserver --verbosity 0 -b $(HOST) -p $(PORT) chatapp.asgi:application
 
 # A staff account for the console (/admin/), with a role: make staff-user STAFF=ines ROLE=admin
-# (ROLE: reviewer, the default, for "Memory reviewers"; admin for "Memory admins"; none).
+# (ROLE: reviewer, the default, for "Memory reviewers"; admin for "Memory admins"; keys for
+# "Key managers"; none).
 # A new account's password is printed once.
 ROLE ?= reviewer
 staff-user: migrate
-	$(if $(STAFF),,$(error Name the account: make staff-user STAFF=<username> [ROLE=reviewer|admin|none]))
+	$(if $(STAFF),,$(error Name the account: make staff-user STAFF=<username> [ROLE=reviewer|admin|keys|none]))
 	$(BIN)/python manage.py staff_user_create '$(STAFF)' --role '$(ROLE)'
 
 lint: install

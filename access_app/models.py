@@ -36,6 +36,7 @@ class AuditAction(models.TextChoices):
     LOCKOUT = "lockout", "Locked signing in after wrong passwords"
     ADD = "add", "Added"
     SEARCH = "search", "Searched"
+    REVOKE = "revoke", "Revoked"
 
 
 class AuditLogEntry(models.Model):

@@ -261,20 +261,36 @@ def signin_state_read(*, user_pk: int, session_key: str) -> StoreRead:
 
 @dataclass(frozen=True)
 class ConsoleSection:
-    """A part of the staff console, the permission that shows it, and who holds that."""
+    """A part of the staff console, the permission that shows it, who holds that, and the
+    ``staff_user_create --role`` that gives it ("" when only superusers hold it)."""
 
     label: str
     permission: str
     holders: str
+    role: str = ""
 
 
 CONSOLE_SECTIONS = (
     ConsoleSection(
-        "Apps, their service accounts, keys and end users", "agents_app.view_app", "Memory admins"
+        "Apps, their end users and the service API's requests",
+        "agents_app.view_app",
+        "Memory admins",
+        "admin",
     ),
-    ConsoleSection("Periodic tasks", "django_celery_beat.view_periodictask", "Memory admins"),
     ConsoleSection(
-        "The audit log and access grants", "access_app.view_auditlogentry", "Memory admins"
+        "Making service accounts and issuing or revoking their API keys",
+        "agents_app.add_serviceaccountkey",
+        "Key managers",
+        "keys",
+    ),
+    ConsoleSection(
+        "Periodic tasks", "django_celery_beat.view_periodictask", "Memory admins", "admin"
+    ),
+    ConsoleSection(
+        "The audit log and access grants",
+        "access_app.view_auditlogentry",
+        "Memory admins",
+        "admin",
     ),
     ConsoleSection("Staff accounts and groups", "auth.view_user", "superusers"),
 )

@@ -36,8 +36,9 @@ GRANT_MAX_DAYS = 90
 
 REVIEWERS_GROUP = "Memory reviewers"
 ADMINS_GROUP = "Memory admins"
+KEY_MANAGERS_GROUP = "Key managers"
 # The roles by their short names (as `manage.py staff_user_create --role` takes them).
-ROLES = {"reviewer": REVIEWERS_GROUP, "admin": ADMINS_GROUP}
+ROLES = {"reviewer": REVIEWERS_GROUP, "admin": ADMINS_GROUP, "keys": KEY_MANAGERS_GROUP}
 
 # (app_label, codename) pairs; a reviewer reads memories and their provenance, including the
 # conversation turns they came from, and decides on quarantined memories.
@@ -51,11 +52,24 @@ REVIEWER_PERMISSIONS = [
     ("sessions_app", "view_sessionrecord"),
     ("sessions_app", "view_eventrecord"),
 ]
-# A memory admin holds every permission of these apps.
+# A memory admin holds every permission of these apps but the key managers' writes.
 ADMIN_PERMISSION_APPS = ["memory_app", "sessions_app", "agents_app", "django_celery_beat"]
 # Permissions no role includes: a superuser gives them to an account on purpose.
 DEDICATED_PERMISSIONS = ["change_app_state"]
 ADMIN_EXTRA_PERMISSIONS = [("access_app", "view_auditlogentry"), ("access_app", "view_accessgrant")]
+# Making and changing service accounts and issuing and revoking their keys reaches every end
+# user of an app, so it is a role of its own (issue 43): Memory admins only see them. (The
+# console deletes neither: an account stays with its revoked keys.)
+KEY_WRITE_PERMISSIONS = [
+    ("agents_app", f"{verb}_{model}")
+    for model in ("serviceaccount", "serviceaccountkey")
+    for verb in ("add", "change", "delete")
+]
+KEY_MANAGER_PERMISSIONS = [
+    ("agents_app", f"{verb}_{model}")
+    for model in ("serviceaccount", "serviceaccountkey")
+    for verb in ("add", "change", "view")
+]
 
 
 def audit_record(
@@ -87,6 +101,31 @@ def audit_record(
         object_id=str(object_id),
         reason=reason,
         path=path[:500],
+    )
+
+
+def staff_action_record(
+    *,
+    actor: AbstractBaseUser | None,
+    action: str,
+    object_type: str,
+    object_id: str | int,
+    reason: str,
+) -> AuditLogEntry:
+    """Log a staff action that touches no one user's data but reaches many (a service account
+    made, a key issued or revoked): an entry of the staff access log with no subject, which
+    Memory admins and superusers read in the console and no user's access page lists. A None
+    ``actor`` is the command line (``manage.py``), which holds no staff account."""
+    if action not in AuditAction.values:
+        raise ValueError(f"unknown audit action {action!r}")
+    return AuditLogEntry.objects.create(
+        actor=actor,
+        actor_username=actor.get_username() if actor is not None else "command line",
+        subject_user=None,
+        action=action,
+        object_type=object_type,
+        object_id=str(object_id)[:128],
+        reason=reason,
     )
 
 
@@ -188,21 +227,27 @@ def _permissions(pairs: list[tuple[str, str]]) -> list[Permission]:
 
 
 def roles_ensure() -> None:
-    """Create or complete the "Memory reviewers" and "Memory admins" groups.
+    """Create or complete the "Memory reviewers", "Memory admins" and "Key managers" groups.
 
     Idempotent; run after every migrate, once the permissions exist, so a new
     model's permissions join the admin role without a manual step. Permissions
-    added to a group by hand are kept.
+    added to a group by hand are kept, except the key managers' writes, which are
+    taken from the Memory admins every time (a database made before the role
+    existed gave them to the admins).
     """
     reviewers, _ = Group.objects.get_or_create(name=REVIEWERS_GROUP)
     reviewers.permissions.add(*_permissions(REVIEWER_PERMISSIONS))
+    key_writes = _permissions(KEY_WRITE_PERMISSIONS)
     admins, _ = Group.objects.get_or_create(name=ADMINS_GROUP)
     admins.permissions.add(
-        *Permission.objects.filter(content_type__app_label__in=ADMIN_PERMISSION_APPS).exclude(
-            codename__in=DEDICATED_PERMISSIONS
-        ),
+        *Permission.objects.filter(content_type__app_label__in=ADMIN_PERMISSION_APPS)
+        .exclude(codename__in=DEDICATED_PERMISSIONS)
+        .exclude(pk__in=[permission.pk for permission in key_writes]),
         *_permissions(ADMIN_EXTRA_PERMISSIONS),
     )
+    admins.permissions.remove(*key_writes)
+    key_managers, _ = Group.objects.get_or_create(name=KEY_MANAGERS_GROUP)
+    key_managers.permissions.add(*_permissions(KEY_MANAGER_PERMISSIONS))
 
 
 @dataclass(frozen=True)
@@ -215,8 +260,8 @@ class StaffUserResult:
 def staff_user_create(
     *, username: str, role: str | None, password: str | None = None, reset_password: bool = False
 ) -> StaffUserResult:
-    """Make ``username`` an active staff account holding ``role`` ("reviewer", "admin", or
-    None for staff without a role, who see only what users grant them).
+    """Make ``username`` an active staff account holding ``role`` ("reviewer", "admin",
+    "keys", or None for staff without a role, who see only what users grant them).
 
     A new account gets ``password``, or a random one that is returned so it can be shown
     once; an existing account keeps its password unless ``reset_password``. The account's
@@ -227,7 +272,9 @@ def staff_user_create(
     if not username:
         raise ValidationError({"username": "Give a username."})
     if role is not None and role not in ROLES:
-        raise ValidationError({"role": f"Unknown role {role!r}: choose {' or '.join(ROLES)}."})
+        raise ValidationError(
+            {"role": f"Unknown role {role!r}: choose {', '.join(ROLES)} or none."}
+        )
     roles_ensure()
     user_model = get_user_model()
     with transaction.atomic():

@@ -6,8 +6,10 @@ preload and tools, triggers, PII redaction) and who may use it are edited here; 
 its app at the start of every turn, so a change applies from the next turn. "Test connection"
 sends its model one short request and shows the answer or the error. Its ``app:`` state is edited in
 the session store's console (``sessions_app.admin``, ``sessions_app.change_app_state``,
-audited), linked from the app's page. A key is shown once, on the page that created it, and is
-stored hashed; keys are revoked, never edited.
+audited), linked from the app's page. Service accounts and keys are the Key managers' (Memory
+admins see them): a key is shown once, on the page that created it, and is stored hashed; keys
+are revoked, never edited or deleted, so a key's scopes are those it was issued with; each
+account made or changed and each key issued or revoked is in the staff access log.
 """
 
 from __future__ import annotations
@@ -36,10 +38,14 @@ from agents_app.runtime.models import model_connection_test, model_label
 from agents_app.runtime.tools import BUILTIN_TOOLS
 from agents_app.selectors import app_model_usage
 from agents_app.services import (
+    AppError,
     app_tool_traits_keep,
     end_user_link_problem,
     end_user_link_propose,
+    service_account_change,
+    service_account_create,
     service_key_create,
+    service_key_expiry_validate,
     service_key_revoke,
 )
 from core.admin import ReadOnlyAdmin
@@ -294,6 +300,14 @@ class ServiceAccountForm(forms.ModelForm):
         model = ServiceAccount
         fields = ["app", "name", "description"]
 
+    def clean_expires_at(self):
+        expires_at = self.cleaned_data.get("expires_at")
+        try:
+            service_key_expiry_validate(expires_at)
+        except AppError as error:
+            raise forms.ValidationError(str(error)) from None
+        return expires_at
+
 
 def scope_words(key: ServiceAccountKey) -> str:
     """What a key may do, in the words of its scopes (not their stored names)."""
@@ -331,6 +345,10 @@ class KeyInline(admin.TabularInline):
 
 @admin.register(ServiceAccount)
 class ServiceAccountAdmin(admin.ModelAdmin):
+    """Making and changing service accounts and issuing their keys is the Key managers' (the
+    ``agents_app`` add and change permissions); each goes through ``agents_app.services``,
+    which writes it to the staff access log."""
+
     list_display = ["name", "app", "created_at", "active_keys"]
     list_filter = ["app"]
     search_fields = ["name", "app__name"]
@@ -342,24 +360,45 @@ class ServiceAccountAdmin(admin.ModelAdmin):
             kwargs["form"] = ServiceAccountForm
         return super().get_form(request, obj, change=change, **kwargs)
 
+    def get_readonly_fields(self, request, obj=None):
+        """An account's app is fixed once it is made: moving it would hand its keys another
+        app's end users."""
+        return ["app"] if obj is not None else []
+
     @admin.display(description="active keys")
     def active_keys(self, account: ServiceAccount) -> int:
         return account.keys.filter(revoked=False).count()
 
     def save_model(self, request, obj, form, change) -> None:
-        super().save_model(request, obj, form, change)
-        if not change:
-            issued = service_key_create(
-                service_account=obj,
-                scopes=form.cleaned_data["scopes"],
-                expires_at=form.cleaned_data.get("expires_at"),
-            )
-            self._key_shown(request, issued.key)
+        if change:
+            service_account_change(account=obj, actor=request.user, changed=form.changed_data)
+            return
+        issued = service_account_create(
+            app=obj.app,
+            name=obj.name,
+            description=obj.description,
+            scopes=form.cleaned_data["scopes"],
+            expires_at=form.cleaned_data.get("expires_at"),
+            actor=request.user,
+        )
+        account = issued.record.service_account
+        obj.pk, obj.created_at = account.pk, account.created_at
+        self._key_shown(request, issued.key)
 
-    @admin.action(description="Create a new key (every scope)")
+    def has_delete_permission(self, request, obj=None) -> bool:
+        """An account stays, with its revoked keys, as the record of who held an app's keys:
+        revoking its keys is how it is shut out."""
+        return False
+
+    def has_key_create_permission(self, request) -> bool:
+        return request.user.has_perm("agents_app.add_serviceaccountkey")
+
+    @admin.action(description="Create a new key (every scope)", permissions=["key_create"])
     def key_create(self, request, queryset) -> None:
         for account in queryset:
-            self._key_shown(request, service_key_create(service_account=account).key)
+            self._key_shown(
+                request, service_key_create(service_account=account, actor=request.user).key
+            )
 
     def _key_shown(self, request, key: str) -> None:
         messages.warning(request, f"The API key, shown this once (it is stored hashed): {key}")
@@ -395,8 +434,8 @@ class ServiceAccountKeyAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Revoke the selected keys", permissions=["revoke"])
     def revoke(self, request, queryset) -> None:
-        for key in queryset:
-            service_key_revoke(key=key)
+        for key in queryset.select_related("service_account__app"):
+            service_key_revoke(key=key, actor=request.user)
         self.message_user(request, f"Revoked: {queryset.count()}.", messages.SUCCESS)
 
 

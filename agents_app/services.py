@@ -11,10 +11,12 @@ from datetime import datetime, timedelta
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from access_app.models import AuditAction, AuditLogEntry
+from access_app.services import staff_action_record
 from agents_app import key_cache
 from agents_app.models import (
     ALL_SCOPES,
@@ -97,46 +99,126 @@ def scopes_validate(scopes: Iterable[str]) -> list[str]:
     return chosen
 
 
+def service_key_expiry_validate(expires_at: datetime | None) -> None:
+    """``AppError`` unless a new key's expiry is None (never) or lies in the future."""
+    if expires_at is not None and expires_at <= timezone.now():
+        raise AppError("A key's expiry must lie in the future.")
+
+
+def _key_manager_check(actor: AbstractBaseUser | None, permission: str) -> None:
+    """``PermissionDenied`` unless ``actor`` is None (the command line) or active staff holding
+    ``permission``: the Key managers' role (issue 43), or a superuser."""
+    if actor is not None and not (
+        actor.is_active and actor.is_staff and actor.has_perm(f"agents_app.{permission}")
+    ):
+        raise PermissionDenied("Service accounts and their keys are for Key managers.")
+
+
+def _key_words(key: ServiceAccountKey) -> str:
+    expiry = f"until {key.expiry_date:%Y-%m-%d %H:%M %Z}" if key.expiry_date else "no expiry"
+    return f"the key {key.prefix} ({', '.join(key.scopes)}; {expiry})"
+
+
 def service_key_create(
     *,
     service_account: ServiceAccount,
     name: str = "",
     scopes: Iterable[str] | None = None,
     expires_at: datetime | None = None,
+    actor: AbstractBaseUser | None = None,
 ) -> IssuedKey:
-    """A new API key of ``service_account``, with every scope unless narrowed."""
+    """A new API key of ``service_account``, with every scope unless narrowed, in the staff
+    access log. ``actor``: the staff member issuing it (``PermissionDenied`` without the Key
+    managers' permission), None for the command line. ``AppError`` for unknown scopes or an
+    expiry that is past; nothing is made then."""
+    _key_manager_check(actor, "add_serviceaccountkey")
     chosen = scopes_validate(ALL_SCOPES if scopes is None else scopes)
-    if expires_at is not None and expires_at <= timezone.now():
-        raise AppError("A key's expiry must lie in the future.")
-    record, key = ServiceAccountKey.objects.create_key(
-        name=name or service_account.name,
-        service_account=service_account,
-        scopes=chosen,
-        expiry_date=expires_at,
-    )
+    service_key_expiry_validate(expires_at)
+    with transaction.atomic():
+        record, key = ServiceAccountKey.objects.create_key(
+            name=name or service_account.name,
+            service_account=service_account,
+            scopes=chosen,
+            expiry_date=expires_at,
+        )
+        staff_action_record(
+            actor=actor,
+            action=AuditAction.ADD,
+            object_type=ServiceAccountKey._meta.label_lower,
+            object_id=record.prefix,
+            reason=f"Issued {_key_words(record)} of the service account {service_account}.",
+        )
     return IssuedKey(record=record, key=key)
 
 
 def service_account_create(
-    *, app: App, name: str, scopes: Iterable[str] | None = None, expires_at: datetime | None = None
+    *,
+    app: App,
+    name: str,
+    description: str = "",
+    scopes: Iterable[str] | None = None,
+    expires_at: datetime | None = None,
+    actor: AbstractBaseUser | None = None,
 ) -> IssuedKey:
-    """A service account of ``app`` and its first key (every scope unless narrowed)."""
+    """A service account of ``app`` and its first key (every scope unless narrowed), both in
+    the staff access log. ``actor`` as for ``service_key_create`` (it needs the permission to
+    add service accounts too); ``AppError`` for a name the app's accounts hold already."""
+    _key_manager_check(actor, "add_serviceaccount")
     with transaction.atomic():
         try:
-            account = ServiceAccount.objects.create(app=app, name=name)
+            account = ServiceAccount.objects.create(app=app, name=name, description=description)
         except IntegrityError:
             raise AppError(
                 f"The app {app.name!r} already has a service account {name!r}."
             ) from None
+        staff_action_record(
+            actor=actor,
+            action=AuditAction.ADD,
+            object_type=ServiceAccount._meta.label_lower,
+            object_id=account.pk,
+            reason=f"Made the service account {account} of the app {app.name}.",
+        )
         return service_key_create(
-            service_account=account, name=name, scopes=scopes, expires_at=expires_at
+            service_account=account, name=name, scopes=scopes, expires_at=expires_at, actor=actor
         )
 
 
-def service_key_revoke(*, key: ServiceAccountKey) -> None:
-    """Revoke ``key`` for good: the next request with it answers 401 (in other processes,
-    within ``SERVICE_KEY_CACHE_SECONDS``: ``agents_app.key_cache``)."""
-    ServiceAccountKey.objects.filter(pk=key.pk).update(revoked=True)
+def service_account_change(
+    *, account: ServiceAccount, actor: AbstractBaseUser, changed: Iterable[str]
+) -> ServiceAccount:
+    """Save ``account`` as edited (its name or description; its app is fixed once made),
+    naming the ``changed`` fields in the staff access log; with none changed, nothing is
+    written."""
+    _key_manager_check(actor, "change_serviceaccount")
+    changed = sorted(changed)
+    if not changed:
+        return account
+    with transaction.atomic():
+        account.save()
+        staff_action_record(
+            actor=actor,
+            action=AuditAction.CHANGE,
+            object_type=ServiceAccount._meta.label_lower,
+            object_id=account.pk,
+            reason=f"Changed the {', '.join(changed)} of the service account {account}.",
+        )
+    return account
+
+
+def service_key_revoke(*, key: ServiceAccountKey, actor: AbstractBaseUser | None = None) -> None:
+    """Revoke ``key`` for good, in the staff access log: the next request with it answers 401
+    (in other processes, within ``SERVICE_KEY_CACHE_SECONDS``: ``agents_app.key_cache``).
+    ``actor`` as for ``service_key_create``; revoking a revoked key logs nothing."""
+    _key_manager_check(actor, "change_serviceaccountkey")
+    with transaction.atomic():
+        if ServiceAccountKey.objects.filter(pk=key.pk, revoked=False).update(revoked=True):
+            staff_action_record(
+                actor=actor,
+                action=AuditAction.REVOKE,
+                object_type=ServiceAccountKey._meta.label_lower,
+                object_id=key.prefix,
+                reason=f"Revoked {_key_words(key)} of the service account {key.service_account}.",
+            )
     key_cache.key_forget(hashed_key=key.hashed_key)
 
 

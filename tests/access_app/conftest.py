@@ -5,7 +5,7 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from access_app.models import AccessGrant
-from access_app.services import ADMINS_GROUP, REVIEWERS_GROUP
+from access_app.services import ADMINS_GROUP, KEY_MANAGERS_GROUP, REVIEWERS_GROUP
 from tests.factories import AccessGrantFactory, MemoryFactory, StaffFactory
 
 
@@ -31,6 +31,13 @@ def reviewer(db):
 def memory_admin(db):
     account = StaffFactory()
     account.groups.add(Group.objects.get(name=ADMINS_GROUP))
+    return account
+
+
+@pytest.fixture
+def key_manager(db):
+    account = StaffFactory()
+    account.groups.add(Group.objects.get(name=KEY_MANAGERS_GROUP))
     return account
 
 

@@ -26,6 +26,7 @@ ROLES = [
     "expired staff",
     "reviewer",
     "memory admin",
+    "key manager",
     "superuser",
 ]
 # May read a user's memory / may delete it.
@@ -38,12 +39,23 @@ EXPECTED_MEMORY = {
     "expired staff": (False, False),
     "reviewer": (True, False),
     "memory admin": (True, True),
+    "key manager": (False, False),
     "superuser": (True, True),
 }
 
 
 @pytest.fixture
-def actor(request, user, other_user, staff, granted_staff, expired_staff, reviewer, memory_admin):
+def actor(
+    request,
+    user,
+    other_user,
+    staff,
+    granted_staff,
+    expired_staff,
+    reviewer,
+    memory_admin,
+    key_manager,
+):
     return {
         "owner": user,
         "other user": other_user,
@@ -53,6 +65,7 @@ def actor(request, user, other_user, staff, granted_staff, expired_staff, review
         "expired staff": expired_staff,
         "reviewer": reviewer,
         "memory admin": memory_admin,
+        "key manager": key_manager,
         "superuser": StaffFactory(is_superuser=True),
     }[request.param]
 

@@ -4,7 +4,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
@@ -189,6 +189,54 @@ def test_roles_exist_after_migrate_with_their_permissions():
         admin_perms
     )
     assert "memory_app.delete_memory" not in reviewer_perms
+
+
+KEY_WRITES = {
+    "agents_app.add_serviceaccount",
+    "agents_app.change_serviceaccount",
+    "agents_app.delete_serviceaccount",
+    "agents_app.add_serviceaccountkey",
+    "agents_app.change_serviceaccountkey",
+    "agents_app.delete_serviceaccountkey",
+}
+
+
+def _held(group: Group) -> set[str]:
+    return {f"{p.content_type.app_label}.{p.codename}" for p in group.permissions.all()}
+
+
+@pytest.mark.django_db
+def test_only_key_managers_make_service_accounts_and_keys_and_memory_admins_see_them():
+    admins = _held(Group.objects.get(name=services.ADMINS_GROUP))
+    key_managers = _held(Group.objects.get(name=services.KEY_MANAGERS_GROUP))
+
+    assert not KEY_WRITES & admins
+    assert {"agents_app.view_serviceaccount", "agents_app.view_serviceaccountkey"} <= admins
+    assert {"agents_app.change_app", "agents_app.view_enduser"} <= admins
+    assert key_managers == {
+        f"agents_app.{verb}_{model}"
+        for verb in ("add", "change", "view")
+        for model in ("serviceaccount", "serviceaccountkey")
+    }
+
+
+@pytest.mark.django_db
+def test_roles_ensure_takes_the_key_writes_from_memory_admins_of_an_older_database():
+    """Before the Key managers' role, Memory admins held every permission of agents_app, and
+    groups persist in databases: the upgrade's migrate takes the key writes away."""
+    admins = Group.objects.get(name=services.ADMINS_GROUP)
+    admins.permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="agents_app",
+            codename__in=[name.split(".")[1] for name in KEY_WRITES],
+        )
+    )
+    assert KEY_WRITES <= _held(admins)
+
+    services.roles_ensure()
+
+    assert not KEY_WRITES & _held(admins)
+    assert "agents_app.view_serviceaccountkey" in _held(admins)
 
 
 @pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from access_app.services import ADMINS_GROUP, REVIEWERS_GROUP
+from access_app.services import ADMINS_GROUP, KEY_MANAGERS_GROUP, REVIEWERS_GROUP
 from tests.factories import MemoryFactory, UserFactory
 
 
@@ -65,11 +65,25 @@ def test_an_admin_role_and_the_default_role():
 
 
 @pytest.mark.django_db
+def test_a_key_manager_makes_service_accounts_and_reads_no_memories():
+    MemoryFactory(user=UserFactory(), text="The user is allergic to peanuts.")
+
+    output = create("kim", "--role", "keys")
+
+    assert "Created staff account 'kim' (Key managers)." in output
+    client = Client()
+    assert signs_in(client, "kim", printed_password(output))
+    assert client.get("/admin/agents_app/serviceaccount/add/").status_code == 200
+    assert client.get("/admin/memory_app/memory/").status_code == 403
+    assert roles("kim") == [KEY_MANAGERS_GROUP]
+
+
+@pytest.mark.django_db
 def test_an_existing_account_gets_the_role_instead_of_its_old_one_and_keeps_its_password():
     account = UserFactory(username="noor")
     account.set_password("her-own-password")
     account.save()
-    create("noor", "--role", "admin")
+    create("noor", "--role", "keys")
 
     output = create("noor", "--role", "reviewer")
 

@@ -241,14 +241,20 @@ def test_a_key_exports_a_linked_account_only_into_its_access_log_and_never_delet
         user=user,
     )
     api.post("users/made/sessions/", {"session_id": "theirs"})
+    made = EndUser.objects.get(external_id="made").user
 
     assert _exported_session_ids(api, "linked") == []
+    own = session_create(app_name="chat", user_id=str(user.pk), session_id="in-the-browser")
     refused = api.delete("users/linked/")
     deleted = api.delete("users/made/")
 
     assert refused.status_code == 403
     assert "only the end users it made" in refused.json()["detail"]
-    assert get_user_model().objects.filter(pk=user.pk).exists()
+    account = get_user_model().objects.get(pk=user.pk)
+    assert account.is_active and account.check_password("correct horse battery staple")
+    assert EndUser.objects.filter(user=user, external_id="linked").exists()
+    assert SessionRecord.objects.filter(user=user, session_id=own.id).exists()
+    assert not get_user_model().objects.filter(pk=made.pk).exists()
     entry = AuditLogEntry.objects.get(subject_user=user)
     assert (entry.action, entry.actor) == (AuditAction.EXPORT, None)
     assert entry.actor_username.startswith("service account") and "helpdesk" in entry.actor_username

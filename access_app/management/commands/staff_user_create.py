@@ -8,8 +8,10 @@ class Command(BaseCommand):
     help = (
         "Create a staff account for the staff console (/admin/) with a role, or give an existing "
         "account the role: reviewer (Memory reviewers: read memories with their provenance and "
-        "decide on quarantined ones) or admin (Memory admins: every permission of the memory "
-        "and session apps and of the schedules). A new account's password is printed once."
+        "decide on quarantined ones), admin (Memory admins: every permission of the memory, "
+        "session and agent apps and of the schedules, but making service accounts and keys) or "
+        "keys (Key managers: make, change and delete service accounts, issue and revoke their "
+        "keys, each audited). A new account's password is printed once."
     )
 
     def add_arguments(self, parser):
@@ -18,7 +20,7 @@ class Command(BaseCommand):
             "--role",
             choices=[*ROLES, "none"],
             default="reviewer",
-            help="reviewer (default), admin, or none (sees only what users grant it)",
+            help="reviewer (default), admin, keys, or none (sees only what users grant it)",
         )
         parser.add_argument(
             "--reset-password",
