@@ -136,6 +136,8 @@ def test_the_staff_console_page_says_how_to_make_a_staff_account_with_each_role(
     assert "staff_user_create" in console
     assert "**Memory reviewers**" in console
     assert "**Memory admins**" in console
+    assert "**Key managers**" in console
+    assert "ROLE=keys" in console
     assert re.search(r"^staff-user:", makefile, re.MULTILINE)
 
 

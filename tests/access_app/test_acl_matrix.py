@@ -3,7 +3,7 @@
 One user (the owner) has a conversation, memories, grants and an audit log, each carrying a
 marker word. Every route is requested by anonymous, the owner, another user, and staff of
 every kind (no role, a grant from the owner, an expired grant, a grant from someone else,
-reviewer, memory admin, superuser), with the owner's ids in the URL. A marker may appear in
+reviewer, memory admin, key manager, superuser), with the owner's ids in the URL. A marker may appear in
 an answer only for a visitor allowed to read that kind of data; where a page exists to show
 it, it must appear for them, and a staff member who saw it is in the owner's audit log.
 Another user's object answers 404 with none of its content, a visitor who may not write
@@ -65,6 +65,7 @@ EXPIRED = "staff with an expired grant"
 GRANTED_ELSEWHERE = "staff with another user's grant"
 REVIEWER = "reviewer"
 MEMORY_ADMIN = "memory admin"
+KEY_MANAGER = "key manager"
 SUPERUSER = "superuser"
 ROLES = [
     ANONYMOUS,
@@ -76,11 +77,13 @@ ROLES = [
     GRANTED_ELSEWHERE,
     REVIEWER,
     MEMORY_ADMIN,
+    KEY_MANAGER,
     SUPERUSER,
 ]
 SIGNED_IN_NON_STAFF = {OWNER, OTHER_USER}
 # Roles that may change nothing of the owner's anywhere: their writes are probed.
-READ_ONLY = {ANONYMOUS, OTHER_USER, STAFF, GRANTED, EXPIRED, GRANTED_ELSEWHERE}
+# (A key manager makes service accounts and keys, which hold nothing of the owner's.)
+READ_ONLY = {ANONYMOUS, OTHER_USER, STAFF, GRANTED, EXPIRED, GRANTED_ELSEWHERE, KEY_MANAGER}
 
 # Self-service doors show the visitor's own data only: the owner's to the owner alone.
 # The staff console shows a user's data by role or grant (a grant of "memories" covers the
@@ -174,6 +177,8 @@ def world(db) -> World:
     users[REVIEWER].groups.add(Group.objects.get(name=access_services.REVIEWERS_GROUP))
     users[MEMORY_ADMIN] = StaffFactory(username="memory-admin")
     users[MEMORY_ADMIN].groups.add(Group.objects.get(name=access_services.ADMINS_GROUP))
+    users[KEY_MANAGER] = StaffFactory(username="key-manager")
+    users[KEY_MANAGER].groups.add(Group.objects.get(name=access_services.KEY_MANAGERS_GROUP))
     users[SUPERUSER] = StaffFactory(username="superuser", is_superuser=True)
     audit = access_services.audit_record(
         actor=users[REVIEWER],

@@ -1,6 +1,7 @@
 """The staff console after a user's real chat, at 1400 and 1280 px: scores to two places, topics
 by their labels, tables that fit beside the navigation and the filters, a held memory quoting
-the user under the user's turn, and the periodic tasks' last run on the embedded default."""
+the user under the user's turn, the periodic tasks' last run on the embedded default, and
+service accounts and keys made by a Key manager alone, in the log Memory admins read."""
 
 from __future__ import annotations
 
@@ -28,6 +29,16 @@ SWEEP_WAIT_SECONDS = 45
 # How long background memory generation may take to show, on a machine busy with the rest of
 # the suite (as the other browser tests that wait for it allow).
 GENERATION_WAIT_SECONDS = 45
+
+KEY_MANAGER = "key-manager-console"
+KEY_MANAGER_PASSWORD = "key-manager-browser-password"
+
+CREATE_KEY_MANAGER = f"""
+from access_app.services import staff_user_create
+staff_user_create(
+    username={KEY_MANAGER!r}, role="keys", password={KEY_MANAGER_PASSWORD!r}, reset_password=True
+)
+"""
 
 CREATE_ADMIN = f"""
 from django.contrib.auth import get_user_model
@@ -205,11 +216,17 @@ service_key_create(service_account=account, scopes=["sessions:read", "memory:rea
 """
 
 
-def test_a_memory_admin_manages_apps_and_keys_in_words(console, server: Server):
+def test_a_memory_admin_reads_apps_and_keys_in_words_and_a_key_manager_makes_them(
+    browser: Browser, console, server: Server
+):
     server.shell(CREATE_ADMIN)
     server.shell(CREATE_KEY)
+    server.shell(CREATE_KEY_MANAGER)
     page = console(LAPTOP)
 
+    expect(page.get_by_role("note")).to_contain_text(
+        "Making service accounts and issuing or revoking their API keys: for Key managers"
+    )
     page.goto(f"{server.base_url}/admin/agents_app/serviceaccountkey/?q=walk-reader")
     row = page.locator("#result_list tbody tr").first
     expect(row).to_contain_text("Read sessions, events and state")
@@ -217,7 +234,27 @@ def test_a_memory_admin_manages_apps_and_keys_in_words(console, server: Server):
     expect(row).not_to_contain_text('["sessions:read"')
     expect(row.locator("td.field-state")).to_have_text("Active")
     expect(row.locator("img[alt='False'], img[alt='True']")).to_have_count(0)
+    expect(page.get_by_role("combobox", name="Action")).to_have_count(0)
     assert fits(page, "#changelist .results")
+    page.goto(f"{server.base_url}/admin/agents_app/serviceaccount/")
+    expect(page.get_by_role("link", name="Add service account")).to_have_count(0)
+
+    context = browser.new_context(viewport=LAPTOP)
+    keys = context.new_page()
+    staff_sign_in(keys, server, username=KEY_MANAGER, password=KEY_MANAGER_PASSWORD)
+    keys.goto(f"{server.base_url}/admin/agents_app/serviceaccount/add/")
+    keys.get_by_label("App").select_option(index=1)
+    keys.get_by_label("Name").fill("walk-writer")
+    keys.get_by_role("button", name="Save", exact=True).click()
+    expect(keys.locator(".messagelist")).to_contain_text("shown this once")
+    context.close()
+
+    page.goto(f"{server.base_url}/admin/access_app/auditlogentry/?q=walk-writer")
+    made = page.locator("#result_list tbody tr", has_text="Made the service account")
+    expect(made).to_contain_text(KEY_MANAGER)
+    expect(made).to_contain_text("Added")
+    issued = page.locator("#result_list tbody tr", has_text="Issued the key")
+    expect(issued).to_contain_text("sessions:read, sessions:write")
 
     page.goto(f"{server.base_url}/admin/agents_app/app/")
     expect(page.get_by_role("heading", name="Select app to change")).to_be_visible()
