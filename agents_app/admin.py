@@ -303,7 +303,7 @@ class ServiceAccountForm(forms.ModelForm):
     def clean_expires_at(self):
         expires_at = self.cleaned_data.get("expires_at")
         try:
-            service_key_expiry_validate(expires_at)
+            service_key_expiry_validate(expires_at=expires_at)
         except AppError as error:
             raise forms.ValidationError(str(error)) from None
         return expires_at

@@ -99,7 +99,7 @@ def scopes_validate(scopes: Iterable[str]) -> list[str]:
     return chosen
 
 
-def service_key_expiry_validate(expires_at: datetime | None) -> None:
+def service_key_expiry_validate(*, expires_at: datetime | None) -> None:
     """``AppError`` unless a new key's expiry is None (never) or lies in the future."""
     if expires_at is not None and expires_at <= timezone.now():
         raise AppError("A key's expiry must lie in the future.")
@@ -133,7 +133,7 @@ def service_key_create(
     expiry that is past; nothing is made then."""
     _key_manager_check(actor, "add_serviceaccountkey")
     chosen = scopes_validate(ALL_SCOPES if scopes is None else scopes)
-    service_key_expiry_validate(expires_at)
+    service_key_expiry_validate(expires_at=expires_at)
     with transaction.atomic():
         record, key = ServiceAccountKey.objects.create_key(
             name=name or service_account.name,

@@ -3,11 +3,11 @@
 One user (the owner) has a conversation, memories, grants and an audit log, each carrying a
 marker word. Every route is requested by anonymous, the owner, another user, and staff of
 every kind (no role, a grant from the owner, an expired grant, a grant from someone else,
-reviewer, memory admin, key manager, superuser), with the owner's ids in the URL. A marker may appear in
-an answer only for a visitor allowed to read that kind of data; where a page exists to show
-it, it must appear for them, and a staff member who saw it is in the owner's audit log.
-Another user's object answers 404 with none of its content, a visitor who may not write
-changes nothing, anonymous visitors are sent to sign in (pages) or refused (API).
+reviewer, memory admin, key manager, superuser), with the owner's ids in the URL. A marker
+may appear in an answer only for a visitor allowed to read that kind of data; where a page
+exists to show it, it must appear for them, and a staff member who saw it is in the owner's
+audit log. Another user's object answers 404 with none of its content, a visitor who may not
+write changes nothing, anonymous visitors are sent to sign in (pages) or refused (API).
 
 **Adding a route?** Classify it in ``DOORS`` (a model registered in the admin: in
 ``ADMIN_MODELS``; a path answered by middleware: in ``MIDDLEWARE_DOORS``; a WebSocket route:

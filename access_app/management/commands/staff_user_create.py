@@ -10,8 +10,8 @@ class Command(BaseCommand):
         "account the role: reviewer (Memory reviewers: read memories with their provenance and "
         "decide on quarantined ones), admin (Memory admins: every permission of the memory, "
         "session and agent apps and of the schedules, but making service accounts and keys) or "
-        "keys (Key managers: make, change and delete service accounts, issue and revoke their "
-        "keys, each audited). A new account's password is printed once."
+        "keys (Key managers: make and change service accounts, issue and revoke their keys, "
+        "each audited). A new account's password is printed once."
     )
 
     def add_arguments(self, parser):
