@@ -1,7 +1,8 @@
 """The staff console after a user's real chat, at 1400 and 1280 px: scores to two places, topics
 by their labels, tables that fit beside the navigation and the filters, a held memory quoting
-the user under the user's turn, the periodic tasks' last run on the embedded default, and
-service accounts and keys made by a Key manager alone, in the log Memory admins read."""
+the user under the user's turn, the periodic tasks' last run on the embedded default,
+service accounts and keys made by a Key manager alone, in the log Memory admins read, and the
+site's own theme in light and dark."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from playwright.sync_api import Browser, Page, expect
 from tests.browser.conftest import WIDE
 from tests.browser.server import Server, sign_in
 from tests.browser.staff_data import staff_sign_in
+from tests.browser.test_accessibility import serious_violations
 
 pytestmark = pytest.mark.browser
 
@@ -126,8 +128,8 @@ def console(browser: Browser, server: Server) -> Iterator[Callable[[dict], Page]
     contexts = []
     errors: list = []
 
-    def open_at(viewport: dict) -> Page:
-        context = browser.new_context(viewport=viewport)
+    def open_at(viewport: dict, **options) -> Page:
+        context = browser.new_context(viewport=viewport, **options)
         contexts.append(context)
         page = context.new_page()
         page.on("pageerror", lambda error: errors.append(error))
@@ -265,3 +267,59 @@ def test_a_memory_admin_reads_apps_and_keys_in_words_and_a_key_manager_makes_the
         "Use the default (off)"
     )
     expect(page.locator("option", has_text="Unknown")).to_have_count(0)
+
+
+def look(page: Page, header: str) -> dict[str, str]:
+    """The page's background, text colour and font, its header's background and the colour of
+    its first link (the brand), as the browser computed them."""
+    return page.evaluate(
+        """(header) => {
+          const style = (selector, property) =>
+            getComputedStyle(document.querySelector(selector)).getPropertyValue(property);
+          return {
+            background: style("body", "background-color"),
+            text: style("body", "color"),
+            font: style("body", "font-family"),
+            header: style(header, "background-color"),
+            link: style(header + " a:not(.button)", "color"),
+          };
+        }""",
+        header,
+    )
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_console_wears_the_sites_theme(chatted: str, console, server: Server, scheme):
+    page = console(LAPTOP, color_scheme=scheme)
+    page.goto(f"{server.base_url}/memory/")
+    site = look(page, ".site-header")
+
+    def same_product(where: str) -> None:
+        assert look(page, "#header") == site, where
+        assert serious_violations(page, scripted=False) == [], where
+
+    page.goto(f"{server.base_url}/admin/")
+    same_product("the console's home")
+    for path in (f"memory_app/generationjob/?q={chatted}", f"memory_app/memory/?q={chatted}"):
+        page.goto(f"{server.base_url}/admin/{path}")
+        expect(page.locator("#result_list tbody tr").first).to_be_visible()
+        same_product(path)
+        assert words_broken(page) == [], path
+    page.locator("#result_list tbody tr").first.get_by_role("link").first.click()
+    expect(page.get_by_role("heading", name="View memory")).to_be_visible()
+    same_product("a memory's page")
+
+
+def test_the_sites_theme_switch_carries_to_the_console(console, server: Server):
+    server.shell(CREATE_ADMIN)
+    page = console(LAPTOP, color_scheme="light")
+    page.goto(f"{server.base_url}/memory/")
+    light = look(page, ".site-header")
+    page.get_by_role("button", name="Dark theme").click()
+    dark = look(page, ".site-header")
+    assert dark["background"] != light["background"]
+
+    page.goto(f"{server.base_url}/admin/")
+
+    assert look(page, "#header") == dark
+    assert serious_violations(page, scripted=False) == []
