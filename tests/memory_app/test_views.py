@@ -161,6 +161,19 @@ def test_a_correction_becomes_an_explicit_trusted_memory_with_the_old_text_kept(
     assert selectors.memory_search(app_name=APP, user_pk=user.pk, query="Lisbon") == []
 
 
+def test_why_a_memory_changed_is_said_to_the_person(signed_in, user):
+    memory = memory_make(user=user, text="The user lives in Lisbon.")
+
+    response = signed_in.post(
+        reverse("memory-correct", args=[memory.id]), {"text": "I live in Porto."}, follow=True
+    )
+
+    page = response.content.decode()
+    assert "Why: Corrected by you.</span>" in page
+    assert "<strong>Updated</strong> by you: Corrected by you." in page
+    assert not re.search(r"\bthe user\b", page, re.I)
+
+
 def test_a_correction_that_reads_as_an_instruction_is_refused(signed_in, user):
     memory = memory_make(user=user, text="Likes jazz")
 
