@@ -3,7 +3,8 @@ chat's features (files attached to a message, docs/chat-attachments.png; a messa
 edited, docs/chat-edit.png; search from the sidebar, docs/chat-search.png; the chat at a
 phone's 390 px, docs/chat-phone.png), and, through their own scripts, the chat
 (docs/chat.png), the Memory page (docs/memory.png) and the staff console's provenance page
-(docs/provenance.png). docs/bench-scale.png is the benchmarks' chart (bench/), not a picture.
+(docs/provenance.png, and docs/provenance-dark.png in the dark theme). docs/bench-scale.png
+is the benchmarks' chart (bench/), not a picture.
 
 Run from the repository root: ``.venv/bin/python -m tests.browser.feature_screenshots``
 (optionally with the folder to save them in). It serves the app like the browser tests do
