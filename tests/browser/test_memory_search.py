@@ -69,8 +69,9 @@ def meaning_server(tmp_path_factory, embedding_server: FakeOpenAI) -> Iterator[S
         extra_env={
             "MEMORY_EMBEDDER": "openai",
             "MEMORY_OPENAI_EMBEDDING_MODEL": "medical",
-            "MEMORY_OPENAI_EMBEDDING_BASE_URL": embedding_server.url,
-            "MEMORY_OPENAI_EMBEDDING_API_KEY": "unused",
+            # The chat's server, which embeddings use when they have none of their own; the
+            # chat stays on the offline model (LLM_PROVIDER is not openai).
+            "OPENAI_BASE_URL": embedding_server.url,
             "NO_PROXY": "127.0.0.1,localhost",
         },
     ) as running:
