@@ -310,6 +310,25 @@ def test_the_console_wears_the_sites_theme(chatted: str, console, server: Server
     same_product("a memory's page")
 
 
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_consoles_sign_in_wears_the_sites_theme(browser: Browser, server: Server, scheme):
+    context = browser.new_context(viewport=LAPTOP, color_scheme=scheme)
+    page = context.new_page()
+    page.goto(f"{server.base_url}/accounts/login/")
+    site = look(page, ".site-header")
+
+    page.goto(f"{server.base_url}/admin/login/")
+
+    console = look(page, "#header")
+    assert console["background"] == site["background"]
+    assert console["text"] == site["text"]
+    assert console["font"] == site["font"]
+    card = page.locator("#container").evaluate("node => getComputedStyle(node).backgroundColor")
+    assert card == site["header"], "the sign-in card in the surface colour of the site's header"
+    assert serious_violations(page, scripted=False) == []
+    context.close()
+
+
 def test_the_sites_theme_switch_carries_to_the_console(console, server: Server):
     server.shell(CREATE_ADMIN)
     page = console(LAPTOP, color_scheme="light")
