@@ -91,6 +91,7 @@ class MemoryIndex:
         origins: Sequence[Origin | None] | None = None,
         contexts: Sequence[str] | None = None,
         vector_mask: Sequence[bool] | None = None,
+        tokens: Sequence[Sequence[str]] | None = None,
     ) -> None:
         """Index several memories at once (one batch through the embedder when no vectors),
         replacing earlier versions of the same ids. ``priors`` default to 0; ``origins`` (where
@@ -99,19 +100,23 @@ class MemoryIndex:
         facts drawn from it one result; ``contexts`` (empty: none) are words each is found by
         without saying them (see the class). ``vector_mask``: which rows of ``vectors`` hold a
         vector (stored vectors, some not made yet); with a mask nothing is ever encoded here,
-        and a memory without a vector is ranked by its words alone."""
+        and a memory without a vector is ranked by its words alone. ``tokens``: each text's
+        index terms (``tokenize(text)``) when the caller has made them already, so that a
+        search ranking hundreds of candidates tokenizes each once."""
         if len(doc_ids) != len(texts) or any(
             values is not None and len(values) != len(texts)
-            for values in (priors, origins, contexts)
+            for values in (priors, origins, contexts, tokens)
         ):
-            raise ValueError("doc_ids, texts, priors, origins and contexts differ in length")
+            raise ValueError("doc_ids, texts, priors, origins, contexts and tokens differ in length")
         if vector_mask is not None and len(vector_mask) != len(texts):
             raise ValueError("vector_mask and texts differ in length")
         if vectors is None and doc_ids and vector_mask is None:
             vectors = self.embedder.encode(list(texts))
         for i, (doc_id, text) in enumerate(zip(doc_ids, texts, strict=True)):
             self.remove(doc_id=doc_id)
-            slot = self.bm25.add(doc_id=doc_id, tokens=tokenize(text))
+            slot = self.bm25.add(
+                doc_id=doc_id, tokens=tokenize(text) if tokens is None else tokens[i]
+            )
             self._ensure_rows(slot + 1, None if vectors is None else len(vectors[i]))
             if vectors is not None:
                 self._matrix[slot] = vectors[i]

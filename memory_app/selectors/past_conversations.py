@@ -117,19 +117,20 @@ def _date_words(moment: datetime) -> str:
     return f"{moment.day} {moment:%B %Y}"
 
 
-def _indexed_text(*, text: str, speaker: str, said_at: datetime) -> str:
-    """What a turn is found by: its date and speaker (a transcript names them) and its words."""
+def _indexed_prefix(*, speaker: str, said_at: datetime) -> str:
+    """What a turn is found by beside its words: its date and speaker (a transcript names
+    them), written before them."""
     who = f"{speaker}: " if speaker else ""
-    return f"[{_date_words(said_at)}] {who}{text}"
+    return f"[{_date_words(said_at)}] {who}"
 
 
-def _turn_prior(text: str) -> float:
-    """1 for a turn that says something (at least ``DETAIL_MIN_TERMS`` index terms, not
-    questions alone), 0 for a greeting, a thanks or a question, which rarely hold what a
-    person looks for in their past chats."""
-    if len(tokenize(text)) < DETAIL_MIN_TERMS:
+def _turn_prior(text: str, *, terms: int) -> float:
+    """1 for a turn that says something (at least ``DETAIL_MIN_TERMS`` index terms, of which
+    ``text`` has ``terms``, not questions alone), 0 for a greeting, a thanks or a question,
+    which rarely hold what a person looks for in their past chats."""
+    if terms < DETAIL_MIN_TERMS:
         return 0.0
-    if "?" not in text:
+    if not text.rstrip().endswith("?"):  # its last sentence says something
         return 1.0
     sentences = [s for s in sentences_split(text) if s.strip()]
     return 0.0 if all(s.rstrip().endswith("?") for s in sentences) else 1.0
@@ -143,7 +144,7 @@ def _speaker(metadata: object) -> str:
 def _question_asked(text: str) -> str:
     """The question ``text`` ends with ("Nice! Where are you flying?" -> "Where are you
     flying?"), or "" when it ends otherwise."""
-    if "?" not in text:
+    if not text.rstrip().endswith("?"):  # the last sentence ends where the text does
         return ""
     sentences = [s.strip() for s in sentences_split(text) if s.strip()]
     return sentences[-1] if sentences and sentences[-1].endswith("?") else ""
@@ -217,7 +218,7 @@ def _candidates_rank(rows: list[tuple], *, events: int, embedder: Embedder) -> _
     """The user turns among ``rows`` (events in chat and sequence order, see
     :func:`turn_windows`) in an index of their own, each found also by the question it
     answers, neighbours of the turns said next to them."""
-    pks, texts, origins, priors, contexts = [], [], [], [], []
+    pks, texts, terms, origins, priors, contexts = [], [], [], [], [], []
     questions: dict[int, str] = {}
     before: tuple[str, int, str, str, str] = ("", 0, "", "", "")  # chat, sequence, author, ...
     stretch = 0
@@ -235,10 +236,13 @@ def _candidates_rank(rows: list[tuple], *, events: int, embedder: Embedder) -> _
         if author != "user":
             continue
         said_at = datetime.fromtimestamp(timestamp, tz=UTC)
+        prefix = _indexed_prefix(speaker=speaker, said_at=said_at)
+        own_terms = tokenize(text)
         pks.append(pk)
-        texts.append(_indexed_text(text=text, speaker=speaker, said_at=said_at))
+        texts.append(prefix + text)
+        terms.append(tokenize(prefix) + own_terms)  # a word never spans the prefix's end
         contexts.append(question)
-        priors.append(_turn_prior(text))
+        priors.append(_turn_prior(text, terms=len(own_terms)))
         origins.append(
             Origin(
                 conversation=f"{session_key}/{stretch}",
@@ -262,6 +266,7 @@ def _candidates_rank(rows: list[tuple], *, events: int, embedder: Embedder) -> _
             origins=origins,
             priors=priors,
             contexts=contexts,
+            tokens=terms,
         )
     return _Candidates(index=index, questions=questions)
 

@@ -157,7 +157,7 @@ _PG_NEWEST = (
     "event.session_id FROM sessions_app_eventrecord AS event "
     "WHERE event.user_id = %(user)s AND event.app_name = %(app)s AND event.content IS NOT NULL "
     "ORDER BY event.timestamp DESC, event.id DESC LIMIT %(recent)s) AS newest "
-    "WHERE {newest_kept}), "
+    "WHERE {newest_kept} AND newest.search_vector @@ to_tsquery('simple', %(any_word)s)), "
     "first_step AS MATERIALIZED (SELECT words.number, found.id FROM words CROSS JOIN LATERAL ("
     "SELECT recent.id FROM recent WHERE recent.search_vector @@ words.plain "
     "ORDER BY recent.timestamp DESC, recent.id DESC LIMIT %(per_word)s) AS found), "
@@ -206,6 +206,7 @@ def _pg_newest(
         "app": app_name,
         "searched_from": searched_from or "",
         "queries": queries,
+        "any_word": " | ".join(f"({query})" for query in queries),
         "recent": RECENT_EVENTS,
         "per_word": per_word,
     }
