@@ -107,7 +107,7 @@ class MemoryIndex:
             values is not None and len(values) != len(texts)
             for values in (priors, origins, contexts, tokens)
         ):
-            raise ValueError("doc_ids, texts, priors, origins, contexts and tokens differ in length")
+            raise ValueError("texts and their ids, priors, origins, contexts or tokens differ")
         if vector_mask is not None and len(vector_mask) != len(texts):
             raise ValueError("vector_mask and texts differ in length")
         if vectors is None and doc_ids and vector_mask is None:
