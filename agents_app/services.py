@@ -57,12 +57,17 @@ def app_tool_traits_keep(
     """Keep on the app what was found of its model server's tools (``calls_tools``,
     ``streams_tool_choice``: by Test connection, or a refusal on a turn), so that every
     process, from its first turn, neither offers refused tools nor streams a tool decision the
-    server cannot stream, and the chat says memory tools are off. Returns whether the app
-    changed; an app with no record (one of ``settings.AGENTS``) keeps nothing."""
-    kept = {"model": model_key(provider=provider, model=model), **traits}
+    server cannot stream, and the chat says memory tools are off. A trait ``traits`` leaves
+    out (not found this time) keeps what was found of the same model before. Returns whether
+    the app changed; an app with no record (one of ``settings.AGENTS``) keeps nothing."""
+    key = model_key(provider=provider, model=model)
     with transaction.atomic():
         app = App.objects.select_for_update().filter(name=app_name).first()
-        if app is None or app.model_traits == kept:
+        if app is None:
+            return False
+        earlier = app.model_traits if (app.model_traits or {}).get("model") == key else {}
+        kept = {**earlier, "model": key, **traits}
+        if app.model_traits == kept:
             return False
         app.model_traits = kept
         app.save(update_fields=["model_traits"])

@@ -157,11 +157,7 @@ def test_test_connection_finds_refused_tools_and_per_token_embeddings_and_keeps_
     assert embeddings.startswith("support: The embedding server answers a vector per token")
     assert "--pooling mean" in embeddings
     app.refresh_from_db()
-    assert app.model_traits == {
-        "model": "openai:llama3.2",
-        "calls_tools": False,
-        "streams_tool_choice": True,
-    }
+    assert app.model_traits == {"model": "openai:llama3.2", "calls_tools": False}
     [embedding] = [request for request in fake_openai.requests if "embeddings" in request.path]
     assert embedding.body["model"] == "nomic-embed-text"
 
@@ -188,6 +184,95 @@ def test_test_connection_finds_a_server_that_cannot_stream_a_tool_decision(fake_
         True,
         False,
     ]
+
+
+@pytest.mark.django_db
+def test_the_tool_probe_tells_the_model_to_call_the_tool_it_called_before(fake_openai):
+    """The probe's conversation holds the model's earlier call of the tool and its answer, then
+    the request to call it again, so that a small model decides to call it and a server that
+    cannot stream that decision shows it."""
+    app, _ = app_ensure(name="support")
+    App.objects.filter(pk=app.pk).update(provider="openai", model="llama3.2")
+    fake_openai.push(text_reply("Hello there!"), _tool_call("current_time"))
+
+    _connection_test(app)
+
+    probe = fake_openai.requests[1]
+    called, answered, asked = probe.messages[-3:]
+    assert called["tool_calls"][0]["function"]["name"] == "current_time"
+    assert (answered["role"], answered["tool_call_id"]) == ("tool", called["tool_calls"][0]["id"])
+    assert asked == {"role": "user", "content": "And now? Call the current_time tool again."}
+    assert probe.body["stream"] is True
+
+
+@pytest.mark.django_db
+def test_a_probe_the_model_answers_in_words_says_so_and_keeps_what_a_turn_found(fake_openai):
+    """A model that answers in words when told to call a tool leaves open whether the server
+    streams a tool decision: Test connection says so, and what a turn found stays."""
+    app, _ = app_ensure(name="support")
+    App.objects.filter(pk=app.pk).update(
+        provider="openai",
+        model="llama3.2",
+        model_traits={
+            "model": "openai:llama3.2",
+            "calls_tools": True,
+            "streams_tool_choice": False,
+        },
+    )
+    fake_openai.push(text_reply("Hello there!"), text_reply("It is nine."))
+
+    answered, unknown = _connection_test(app)
+
+    assert unknown.startswith(
+        "support: The model answered in words when told to call a tool, so whether the server "
+        "can stream a decision to call one is not known yet"
+    )
+    app.refresh_from_db()
+    assert app.model_traits == {
+        "model": "openai:llama3.2",
+        "calls_tools": True,
+        "streams_tool_choice": False,
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_tool_decision_a_turn_could_not_stream_is_kept_and_the_next_turn_asks_unstreamed(
+    user, fake_openai
+):
+    """Issue 42: the first turn whose reply calls a tool on a server that cannot stream that
+    decision (llama-cpp-python's empty stream) keeps the finding on the app; the next turn, in
+    a process that never saw it, asks without a stream from its first request."""
+    fake_openai.streams_tool_choice = False
+    app, _ = await database_sync_to_async(app_ensure)(name="chat")
+    await database_sync_to_async(_provider_set)(app, "openai", "llama3.2")
+    session = await database_sync_to_async(services.session_create)(
+        app_name="chat", user_id=str(user.pk)
+    )
+    set_state = Reply(
+        [
+            *tool_call_deltas("set_state", {"key": "user:drink", "value": "green tea"}),
+            *final_chunk(finish_reason="tool_calls"),
+        ]
+    )
+    fake_openai.push(set_state, set_state, text_reply("Noted."), text_reply("Hello Ada."))
+    for text in ("I like green tea", "Hello, I am Ada"):
+        communicator = await chat_socket_open(user, session.id)
+        try:
+            await _turn_context(communicator, text)
+        finally:
+            await communicator.disconnect()
+        chat_completions.TRAITS.clear()  # the next socket as in a process that never saw it
+    await database_sync_to_async(connections.close_all)()
+    await sync_to_async(connections.close_all)()
+    await memory_provider._presence_hop(connections.close_all)()
+
+    streamed = [request.body.get("stream", False) for request in fake_openai.requests]
+    assert streamed == [True, False, False, False]
+    assert all(request.tool_names() for request in fake_openai.requests[:2])
+    assert fake_openai.requests[3].tool_names()
+    await app.arefresh_from_db()
+    assert app.model_traits["streams_tool_choice"] is False
+    assert app.model_traits["calls_tools"] is True
 
 
 @pytest.mark.django_db(transaction=True)
