@@ -20,7 +20,8 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from rest_framework_api_key.models import APIKey
 
 from agents_app.models import (
@@ -54,10 +55,29 @@ from memory_app.embedding import embedder_get
 from memory_app.models import MemoryTopic
 from memory_app.safety.guard import memory_write_guard
 from memory_app.services.app_memories import app_memories, app_memory_create
-from sessions_app.models import AppState
+from sessions_app.models import AppState, BackgroundModelCall
+from sessions_app.selectors.model_calls import ModelUsage, background_usage
 
 # The days of model usage the console shows an app's.
 USAGE_DAYS = 30
+
+
+def _calls(count: int) -> str:
+    return f"{count:,} model call{'s' if count != 1 else ''}"
+
+
+def _usage_words(usage: ModelUsage) -> str:
+    """Model calls in words: their tokens, and how many came with none reported."""
+    reported = usage.calls - usage.unreported
+    if not reported:
+        return f"{_calls(usage.calls)}, tokens not reported by the server"
+    words = (
+        f"{usage.prompt_tokens:,} prompt + {usage.completion_tokens:,} completion tokens "
+        f"in {_calls(reported)}"
+    )
+    if usage.unreported:
+        words += f"; {usage.unreported:,} more, tokens not reported by the server"
+    return words
 
 # djangorestframework-api-key's own model is not used: keys are ServiceAccountKey rows.
 if admin.site.is_registered(APIKey):
@@ -188,17 +208,24 @@ class AppAdmin(admin.ModelAdmin):
 
     @admin.display(description=f"model usage ({USAGE_DAYS} days)")
     def usage_shown(self, app: App) -> str:
-        """The tokens of the app's chat turns over the last days, as its model's server counted
-        them, so that staff see what an app costs or loads its server."""
+        """The tokens of the app's chat turns and of its background work over the last days,
+        as its model's server counted them, so that staff see what an app costs or loads its
+        server; calls whose server reported no counts are said to be, not counted as zero."""
         if app.pk is None:
             return "-"
         since = timezone.now() - timedelta(days=USAGE_DAYS)
-        usage = app_model_usage(app_name=app.name, since=since)
-        if not usage.calls:
+        lines = [("Chat turns", app_model_usage(app_name=app.name, since=since))]
+        background = background_usage(app_name=app.name, since=since)
+        lines += [
+            (BackgroundModelCall.Purpose(purpose).label, usage)
+            for purpose, usage in background.items()
+        ]
+        if not any(usage.calls for _label, usage in lines):
             return "No model calls"
-        return (
-            f"{usage.prompt_tokens:,} prompt + {usage.completion_tokens:,} completion tokens "
-            f"in {usage.calls:,} model call{'s' if usage.calls > 1 else ''}"
+        return format_html_join(
+            mark_safe("<br>"),
+            "{}: {}",
+            ((label, _usage_words(usage)) for label, usage in lines if usage.calls),
         )
 
     @admin.display(description="who may use it", ordering="open_to_all")

@@ -19,6 +19,7 @@ from agents_app import key_cache
 from agents_app.models import App, EndUser, EndUserLinkProposal, ServiceAccountKey
 from sessions_app.models import EventRecord, SessionRecord
 from sessions_app.selectors import StoreRead
+from sessions_app.selectors.model_calls import ModelUsage
 
 _qn = connection.ops.quote_name
 
@@ -227,21 +228,11 @@ def link_proposals_describe(
     return described
 
 
-@dataclass(frozen=True)
-class ModelUsage:
-    """What an app's model was asked and answered over a period, in tokens as its server
-    reported them (``stream_options.include_usage`` for OpenAI-compatible servers): the model
-    calls of chat turns (each reply and each tool step)."""
-
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-
-
 def app_model_usage(*, app_name: str, since: datetime) -> ModelUsage:
-    """The app's model usage since ``since``, summed from its turns' events (each model call's
-    event keeps the server's counts in ``usage_metadata``). The app's sessions touched since
-    then are found by their update time's index, their events by (session, timestamp)."""
+    """The app's chat turns' model usage since ``since``, summed from their events (each model
+    call's event keeps the server's counts in ``usage_metadata``, empty when the server
+    reported none: ``unreported``). The app's sessions touched since then are found by their
+    update time's index, their events by (session, timestamp)."""
     after = since.timestamp()
     sessions = SessionRecord.objects.filter(app_name=app_name, last_update_time__gte=after)
     events = EventRecord.objects.filter(
@@ -249,6 +240,7 @@ def app_model_usage(*, app_name: str, since: datetime) -> ModelUsage:
     )
     totals = events.aggregate(
         calls=Count("pk"),
+        unreported=Count("pk", filter=~Q(usage_metadata__has_key="prompt_token_count")),
         prompt=Sum(Cast(KT("usage_metadata__prompt_token_count"), IntegerField())),
         completion=Sum(Cast(KT("usage_metadata__candidates_token_count"), IntegerField())),
     )
@@ -256,4 +248,5 @@ def app_model_usage(*, app_name: str, since: datetime) -> ModelUsage:
         calls=totals["calls"],
         prompt_tokens=totals["prompt"] or 0,
         completion_tokens=totals["completion"] or 0,
+        unreported=totals["unreported"],
     )

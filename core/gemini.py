@@ -25,6 +25,7 @@ from google import genai
 from google.genai import errors, types
 
 from core.llm import LlmChunk, LlmRequest, ModelError, structured_answer
+from core.model_usage import model_call_report
 from core.tls import tls_context
 
 DEFAULT_EMBEDDING_MODEL = "gemini-embedding-001"
@@ -182,6 +183,7 @@ class GeminiModel:
                 code="model_empty_response",
                 transient=True,
             )
+        model_call_report(model=self.name, usage=usage)
         yield LlmChunk(usage_metadata=usage, finish_reason=finish_reason)
 
     async def _contents_sized(self, contents: list[types.Content]) -> list[types.Content]:
@@ -251,6 +253,7 @@ class GeminiModel:
             )
         except _CLIENT_ERRORS as error:
             raise model_error_from(error) from error
+        model_call_report(model=self.name, usage=response.usage_metadata)
         return structured_answer(response.text or "", provider="Gemini")
 
     async def embed(

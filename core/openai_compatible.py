@@ -45,6 +45,7 @@ from core.chat_completions import (
     tool_spec,
 )
 from core.llm import LlmChunk, LlmRequest, ModelError, structured_answer
+from core.model_usage import model_call_report, usage_unreported
 from core.prompt_fit import context_exceeded_error, messages_fit
 from core.request_slots import request_slot
 from core.tls import tls_context
@@ -311,7 +312,8 @@ class OpenAICompatibleModel:
 
     async def _stream(self, request: LlmRequest) -> AsyncIterator[LlmChunk]:
         """Stream text as it arrives; tool calls (assembled from their fragments), usage and
-        the finish reason come last.
+        the finish reason come last. The usage is the server's (``include_usage``), or empty
+        when it sent none (llama-cpp-python's streams): not reported, rather than zero.
 
         Reasoning deltas are not shown to the user, so they are skipped. A response with
         neither text nor a tool call raises ``ModelError``: ``model_blocked`` (not
@@ -435,7 +437,8 @@ class OpenAICompatibleModel:
                 code="model_empty_response",
                 transient=True,
             )
-        yield LlmChunk(usage_metadata=usage, finish_reason=finish_reason)
+        model_call_report(model=self.name, usage=usage)
+        yield LlmChunk(usage_metadata=usage or usage_unreported(), finish_reason=finish_reason)
 
     async def _generate_unstreamed(
         self,
@@ -459,6 +462,8 @@ class OpenAICompatibleModel:
                 response = await self._create(messages=messages, **options)
         except _CLIENT_ERRORS as error:
             raise model_error_from(error) from error
+        usage = _usage(response.usage)
+        model_call_report(model=self.name, usage=usage)
         chunks = _chunks_of_completion(response)
         finish_reason = response.choices[0].finish_reason if response.choices else None
         if not chunks:
@@ -469,7 +474,7 @@ class OpenAICompatibleModel:
             )
         for chunk in chunks:
             yield chunk
-        yield LlmChunk(usage_metadata=_usage(response.usage), finish_reason=finish_reason)
+        yield LlmChunk(usage_metadata=usage or usage_unreported(), finish_reason=finish_reason)
 
     async def generate_json(
         self,
@@ -516,6 +521,7 @@ class OpenAICompatibleModel:
                 response = await self._create(
                     **structured_request(road, messages, response_schema), max_tokens=max_tokens
                 )
+                model_call_report(model=self.name, usage=_usage(response.usage))
                 answer = structured_answer(
                     structured_text(response),
                     provider=PROVIDER,

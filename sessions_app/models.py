@@ -308,3 +308,29 @@ class EventBlob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}/{self.id}"
+
+
+class BackgroundModelCall(models.Model):
+    """One model call of an app's background work, with its tokens as the model's server
+    reported them: None where the server reported none (llama-cpp-python's streams), never a
+    guess. A chat turn's calls are kept on its events instead (``usage_metadata``)."""
+
+    class Purpose(models.TextChoices):
+        MEMORY = "memory", "Memory extraction and consolidation"
+        REDERIVATION = "rederivation", "Memories derived again"
+        SUMMARY = "summary", "Conversation summaries"
+
+    app_name = models.CharField(max_length=128)
+    purpose = models.CharField(max_length=16, choices=Purpose.choices)
+    model = models.CharField(max_length=255)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    called_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["app_name", "called_at"], name="background_call_app_time")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app_name}: {self.purpose} by {self.model}"

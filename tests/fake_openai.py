@@ -252,7 +252,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif request.body.get("stream") and fake.fails_streamed_tool_choice(request, script):
             self._stream(Reply([]), model=request.body.get("model", ""))
         elif request.body.get("stream"):
-            usage = bool((request.body.get("stream_options") or {}).get("include_usage"))
+            usage = fake.streams_usage and bool(
+                (request.body.get("stream_options") or {}).get("include_usage")
+            )
             self._stream(script, model=request.body.get("model", ""), usage=usage)
         elif isinstance(script, Reply):
             self._send_json(200, script.merged(request.body.get("model", "")))
@@ -311,6 +313,9 @@ class FakeOpenAI(ScriptedServer):
         self.streams_tool_choice = True
         # Refuse any request offering tools, as Ollama does for a model that calls none.
         self.tools_refused = False
+        # Send the usage chunk a stream asks for (``include_usage``), which llama-cpp-python's
+        # server never sends: its streams carry no usage.
+        self.streams_usage = True
         # Answer a vector per token, as llama.cpp's server without pooling (see ``embedding``).
         self.embeddings_per_token = False
         # ``GET /v1/models``: model name -> the fields its entry adds.

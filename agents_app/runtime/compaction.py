@@ -21,6 +21,8 @@ from agents_app.runtime.models import model_for_agent
 from core.llm import Llm, LlmRequest
 from sessions_app import selectors, services
 from sessions_app.events import Event, EventActions, EventCompaction, new_invocation_id
+from sessions_app.models import BackgroundModelCall
+from sessions_app.services.model_calls import background_calls_kept
 from sessions_app.types import GetSessionConfig
 
 logger = logging.getLogger(__name__)
@@ -74,7 +76,8 @@ def session_compact(
 ) -> Event | None:
     """Summarise what is due into a new compaction event; None when nothing is due.
 
-    Raises the model's ModelError so the task can retry transient failures.
+    Raises the model's ModelError so the task can retry transient failures. The summary's
+    model call is kept for the app's usage.
     """
     agent = agent or agent_for_app(app_name)
     user_pk = selectors.user_pk_from_id(user_id)
@@ -103,15 +106,16 @@ def session_compact(
         earlier = previous.actions.compaction.compacted_content.parts or []
         summary_text = SUMMARY_PREFIX + "".join(part.text or "" for part in earlier)
         contents.insert(0, types.Content(role="user", parts=[types.Part(text=summary_text)]))
-    summary = async_to_sync(_summarize)(
-        model or model_for_agent(agent),
-        LlmRequest(
-            model=agent.model,
-            system_instruction=SUMMARY_INSTRUCTION,
-            contents=contents,
-            purpose="summarize",
-        ),
-    )
+    with background_calls_kept(app_name=app_name, purpose=BackgroundModelCall.Purpose.SUMMARY):
+        summary = async_to_sync(_summarize)(
+            model or model_for_agent(agent),
+            LlmRequest(
+                model=agent.model,
+                system_instruction=SUMMARY_INSTRUCTION,
+                contents=contents,
+                purpose="summarize",
+            ),
+        )
     event = Event(
         invocation_id=new_invocation_id(),
         author="system",

@@ -37,7 +37,8 @@ from memory_app.services.releases import session_rewound_memories_release
 from memory_app.services.users import memory_index_invalidate, memory_notices_send, user_lock
 from memory_app.topics import topics_for_app
 from sessions_app import selectors as session_selectors
-from sessions_app.models import EventRecord, SessionRecord
+from sessions_app.models import BackgroundModelCall, EventRecord, SessionRecord
+from sessions_app.services.model_calls import background_calls_kept
 
 logger = logging.getLogger(__name__)
 
@@ -257,12 +258,17 @@ def memory_job_run(*, job_id: str) -> GenerationJob:
     temporary or deleted session, nothing new, or another run got there first). Raises the
     extraction's ``ModelError`` for the task to retry; the job stays running until the task
     decides. Running a finished job again returns it unchanged. While it runs, the job's
-    heartbeat is alive (``job_heartbeats``).
+    heartbeat is alive (``job_heartbeats``), and its model calls are kept for its app's usage.
     """
     job = _job_start(job_id)
     if job is None:
         return GenerationJob.objects.get(pk=job_id)  # finished, or waiting for its session
-    with job_heartbeat(job_id=job.id):
+    with (
+        job_heartbeat(job_id=job.id),
+        background_calls_kept(
+            app_name=job.app_name, purpose=BackgroundModelCall.Purpose.MEMORY
+        ),
+    ):
         return _job_run_started(job)
 
 

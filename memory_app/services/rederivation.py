@@ -53,6 +53,8 @@ from memory_app.ranking import tokenize
 from memory_app.services.users import memory_index_invalidate, user_lock
 from memory_app.topics import topics_for_app
 from sessions_app import selectors as session_selectors
+from sessions_app.models import BackgroundModelCall
+from sessions_app.services.model_calls import background_calls_kept
 
 CONTRADICTION_CONFIDENCE_STEP = 0.1
 
@@ -205,7 +207,10 @@ def memory_rederive(*, memory_id: str) -> str:
         MemoryRederivation.objects.filter(memory_id=memory_id, requests=request.requests).delete()
         return "none"
     sources_read = set(memory.sources.values_list("event_id", flat=True))
-    items, embedder_name = _facts_of_sources(memory) if sources_read else ([], "")
+    with background_calls_kept(
+        app_name=memory.app_name, purpose=BackgroundModelCall.Purpose.REDERIVATION
+    ):
+        items, embedder_name = _facts_of_sources(memory) if sources_read else ([], "")
     held = _texts_held(memory)
     folded = _fold([(item, said_at) for item, said_at in items if _bears_on(item, held)])
     with transaction.atomic():

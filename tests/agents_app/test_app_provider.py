@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import uuid
 
@@ -15,14 +16,20 @@ from django.test import Client
 
 from agents_app import memory_provider
 from agents_app.models import App
+from agents_app.runtime.agents import agent_from_app
+from agents_app.runtime.compaction import session_compact
 from agents_app.services import app_ensure
 from core import chat_completions
+from core.model_usage import ModelCall
 from memory_app.embedding import embedder_get
+from sessions_app import selectors as session_selectors
 from sessions_app import services
-from sessions_app.models import EventRecord
+from sessions_app.models import BackgroundModelCall, EventRecord
+from sessions_app.services.model_calls import background_calls_record
 from tests.agents_app.test_admin import _app_form
 from tests.chatapp.support import WAIT, chat_socket_open
 from tests.factories import StaffFactory
+from tests.memory_app.support import turn_add
 from tests.fake_openai import (
     HttpError,
     Reply,
@@ -381,3 +388,72 @@ async def test_a_turns_usage_as_the_server_counts_it_is_on_its_event_and_the_app
         lambda: _staff().get("/admin/agents_app/app/").content.decode()
     )()
     assert "321 prompt + 5 completion tokens in 1 model call" in listing
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_usage_a_server_does_not_report_is_said_so_beside_the_background_work(
+    user, fake_openai
+):
+    """Issue 42, item 9: llama-cpp-python's streams carry no usage even when asked for: the
+    turn's event keeps that its usage is unknown (not zero), a summary's call is kept as not
+    reported, and the app's page says so beside the background work the server did count."""
+    fake_openai.streams_usage = False
+    app, _ = await database_sync_to_async(app_ensure)(name="chat")
+    await database_sync_to_async(_provider_set)(app, "openai", "llama3.2")
+    session = await database_sync_to_async(services.session_create)(
+        app_name="chat", user_id=str(user.pk)
+    )
+    fake_openai.push(text_reply("Hello ", "Ada."))
+    communicator = await chat_socket_open(user, session.id)
+    try:
+        await _reply(communicator, "Hello, I am Ada")
+    finally:
+        await communicator.disconnect()
+        await database_sync_to_async(connections.close_all)()
+        await sync_to_async(connections.close_all)()
+        await memory_provider._presence_hop(connections.close_all)()
+    reply = await EventRecord.objects.filter(
+        session__session_id=session.id, turn_complete=True
+    ).aget()
+    fake_openai.push(text_reply("Ada said hello."))
+    await database_sync_to_async(_summary_of)(user, session.id)
+    await database_sync_to_async(background_calls_record)(
+        app_name="chat",
+        purpose="memory",
+        calls=[ModelCall("llama3.2", 400, 30), ModelCall("llama3.2", 200, 10)],
+    )
+
+    assert reply.usage_metadata == {}
+    summary = await BackgroundModelCall.objects.aget(purpose="summary")
+    assert (summary.app_name, summary.prompt_tokens, summary.completion_tokens) == (
+        "chat",
+        None,
+        None,
+    )
+    page = await database_sync_to_async(
+        lambda: _staff().get(f"/admin/agents_app/app/{app.pk}/change/").content.decode()
+    )()
+    assert "Chat turns: 1 model call, tokens not reported by the server" in page
+    assert (
+        "Memory extraction and consolidation: 600 prompt + 40 completion tokens in 2 model calls"
+        in page
+    )
+    assert "Conversation summaries: 1 model call, tokens not reported by the server" in page
+
+
+def _summary_of(user, session_id: str) -> None:
+    """A summary of the chat's turns but the last, through the app's model."""
+    session = session_selectors.session_get(
+        app_name="chat", user_id=str(user.pk), session_id=session_id
+    )
+    turn_add(session, "I like green tea.")
+    agent = agent_from_app(App.objects.get(name="chat"))
+    agent = dataclasses.replace(
+        agent,
+        compaction=dataclasses.replace(
+            agent.compaction, keep_last_invocations=1, summarize_after_invocations=1
+        ),
+    )
+    assert session_compact(
+        app_name="chat", user_id=str(user.pk), session_id=session_id, agent=agent
+    )

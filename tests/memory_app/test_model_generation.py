@@ -5,6 +5,8 @@ embeddings for memory search, never compared with another model's."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -17,12 +19,15 @@ from memory_app.selectors import search as search_selectors
 from memory_app.tasks import memory_job_run
 from memory_app.topics import MANAGED_TOPICS
 from sessions_app.events import Event
+from sessions_app.models import BackgroundModelCall
 from tests.fake_openai import (
     HttpError,
     Reply,
     Stall,
     embedding_for,
+    final_chunk,
     json_reply,
+    text_delta,
     tool_answer_reply,
 )
 from tests.memory_app.support import (
@@ -195,6 +200,39 @@ def test_a_job_the_server_rate_limits_is_retried_then_makes_its_memory(
     limited, extracted, consolidated = fake_openai.requests
     assert limited.body == extracted.body
     assert "operations" in consolidated.body["response_format"]["json_schema"]["schema"]["required"]
+
+
+@pytest.mark.usefixtures("lexical_only")
+def test_a_jobs_model_calls_are_kept_for_its_app_with_the_tokens_the_server_reported(
+    user, enqueued, fake_openai, settings
+):
+    """Issue 42, item 9: extraction and consolidation are model calls of the app too; each
+    answered call is kept with the tokens of its ``usage``, a refused one is not a call."""
+    settings.MEMORY_JOB_RETRY_BASE_SECONDS = 0
+    session = session_make(user)
+    turn_add(session, "Remember that I live in Porto.")
+    [event] = user_events(session.id)
+    told = Event(id=event.event_id, author="user", content=event.content)
+    fake_openai.push(
+        HttpError(429, "too many requests"),
+        Reply(
+            [
+                text_delta(json.dumps({"facts": [fact(told, "The user lives in Porto.")]})),
+                *final_chunk(prompt_tokens=412, output_tokens=37),
+            ]
+        ),
+        operations({"fact": 1, "operation": "CREATE", "reason": "Something new."}),
+    )
+
+    assert memory_job_run.apply(kwargs={"job_id": str(job_for(user, session).id)}).get() == (
+        "succeeded"
+    )
+
+    kept = BackgroundModelCall.objects.order_by("pk").values_list(
+        "app_name", "purpose", "model", "prompt_tokens", "completion_tokens"
+    )
+    model = settings.MEMORY_EXTRACTION_MODEL
+    assert list(kept) == [(APP, "memory", model, 412, 37), (APP, "memory", model, 10, 5)]
 
 
 @pytest.mark.usefixtures("lexical_only")
