@@ -49,8 +49,10 @@ class ProviderEmbedder:
 class SearchEmbedder:
     """An embedder as a search uses it: a failure of the embedding model (its server down,
     slow, or answering no vector) leaves the search to words alone (None, as the lexical
-    fallback reads it) instead of failing the turn that searches. Named as the embedder it
-    wraps, so stored vectors still match."""
+    fallback reads it) instead of failing the turn that searches, and so does a query vector
+    of another shape than the stored ones (:meth:`shape_refused`); either is kept as the
+    warning staff see once (``EmbeddingWarning``). Named as the embedder it wraps, so stored
+    vectors still match."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
@@ -61,7 +63,35 @@ class SearchEmbedder:
             return self.embedder.encode(texts)
         except ModelError as error:
             logger.warning("embeddings failed, searching by words alone: %s", error)
+            kind = "wrong_shape" if error.code == "model_invalid_output" else "failed"
+            _warning_record(kind=kind, embedder=self.name, error=str(error))
             return None
+
+    def shape_refused(self, *, stored: int, answered: int) -> None:
+        """The query's vector has ``answered`` dimensions, the stored ones ``stored``: the
+        search goes by words alone, and staff are warned."""
+        logger.warning(
+            "%s answered a vector of %s dimensions, the stored ones have %s: searching by "
+            "words alone",
+            self.name,
+            answered,
+            stored,
+        )
+        _warning_record(
+            kind="wrong_shape",
+            embedder=self.name,
+            error=(
+                f"The embedding model answered a vector of {answered} dimensions; the stored "
+                f"vectors have {stored} (run manage.py memory_embed after changing the model)."
+            ),
+        )
+
+
+def _warning_record(*, kind: str, embedder: str, error: str) -> None:
+    # Imported here: the services import this module.
+    from memory_app.services.embedding_warnings import embedding_warning_record
+
+    embedding_warning_record(kind=kind, embedder=embedder, error=error)
 
 
 def local_model_installed() -> bool:

@@ -439,3 +439,37 @@ class EmbeddingFailure(models.Model):
 
     def __str__(self) -> str:
         return f"embedding by {self.embedder} failed at {self.failed_at:%Y-%m-%d %H:%M:%S}"
+
+
+class EmbeddingWarning(models.Model):
+    """That the embedding model failed, or answered vectors of the wrong shape, while a turn
+    searched or a background task embedded: memory search went by words alone meanwhile.
+    One open warning a kind, however often it happens (``occurrences``, the last ``error``),
+    until staff acknowledge it or the embeddings work again (``closed_at``); the staff
+    console's home shows the open ones."""
+
+    class Kind(models.TextChoices):
+        FAILED = "failed", "Embeddings failed"
+        WRONG_SHAPE = "wrong_shape", "Embeddings of the wrong shape"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    embedder = models.CharField(max_length=128)
+    error = models.TextField()
+    occurrences = models.PositiveIntegerField(default=1)
+    first_at = models.DateTimeField(auto_now_add=True)
+    last_at = models.DateTimeField()
+    closed_at = models.DateTimeField(null=True, blank=True)
+    closed_how = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind"],
+                condition=models.Q(closed_at__isnull=True),
+                name="embedding_warning_open_kind",
+            )
+        ]
+        default_permissions = ("view", "change")
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} ({self.embedder})"

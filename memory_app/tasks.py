@@ -13,6 +13,12 @@ from django.conf import settings
 from core.background import task_retry
 from core.llm import ModelError
 from memory_app import services
+from memory_app.embedding import embedder_get
+from memory_app.models import EmbeddingWarning
+from memory_app.services.embedding_warnings import (
+    embedding_warning_record,
+    embedding_warnings_resolve,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +134,11 @@ def embeddings_compute(
     try:
         report = services.embeddings_compute(memory_ids=memory_ids, session_key=session_key)
     except Exception as error:
+        embedding_warning_record(
+            kind=_embedding_warning_kind(error),
+            embedder=embedder_get().name,
+            error=f"{type(error).__name__}: {error}",
+        )
         retries = self.request.retries
         if _embedding_error_transient(error) and retries < settings.MEMORY_TASK_MAX_RETRIES:
             ceiling = settings.MEMORY_JOB_RETRY_BASE_SECONDS * 2**retries
@@ -140,7 +151,18 @@ def embeddings_compute(
             memory_ids=memory_ids, session_key=session_key, attempts=retries + 1, error=error
         )
         return "failed"
+    if report.memories or report.turns:
+        embedding_warnings_resolve(embedder=embedder_get().name)
     return {"memories": report.memories, "turns": report.turns}
+
+
+def _embedding_warning_kind(error: Exception) -> str:
+    """Which warning an embedding task's error is: vectors of the wrong shape (no vector a
+    text, or vectors of several widths: numpy's ValueError), else a failure."""
+    invalid = isinstance(error, ModelError) and error.code == "model_invalid_output"
+    if invalid or isinstance(error, ValueError):
+        return EmbeddingWarning.Kind.WRONG_SHAPE
+    return EmbeddingWarning.Kind.FAILED
 
 
 @shared_task(name="memory_app.tasks.embeddings_sweep")

@@ -10,7 +10,7 @@ imports this package):
 
 - ``memories``: memories, their filters, provenance page and review actions;
 - ``jobs``: generation jobs, the chart of the last day's jobs by status, retry;
-- ``embeddings``: embedding tasks that gave up;
+- ``embeddings``: embedding tasks that gave up, and the embedding warnings;
 - ``topics``: memory topics and their few-shot examples;
 - ``actions``: what the actions share (the reason asked on a confirmation page, the report of
   what was done, the re-run of generation for sessions);
@@ -21,7 +21,7 @@ Staff views are written to the audit log of the user whose data they showed
 """
 
 from memory_app.admin.actions import ReasonForm, reason_confirmed, sessions_regenerate
-from memory_app.admin.embeddings import EmbeddingFailureAdmin
+from memory_app.admin.embeddings import EmbeddingFailureAdmin, EmbeddingWarningAdmin
 from memory_app.admin.jobs import GenerationJobAdmin, StatusChart
 from memory_app.admin.memories import (
     CONFIDENCE_RANGES,
@@ -36,6 +36,7 @@ __all__ = [
     "CONFIDENCE_RANGES",
     "ConfidenceRangeFilter",
     "EmbeddingFailureAdmin",
+    "EmbeddingWarningAdmin",
     "GenerationJobAdmin",
     "MemoryAdmin",
     "MemoryTopicAdmin",

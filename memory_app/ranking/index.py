@@ -313,7 +313,9 @@ class MemoryIndex:
         each memory's prior counting ``prior_weight`` times.
 
         The query is embedded with the index's embedder unless ``query_vector`` is given; with
-        no vector (NoEmbedder) or no memory holding one, ranking is lexical. ``expand``: the
+        no vector (NoEmbedder) or no memory holding one, ranking is lexical; so it is with a
+        query vector of another shape than the stored ones, which an embedder that takes word
+        of it (``shape_refused``, the search's) is told. ``expand``: the
         lexical query gains sub-word, related and feedback terms (:mod:`.expansion`).
         ``name_weight`` and ``speaker_weight``: added to the blended score of memories holding
         a name the query mentions, and of those said by the person of that name (see
@@ -340,7 +342,12 @@ class MemoryIndex:
             query_vector = None if encoded is None else encoded[0]
         semantic = None
         if query_vector is not None and has_vector.any():
-            semantic = self._matrix[:n] @ np.asarray(query_vector, dtype=np.float32)
+            if len(query_vector) == self._matrix.shape[1]:
+                semantic = self._matrix[:n] @ np.asarray(query_vector, dtype=np.float32)
+            elif hasattr(self.embedder, "shape_refused"):
+                self.embedder.shape_refused(
+                    stored=self._matrix.shape[1], answered=len(query_vector)
+                )
         bonus = None
         if n:
             bonus = self._name_bonus(query, name_weight=name_weight, speaker_weight=speaker_weight)

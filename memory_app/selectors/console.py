@@ -1,5 +1,5 @@
-"""Reads of the staff console: a memory's provenance and history, and generation jobs counted
-by status."""
+"""Reads of the staff console: a memory's provenance and history, generation jobs counted
+by status, and the open embedding warnings."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from datetime import datetime
 from django.db.models import Count
 
 from memory_app.models import (
+    EmbeddingWarning,
     GenerationJob,
     MemoryRevision,
     MemorySource,
@@ -42,3 +43,8 @@ def memory_job_status_counts(*, since: datetime) -> dict[str, int]:
     )
     counts.update(dict(rows))
     return counts
+
+
+def embedding_warnings_open() -> list[EmbeddingWarning]:
+    """The embedding warnings not yet acknowledged or resolved, one at most a kind."""
+    return list(EmbeddingWarning.objects.filter(closed_at__isnull=True).order_by("kind"))

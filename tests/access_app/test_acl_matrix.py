@@ -409,6 +409,8 @@ ADMIN_MODELS: dict[str, AdminModel] = {
     "memory_app.memorytopic": AdminModel(None, "topic_id"),
     # Background embedding failures: item ids and the embedder's error, no user's words.
     "memory_app.embeddingfailure": AdminModel(None),
+    # Embedding warnings: the embedder and its error, no user's words.
+    "memory_app.embeddingwarning": AdminModel(None),
     "sessions_app.sessionrecord": AdminModel(CONVERSATIONS, "session_key"),
     # An app's shared state, no user's: written only with sessions_app.change_app_state.
     "sessions_app.appstate": AdminModel(None),
