@@ -79,6 +79,7 @@ def _usage_words(usage: ModelUsage) -> str:
         words += f"; {usage.unreported:,} more, tokens not reported by the server"
     return words
 
+
 # djangorestframework-api-key's own model is not used: keys are ServiceAccountKey rows.
 if admin.site.is_registered(APIKey):
     admin.site.unregister(APIKey)

@@ -328,9 +328,7 @@ class BackgroundModelCall(models.Model):
     called_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        indexes = [
-            models.Index(fields=["app_name", "called_at"], name="background_call_app_time")
-        ]
+        indexes = [models.Index(fields=["app_name", "called_at"], name="background_call_app_time")]
 
     def __str__(self) -> str:
         return f"{self.app_name}: {self.purpose} by {self.model}"

@@ -4,28 +4,47 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory_app', '0015_job_retry_at'),
+        ("memory_app", "0015_job_retry_at"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='EmbeddingWarning',
+            name="EmbeddingWarning",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('failed', 'Embeddings failed'), ('wrong_shape', 'Embeddings of the wrong shape')], max_length=16)),
-                ('embedder', models.CharField(max_length=128)),
-                ('error', models.TextField()),
-                ('occurrences', models.PositiveIntegerField(default=1)),
-                ('first_at', models.DateTimeField(auto_now_add=True)),
-                ('last_at', models.DateTimeField()),
-                ('closed_at', models.DateTimeField(blank=True, null=True)),
-                ('closed_how', models.CharField(blank=True, max_length=200)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("failed", "Embeddings failed"),
+                            ("wrong_shape", "Embeddings of the wrong shape"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("embedder", models.CharField(max_length=128)),
+                ("error", models.TextField()),
+                ("occurrences", models.PositiveIntegerField(default=1)),
+                ("first_at", models.DateTimeField(auto_now_add=True)),
+                ("last_at", models.DateTimeField()),
+                ("closed_at", models.DateTimeField(blank=True, null=True)),
+                ("closed_how", models.CharField(blank=True, max_length=200)),
             ],
             options={
-                'default_permissions': ('view', 'change'),
-                'constraints': [models.UniqueConstraint(condition=models.Q(('closed_at__isnull', True)), fields=('kind',), name='embedding_warning_open_kind')],
+                "default_permissions": ("view", "change"),
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("closed_at__isnull", True)),
+                        fields=("kind",),
+                        name="embedding_warning_open_kind",
+                    )
+                ],
             },
         ),
     ]

@@ -265,9 +265,7 @@ def memory_job_run(*, job_id: str) -> GenerationJob:
         return GenerationJob.objects.get(pk=job_id)  # finished, or waiting for its session
     with (
         job_heartbeat(job_id=job.id),
-        background_calls_kept(
-            app_name=job.app_name, purpose=BackgroundModelCall.Purpose.MEMORY
-        ),
+        background_calls_kept(app_name=job.app_name, purpose=BackgroundModelCall.Purpose.MEMORY),
     ):
         return _job_run_started(job)
 

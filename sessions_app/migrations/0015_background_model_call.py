@@ -4,25 +4,41 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sessions_app', '0014_event_owner'),
+        ("sessions_app", "0014_event_owner"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='BackgroundModelCall',
+            name="BackgroundModelCall",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('app_name', models.CharField(max_length=128)),
-                ('purpose', models.CharField(choices=[('memory', 'Memory extraction and consolidation'), ('rederivation', 'Memories derived again'), ('summary', 'Conversation summaries')], max_length=16)),
-                ('model', models.CharField(max_length=255)),
-                ('prompt_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('completion_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('called_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("app_name", models.CharField(max_length=128)),
+                (
+                    "purpose",
+                    models.CharField(
+                        choices=[
+                            ("memory", "Memory extraction and consolidation"),
+                            ("rederivation", "Memories derived again"),
+                            ("summary", "Conversation summaries"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("model", models.CharField(max_length=255)),
+                ("prompt_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("completion_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("called_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'indexes': [models.Index(fields=['app_name', 'called_at'], name='background_call_app_time')],
+                "indexes": [
+                    models.Index(fields=["app_name", "called_at"], name="background_call_app_time")
+                ],
             },
         ),
     ]

@@ -29,7 +29,6 @@ from sessions_app.services.model_calls import background_calls_record
 from tests.agents_app.test_admin import _app_form
 from tests.chatapp.support import WAIT, chat_socket_open
 from tests.factories import StaffFactory
-from tests.memory_app.support import turn_add
 from tests.fake_openai import (
     HttpError,
     Reply,
@@ -38,6 +37,7 @@ from tests.fake_openai import (
     text_reply,
     tool_call_deltas,
 )
+from tests.memory_app.support import turn_add
 from tests.websocket_client import WebsocketClient
 
 
@@ -230,6 +230,7 @@ def test_a_probe_the_model_answers_in_words_says_so_and_keeps_what_a_turn_found(
 
     answered, unknown = _connection_test(app)
 
+    assert answered.endswith("answered: Hello there!")
     assert unknown.startswith(
         "support: The model answered in words when told to call a tool, so whether the server "
         "can stream a decision to call one is not known yet"

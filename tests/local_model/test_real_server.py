@@ -27,6 +27,7 @@ from memory_app import tasks as memory_tasks
 from memory_app.embedding import ProviderEmbedder
 from memory_app.models import GenerationJob, Memory
 from memory_app.services import memory_job_run
+from sessions_app.models import BackgroundModelCall
 from tests.agents_app.runtime.test_gemini import FAST_RETRIES, user_says
 from tests.factories import UserFactory
 from tests.local_model.conftest import CONTEXT_TOKENS, MODEL
@@ -164,6 +165,10 @@ def test_a_memory_job_extracts_and_consolidates_through_the_server(local_model):
     for memory in Memory.objects.filter(user=user):
         assert memory.text.strip()
         assert memory.embedding_model == f"openai:{MODEL}"
+    # Its structured answers come unstreamed, with the server's usage: kept for the app.
+    calls = BackgroundModelCall.objects.filter(app_name=job.app_name, purpose="memory")
+    assert calls.exists()
+    assert all(call.prompt_tokens > 0 for call in calls)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -202,6 +207,10 @@ def test_a_compaction_summary_is_bounded_by_its_setting(local_model, settings):
     summary = event.actions.compaction.compacted_content.parts[0].text
     assert summary
     assert _tokens(local_model, summary) <= settings.LLM_MAX_SUMMARY_TOKENS + 1
+    # The summary is streamed, and this server's streams carry no usage even when asked for:
+    # its call is kept as not reported, not as zero tokens.
+    call = BackgroundModelCall.objects.get(app_name="demo", purpose="summary")
+    assert (call.prompt_tokens, call.completion_tokens) == (None, None)
 
 
 async def test_a_server_killed_mid_reply_keeps_the_text_and_says_so(local_model, settings):
@@ -273,8 +282,9 @@ def test_the_model_list_does_not_say_the_context_so_the_setting_holds(local_mode
 
 @pytest.mark.django_db(transaction=True)
 def test_test_connection_answers_and_finds_the_per_token_embeddings(local_model):
-    """The console's Test connection through this server: it answers, accepts tools, and its
-    embeddings come a vector per token (no pooling), which it warns of."""
+    """The console's Test connection through this server: it answers, accepts tools but cannot
+    stream a decision to call one, and its embeddings come a vector per token (no pooling),
+    which it warns of."""
     from agents_app.runtime.models import model_connection_test
 
     agent = dataclasses.replace(agent_from_settings("demo"), provider="openai", model=MODEL)
@@ -283,6 +293,9 @@ def test_test_connection_answers_and_finds_the_per_token_embeddings(local_model)
 
     assert report.findings is not None
     assert report.findings.calls_tools is True
+    # Told to call the tool it called before, the model decides to, and its chat format
+    # (chatml-function-calling) cannot stream that decision.
+    assert report.findings.streams_tool_choice is False
     assert report.findings.embeddings_per_token is True
     assert not report.findings.embedding_error
     assert any("--pooling mean" in warning for warning in report.findings.warnings())

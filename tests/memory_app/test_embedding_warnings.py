@@ -20,7 +20,7 @@ from tests.memory_app.test_embeddings import (
     run,
 )
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("embedder")]
 
 BANNER = "Embeddings failed: memory search goes by words alone."
 
@@ -35,9 +35,9 @@ def _home(client: Client) -> str:
     return client.get("/admin/").content.decode()
 
 
-def test_searches_whose_embeddings_fail_go_by_words_and_the_console_says_so_once(user, embedder):
+def test_searches_whose_embeddings_fail_go_by_words_and_the_console_says_so_once(user, fake_openai):
     tea, _lyon = _embedded(user, "The user likes green tea.", "The user lives in Lyon.")
-    embedder.push_embedding(HttpError(503, "loading model"), HttpError(503, "loading model"))
+    fake_openai.push_embedding(HttpError(503, "loading model"), HttpError(503, "loading model"))
 
     for _search in range(2):
         found = selectors.memory_search(app_name="chat", user_pk=user.pk, query="green tea")
@@ -60,12 +60,12 @@ def test_searches_whose_embeddings_fail_go_by_words_and_the_console_says_so_once
     assert BANNER not in _home(staff)
     warning.refresh_from_db()
     assert warning.closed_how == "Acknowledged by ines"
-    embedder.push_embedding(HttpError(503, "loading model"))
+    fake_openai.push_embedding(HttpError(503, "loading model"))
     selectors.memory_search(app_name="chat", user_pk=user.pk, query="green tea")
     assert _home(staff).count(BANNER) == 1
 
 
-def test_a_query_vector_of_another_shape_goes_by_words_and_warns(user, embedder):
+def test_a_query_vector_of_another_shape_goes_by_words_and_warns(user, fake_openai):
     """Vectors stored by the same model name with another width (the server's model changed
     under its name): comparing them failed every turn with numpy's "matmul" error."""
     tea, lyon = _embedded(user, "The user likes green tea.", "The user lives in Lyon.")
@@ -84,9 +84,9 @@ def test_a_query_vector_of_another_shape_goes_by_words_and_warns(user, embedder)
     assert _home(staff).count("Embeddings of the wrong shape: memory search goes by words") == 1
 
 
-def test_a_background_embedding_that_fails_warns_until_one_succeeds(user, embedder):
+def test_a_background_embedding_that_fails_warns_until_one_succeeds(user, fake_openai):
     memory = memory_make(user=user, text="The user grows tomatoes.")
-    embedder.push_embedding(HttpError(404, "model 'nomic-embed-text' not found"))
+    fake_openai.push_embedding(HttpError(404, "model 'nomic-embed-text' not found"))
 
     assert run(memory_ids=[str(memory.pk)]) == "failed"
 
@@ -99,9 +99,9 @@ def test_a_background_embedding_that_fails_warns_until_one_succeeds(user, embedd
     assert warning.closed_how == "Embeddings worked again"
 
 
-def test_staff_without_the_permission_see_no_warning(user, embedder):
+def test_staff_without_the_permission_see_no_warning(user, fake_openai):
     _embedded(user, "The user likes green tea.")
-    embedder.push_embedding(HttpError(503, "loading model"))
+    fake_openai.push_embedding(HttpError(503, "loading model"))
     selectors.memory_search(app_name="chat", user_pk=user.pk, query="green tea")
     staff = Client()
     staff.force_login(StaffFactory())
