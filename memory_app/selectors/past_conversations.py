@@ -6,9 +6,10 @@ holds them now: not rewound, in a chat that is not temporary. The database is th
 full-text index (sessions_app migrations 0008, 0012 and 0013, through
 :func:`sessions_app.selectors.search.turn_windows`) finds the turns holding a word of the query
 or of the words the query relates to, each word its most recent ``CANDIDATES_PER_WORD``
-matches, and reads them with the turns around them, in one statement. Only those are ranked
-here, in a :class:`~memory_app.ranking.MemoryIndex` made for the search and dropped after it,
-as memories are ranked (BM25 with stemming and query expansion, names and speakers,
+matches, and reads the ``WINDOWED_PER_WORD`` newest of them with the turns around them, in one
+statement (the older ones alone). Only those are ranked here, in a
+:class:`~memory_app.ranking.MemoryIndex` made for the search and dropped after it, as memories
+are ranked (BM25 with stemming and query expansion, names and speakers,
 neighbouring turns, priors), and each turn also by the question it answers when the turn
 before it (the assistant's reply, or another speaker's turn) ends with one. BM25's document
 frequencies are those of the turns read, exact for every word whose matches are all there;
@@ -61,11 +62,15 @@ PRIOR_WEIGHT = 0.1
 QUESTION_WEIGHT = 0.3
 # The database's candidates (docs/benchmarks.md, "Past conversations searched by the
 # database"): each word of the query, then each word it relates to, up to CANDIDATE_WORDS
-# words, brings its CANDIDATES_PER_WORD most recent matching events, each with the events
-# from WINDOW_BEFORE before it to WINDOW_AFTER after it (the question it answers, its
-# neighbours, in a person's chat or a transcript of two speakers).
+# words, brings its CANDIDATES_PER_WORD most recent matching events, the WINDOWED_PER_WORD
+# newest of them each with the events from WINDOW_BEFORE before it to WINDOW_AFTER after it
+# (the question it answers, its neighbours, in a person's chat or a transcript of two
+# speakers), the older ones alone: an answer spread over old chats keeps its older turns
+# against the newest matches of a common word, at a third of the rows a windowed match costs
+# (docs/benchmarks.md, "Multi-hop: how many candidates a word brings").
 CANDIDATE_WORDS = 10
-CANDIDATES_PER_WORD = 20
+CANDIDATES_PER_WORD = 50
+WINDOWED_PER_WORD = 20
 WINDOW_BEFORE = 1
 WINDOW_AFTER = 1
 # Where PostgreSQL has pgvector, the person's turns nearest the query through the HNSW index of
@@ -301,6 +306,7 @@ def past_conversations_search(
         per_word=CANDIDATES_PER_WORD,
         before=WINDOW_BEFORE,
         after=WINDOW_AFTER,
+        windowed=WINDOWED_PER_WORD,
         session_key=session_id,
     )
     rows, query_vector = windows.rows, None

@@ -158,11 +158,13 @@ _PG_NEWEST = (
     "WHERE event.user_id = %(user)s AND event.app_name = %(app)s AND event.content IS NOT NULL "
     "ORDER BY event.timestamp DESC, event.id DESC LIMIT %(recent)s) AS newest "
     "WHERE {newest_kept} AND newest.search_vector @@ to_tsquery('simple', %(any_word)s)), "
-    "first_step AS MATERIALIZED (SELECT words.number, found.id FROM words CROSS JOIN LATERAL ("
-    "SELECT recent.id FROM recent WHERE recent.search_vector @@ words.plain "
+    "first_step AS MATERIALIZED (SELECT words.number, found.id, found.timestamp FROM words "
+    "CROSS JOIN LATERAL (SELECT recent.id, recent.timestamp FROM recent "
+    "WHERE recent.search_vector @@ words.plain "
     "ORDER BY recent.timestamp DESC, recent.id DESC LIMIT %(per_word)s) AS found), "
-    "second_step AS (SELECT found.id FROM words CROSS JOIN LATERAL ("
-    "SELECT matched.id FROM (SELECT event.id, event.timestamp "
+    "second_step AS (SELECT words.number, found.id, found.timestamp FROM words "
+    "CROSS JOIN LATERAL (SELECT matched.id, matched.timestamp "
+    "FROM (SELECT event.id, event.timestamp "
     "FROM sessions_app_eventrecord AS event "
     "WHERE sessions_app_owner_words(event.user_id, event.search_vector) @@ words.owned "
     "AND event.search_vector @@ words.plain AND event.user_id = %(user)s "
@@ -171,7 +173,10 @@ _PG_NEWEST = (
     "ORDER BY matched.timestamp DESC, matched.id DESC LIMIT %(per_word)s) AS found "
     "WHERE (SELECT count(*) FROM first_step WHERE first_step.number = words.number) "
     "< %(per_word)s), "
-    "newest AS (SELECT id FROM first_step UNION SELECT id FROM second_step)"
+    "newest AS (SELECT placed.id, min(placed.place) AS place FROM (SELECT step.id, "
+    "row_number() OVER (PARTITION BY step.number ORDER BY step.timestamp DESC, step.id DESC) "
+    "AS place FROM (SELECT * FROM first_step UNION SELECT * FROM second_step) AS step) "
+    "AS placed GROUP BY placed.id)"
 )
 
 
@@ -190,7 +195,9 @@ def _pg_newest(
     searched_from: str | None = None,
 ) -> tuple[str, dict[str, object]]:
     """The CTEs ending with ``newest``: the ids of the user's ``per_word`` newest events of
-    the app holding each of ``queries`` (``to_tsquery`` texts), and their named parameters.
+    the app holding each of ``queries`` (``to_tsquery`` texts), each with its ``place``, the
+    best of its ranks (1 for a word's newest match) among the matches of a word, and their
+    named parameters.
     Compaction summaries (author ``system``) are among them only with ``summaries``; the
     chat ``searched_from`` never is.
 
@@ -292,11 +299,13 @@ def chats_search(*, user_pk: int, app_name: str, query: str) -> list[SearchHit]:
 
 
 _PG_MATCHES = (
-    "SELECT event.session_id, event.sequence FROM newest "
+    "SELECT event.session_id, event.sequence, newest.place FROM newest "
     "JOIN sessions_app_eventrecord AS event ON event.id = newest.id"
 )
 _SQLITE_WORD_MATCHES = (
-    "SELECT event.session_id, event.sequence FROM sessions_app_event_search AS found "
+    "SELECT event.session_id, event.sequence, "
+    "row_number() OVER (ORDER BY event.timestamp DESC, event.id DESC) AS place "
+    "FROM sessions_app_event_search AS found "
     "JOIN sessions_app_eventrecord AS event ON event.id = found.rowid "
     'JOIN sessions_app_sessionrecord AS session ON session."key" = event.session_id '
     "WHERE sessions_app_event_search MATCH %s "
@@ -308,7 +317,7 @@ _SQLITE_WORD_MATCHES = (
 _TURN_WINDOWS = (
     "WITH {ctes}found AS ({matches}), shift(step) AS (VALUES {steps}), "
     "spots AS (SELECT DISTINCT found.session_id, found.sequence + shift.step AS sequence "
-    "FROM found CROSS JOIN shift) "
+    "FROM found CROSS JOIN shift WHERE shift.step = 0 OR found.place <= {windowed}) "
     "SELECT event.id, event.session_id, event.sequence, event.timestamp, event.author, "
     "{content}, {metadata}, "
     "(SELECT coalesce(sum(session.last_sequence), 0) FROM sessions_app_sessionrecord AS session "
@@ -346,6 +355,7 @@ def turn_windows(
     per_word: int,
     before: int,
     after: int,
+    windowed: int | None = None,
     session_key: str | None = None,
 ) -> TurnWindows:
     """The user's events of the app around those holding one of ``words`` (each word as its
@@ -354,7 +364,9 @@ def turn_windows(
 
     Each word brings its ``per_word`` most recent matching events, so a rare word's matches are
     all there and a common one's bounded; each match brings the events from ``before`` before
-    it to ``after`` after it in its chat (what it answers, its neighbours). Only the text events
+    it to ``after`` after it in its chat (what it answers, its neighbours); with ``windowed``,
+    only a word's ``windowed`` newest matches do, the older ones up to ``per_word`` come alone
+    (an old match is found for its own words at a third of the rows). Only the text events
     of the user's chats of the app as they stand are read: not temporary, not the chat
     ``session_key`` (the one searched from), not rewound, not compaction summaries. What is read
     grows with the words and ``per_word``, never with the history.
@@ -366,6 +378,7 @@ def turn_windows(
     if not words:
         return TurnWindows(rows=[], events=0)
     steps = ", ".join(f"({step})" for step in range(-before, after + 1))
+    windowed = per_word if windowed is None else windowed
     params: list[object] | dict[str, object]
     if connection.vendor == "postgresql":
         newest, params = _pg_newest(
@@ -380,17 +393,19 @@ def turn_windows(
             ctes=f"{newest}, ",
             matches=_PG_MATCHES,
             steps=steps,
+            windowed="%(windowed)s",
             content="event.content::text",
             metadata="event.custom_metadata::text",
             user="%(user)s",
             app="%(app)s",
         )
+        params["windowed"] = windowed
         fetched = _pg_rows(sql, params)
     else:
         params = []
         for forms in words:
             params += [_word_match(forms, "sqlite"), user_pk, app_name, session_key or "", per_word]
-        params += [user_pk, app_name]
+        params += [windowed, user_pk, app_name]
         sql = _TURN_WINDOWS.format(
             ctes="",
             matches=" UNION ALL ".join(
@@ -398,6 +413,7 @@ def turn_windows(
                 for number in range(len(words))
             ),
             steps=steps,
+            windowed="%s",
             content="event.content",
             metadata="event.custom_metadata",
             user="%s",
