@@ -289,3 +289,34 @@ def test_a_word_the_parser_splits_is_found_by_either_step(monkeypatch, user, rec
         user_pk=user.pk, app_name=APP, words=[("piano_duet",)], per_word=5, before=0, after=0
     )
     assert [row[5]["parts"][0]["text"] for row in windows.rows] == ["The piano_duet went well"]
+
+
+@pytest.mark.parametrize("recent_events", [0, 1000])
+def test_only_a_words_newest_matches_bring_the_turns_around_them(monkeypatch, user, recent_events):
+    """With ``windowed``, a word's older matches up to ``per_word`` come without their
+    neighbours (on PostgreSQL from either step: among the newest events or all of them)."""
+    monkeypatch.setattr(search, "RECENT_EVENTS", recent_events)
+    session = _session(user, "Lessons")
+    for number in (1, 2, 3):
+        _turn(session, f"Piano lesson {number}", reply=f"Well played, {number}.")
+
+    def texts(**kwargs):
+        windows = search.turn_windows(
+            user_pk=user.pk, app_name=APP, words=[("piano",)], before=1, after=1, **kwargs
+        )
+        return [row[5]["parts"][0]["text"] for row in windows.rows]
+
+    assert texts(per_word=3, windowed=1) == [
+        "Piano lesson 1",
+        "Piano lesson 2",
+        "Well played, 2.",
+        "Piano lesson 3",
+        "Well played, 3.",
+    ]
+    assert texts(per_word=2, windowed=1) == [
+        "Piano lesson 2",
+        "Well played, 2.",
+        "Piano lesson 3",
+        "Well played, 3.",
+    ]
+    assert len(texts(per_word=3)) == 6
