@@ -69,8 +69,8 @@ QUESTION_WEIGHT = 0.3
 # against the newest matches of a common word, at a third of the rows a windowed match costs
 # (docs/benchmarks.md, "Multi-hop: how many candidates a word brings").
 CANDIDATE_WORDS = 10
-CANDIDATES_PER_WORD = 50
-WINDOWED_PER_WORD = 20
+CANDIDATES_PER_WORD = 60
+WINDOWED_PER_WORD = 15
 WINDOW_BEFORE = 1
 WINDOW_AFTER = 1
 # Where PostgreSQL has pgvector, the person's turns nearest the query through the HNSW index of
