@@ -172,7 +172,7 @@ _PG_NEWEST = (
     "OFFSET 0) AS matched "
     "ORDER BY matched.timestamp DESC, matched.id DESC LIMIT %(per_word)s) AS found "
     "WHERE (SELECT count(*) FROM first_step WHERE first_step.number = words.number) "
-    "< %(per_word)s), "
+    "< %(exact)s), "
     "newest AS (SELECT placed.id, min(placed.place) AS place FROM (SELECT step.id, "
     "row_number() OVER (PARTITION BY step.number ORDER BY step.timestamp DESC, step.id DESC) "
     "AS place FROM (SELECT * FROM first_step UNION SELECT * FROM second_step) AS step) "
@@ -193,13 +193,17 @@ def _pg_newest(
     per_word: int,
     summaries: bool,
     searched_from: str | None = None,
+    exact: int | None = None,
 ) -> tuple[str, dict[str, object]]:
     """The CTEs ending with ``newest``: the ids of the user's ``per_word`` newest events of
     the app holding each of ``queries`` (``to_tsquery`` texts), each with its ``place``, the
     best of its ranks (1 for a word's newest match) among the matches of a word, and their
     named parameters.
     Compaction summaries (author ``system``) are among them only with ``summaries``; the
-    chat ``searched_from`` never is.
+    chat ``searched_from`` never is. ``exact`` (default ``per_word``): how many of a word's
+    newest matches must be its newest in the whole history; a word the newest events hold
+    that often takes the rest of its ``per_word`` from them too, without reading all of its
+    matches through the second step (a search's time grows with those reads).
 
     The statement is the same whatever the number of words, so it is planned once per search
     (the second step's ``OFFSET 0`` keeps the planner from walking a user's whole history
@@ -216,6 +220,7 @@ def _pg_newest(
         "any_word": " | ".join(f"({query})" for query in queries),
         "recent": RECENT_EVENTS,
         "per_word": per_word,
+        "exact": per_word if exact is None else min(exact, per_word),
     }
     return sql, params
 
@@ -366,7 +371,10 @@ def turn_windows(
     all there and a common one's bounded; each match brings the events from ``before`` before
     it to ``after`` after it in its chat (what it answers, its neighbours); with ``windowed``,
     only a word's ``windowed`` newest matches do, the older ones up to ``per_word`` come alone
-    (an old match is found for its own words at a third of the rows). Only the text events
+    (an old match is found for its own words at a third of the rows). On PostgreSQL a word
+    that the person's newest events hold ``windowed`` times takes its older matches from
+    those events alone (``_pg_newest``'s ``exact``): its newest matches, the ones read with
+    their neighbours, are exact either way. Only the text events
     of the user's chats of the app as they stand are read: not temporary, not the chat
     ``session_key`` (the one searched from), not rewound, not compaction summaries. What is read
     grows with the words and ``per_word``, never with the history.
@@ -388,6 +396,7 @@ def turn_windows(
             per_word=per_word,
             summaries=False,
             searched_from=session_key,
+            exact=windowed,
         )
         sql = _TURN_WINDOWS.format(
             ctes=f"{newest}, ",

@@ -320,3 +320,25 @@ def test_only_a_words_newest_matches_bring_the_turns_around_them(monkeypatch, us
         "Well played, 3.",
     ]
     assert len(texts(per_word=3)) == 6
+
+
+@pytest.mark.skipif(settings.USING_SQLITE, reason="PostgreSQL's two steps; SQLite has FTS5")
+def test_a_word_common_among_the_newest_events_takes_its_older_matches_from_them(
+    monkeypatch, user
+):
+    """A word the newest events hold ``windowed`` times has its windowed matches there, exact,
+    and its older ones come from those events too, not from reading all its matches; a rarer
+    word's come from the whole history."""
+    monkeypatch.setattr(search, "RECENT_EVENTS", 4)  # lesson 2 and 3 with their replies
+    session = _session(user, "Lessons")
+    for number in (1, 2, 3):
+        _turn(session, f"Piano lesson {number}", reply=f"Well played, {number}.")
+
+    def texts(**kwargs):
+        windows = search.turn_windows(
+            user_pk=user.pk, app_name=APP, words=[("piano",)], before=1, after=1, **kwargs
+        )
+        return [row[5]["parts"][0]["text"] for row in windows.rows if row[4] == "user"]
+
+    assert texts(per_word=3, windowed=2) == ["Piano lesson 2", "Piano lesson 3"]
+    assert texts(per_word=3, windowed=3) == ["Piano lesson 1", "Piano lesson 2", "Piano lesson 3"]
