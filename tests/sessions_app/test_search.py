@@ -323,9 +323,7 @@ def test_only_a_words_newest_matches_bring_the_turns_around_them(monkeypatch, us
 
 
 @pytest.mark.skipif(settings.USING_SQLITE, reason="PostgreSQL's two steps; SQLite has FTS5")
-def test_a_word_common_among_the_newest_events_takes_its_older_matches_from_them(
-    monkeypatch, user
-):
+def test_a_word_common_among_the_newest_events_takes_its_older_matches_from_them(monkeypatch, user):
     """A word the newest events hold ``windowed`` times has its windowed matches there, exact,
     and its older ones come from those events too, not from reading all its matches; a rarer
     word's come from the whole history."""
