@@ -67,7 +67,10 @@ QUESTION_WEIGHT = 0.3
 # (the question it answers, its neighbours, in a person's chat or a transcript of two
 # speakers), the older ones alone: an answer spread over old chats keeps its older turns
 # against the newest matches of a common word, at a third of the rows a windowed match costs
-# (docs/benchmarks.md, "Multi-hop: how many candidates a word brings").
+# (docs/benchmarks.md, "Multi-hop: how many candidates a word brings"). On PostgreSQL the words
+# a query relates to are looked for among the person's newest events alone (``turn_windows``'s
+# ``related_from``): an expansion reaching years back read all of a common word's matches, the
+# slowest searches' time, and what was said long ago is what memories keep.
 CANDIDATE_WORDS = 10
 CANDIDATES_PER_WORD = 60
 WINDOWED_PER_WORD = 15
@@ -155,17 +158,17 @@ def _question_asked(text: str) -> str:
     return sentences[-1] if sentences and sentences[-1].endswith("?") else ""
 
 
-def _candidate_words(query: str) -> list[tuple[str, ...]]:
+def _candidate_words(query: str) -> tuple[list[tuple[str, ...]], int]:
     """The words the database is asked for, each as its forms (the word and its stem, which
     match the words starting with them): the query's own words, then those it relates to
-    (``words_related``), at most ``CANDIDATE_WORDS``."""
+    (``words_related``), at most ``CANDIDATE_WORDS``; and how many are the query's own."""
     own = list(dict.fromkeys(tokenize(query, stemming=False)))
     related = words_related(stem(word) for word in own)
     words = []
     for word in [*own, *related][:CANDIDATE_WORDS]:
         forms = dict.fromkeys([word, stem(word)])
         words.append(tuple(form for form in forms if form))
-    return words
+    return words, min(len(own), CANDIDATE_WORDS)
 
 
 def _semantic_vectors(
@@ -299,10 +302,12 @@ def past_conversations_search(
         return []
     if not choices_read and not past_conversations_allowed(user_pk=user_pk, session_id=session_id):
         return []
+    words, own_words = _candidate_words(query)
     windows = turn_windows(
         user_pk=user_pk,
         app_name=app_name,
-        words=_candidate_words(query),
+        words=words,
+        related_from=own_words,
         per_word=CANDIDATES_PER_WORD,
         before=WINDOW_BEFORE,
         after=WINDOW_AFTER,

@@ -171,7 +171,8 @@ _PG_NEWEST = (
     "AND event.app_name = %(app)s AND event.content IS NOT NULL AND {event_kept} "
     "OFFSET 0) AS matched "
     "ORDER BY matched.timestamp DESC, matched.id DESC LIMIT %(per_word)s) AS found "
-    "WHERE (SELECT count(*) FROM first_step WHERE first_step.number = words.number) "
+    "WHERE words.number <= %(reaching_back)s "
+    "AND (SELECT count(*) FROM first_step WHERE first_step.number = words.number) "
     "< %(exact)s), "
     "newest AS (SELECT placed.id, min(placed.place) AS place FROM (SELECT step.id, "
     "row_number() OVER (PARTITION BY step.number ORDER BY step.timestamp DESC, step.id DESC) "
@@ -194,6 +195,7 @@ def _pg_newest(
     summaries: bool,
     searched_from: str | None = None,
     exact: int | None = None,
+    reaching_back: int | None = None,
 ) -> tuple[str, dict[str, object]]:
     """The CTEs ending with ``newest``: the ids of the user's ``per_word`` newest events of
     the app holding each of ``queries`` (``to_tsquery`` texts), each with its ``place``, the
@@ -204,6 +206,9 @@ def _pg_newest(
     newest matches must be its newest in the whole history; a word the newest events hold
     that often takes the rest of its ``per_word`` from them too, without reading all of its
     matches through the second step (a search's time grows with those reads).
+    ``reaching_back`` (default all): only the first that many of ``queries`` are looked for
+    beyond the newest events; the others (words a query relates to, not its own) among the
+    newest alone.
 
     The statement is the same whatever the number of words, so it is planned once per search
     (the second step's ``OFFSET 0`` keeps the planner from walking a user's whole history
@@ -221,6 +226,7 @@ def _pg_newest(
         "recent": RECENT_EVENTS,
         "per_word": per_word,
         "exact": per_word if exact is None else min(exact, per_word),
+        "reaching_back": len(queries) if reaching_back is None else reaching_back,
     }
     return sql, params
 
@@ -362,6 +368,7 @@ def turn_windows(
     after: int,
     windowed: int | None = None,
     session_key: str | None = None,
+    related_from: int | None = None,
 ) -> TurnWindows:
     """The user's events of the app around those holding one of ``words`` (each word as its
     forms, any of which matches the words starting with it), in one statement through the
@@ -374,7 +381,9 @@ def turn_windows(
     (an old match is found for its own words at a third of the rows). On PostgreSQL a word
     that the person's newest events hold ``windowed`` times takes its older matches from
     those events alone (``_pg_newest``'s ``exact``): its newest matches, the ones read with
-    their neighbours, are exact either way. Only the text events
+    their neighbours, are exact either way; and the words from ``related_from`` on (those a
+    query relates to, after its own) are looked for among those newest events alone, so that
+    an expansion never makes a search read all of a word's matches. Only the text events
     of the user's chats of the app as they stand are read: not temporary, not the chat
     ``session_key`` (the one searched from), not rewound, not compaction summaries. What is read
     grows with the words and ``per_word``, never with the history.
@@ -397,6 +406,7 @@ def turn_windows(
             summaries=False,
             searched_from=session_key,
             exact=windowed,
+            reaching_back=related_from,
         )
         sql = _TURN_WINDOWS.format(
             ctes=f"{newest}, ",

@@ -340,3 +340,31 @@ def test_a_word_common_among_the_newest_events_takes_its_older_matches_from_them
 
     assert texts(per_word=3, windowed=2) == ["Piano lesson 2", "Piano lesson 3"]
     assert texts(per_word=3, windowed=3) == ["Piano lesson 1", "Piano lesson 2", "Piano lesson 3"]
+
+
+@pytest.mark.skipif(settings.USING_SQLITE, reason="PostgreSQL's two steps; SQLite has FTS5")
+def test_a_related_word_is_looked_for_among_the_newest_events_alone(monkeypatch, user):
+    """The words a query relates to (from ``related_from`` on) never make a search read all of
+    their matches: an old turn holding one is not read, one holding the query's own word is."""
+    monkeypatch.setattr(search, "RECENT_EVENTS", 2)  # the newest turn and its reply
+    session = _session(user, "Food")
+    _turn(session, "I am allergic to peanuts", reply="Noted.")
+    _turn(session, "My piano teacher brings a snack", reply="Nice.")
+    _turn(session, "Any lunch idea?", reply="Soup.")
+
+    def texts(**kwargs):
+        windows = search.turn_windows(
+            user_pk=user.pk,
+            app_name=APP,
+            words=[("piano",), ("allergic",)],
+            per_word=5,
+            before=0,
+            after=0,
+            **kwargs,
+        )
+        return [row[5]["parts"][0]["text"] for row in windows.rows]
+
+    both = ["I am allergic to peanuts", "My piano teacher brings a snack"]
+    assert texts() == both
+    assert texts(related_from=1) == ["My piano teacher brings a snack"]
+    assert texts(related_from=2) == both
