@@ -22,6 +22,14 @@ class AccessScope(models.TextChoices):
     CONVERSATIONS = "conversations", "My conversations"
 
 
+REVIEWERS_GROUP = "Memory reviewers"
+ADMINS_GROUP = "Memory admins"
+KEY_MANAGERS_GROUP = "Key managers"
+# The staff roles, each a group, by their short names (as `manage.py staff_user_create --role`
+# takes them).
+ROLES = {"reviewer": REVIEWERS_GROUP, "admin": ADMINS_GROUP, "keys": KEY_MANAGERS_GROUP}
+
+
 class AuditAction(models.TextChoices):
     VIEW = "view", "Viewed"
     CHANGE = "change", "Changed"

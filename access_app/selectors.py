@@ -25,6 +25,7 @@ from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
 
 from access_app.models import (
+    ROLES,
     AccessGrant,
     AccessScope,
     AccountName,
@@ -261,38 +262,31 @@ def signin_state_read(*, user_pk: int, session_key: str) -> StoreRead:
 
 @dataclass(frozen=True)
 class ConsoleSection:
-    """A part of the staff console, the permission that shows it, who holds that, and the
+    """A part of the staff console, the permission that shows it, and the
     ``staff_user_create --role`` that gives it ("" when only superusers hold it)."""
 
     label: str
     permission: str
-    holders: str
     role: str = ""
+
+    @property
+    def holders(self) -> str:
+        """Who holds the permission: the role's group, or superusers alone."""
+        return ROLES[self.role] if self.role else "superusers"
 
 
 CONSOLE_SECTIONS = (
     ConsoleSection(
-        "Apps, their end users and the service API's requests",
-        "agents_app.view_app",
-        "Memory admins",
-        "admin",
+        "Apps, their end users and the service API's requests", "agents_app.view_app", "admin"
     ),
     ConsoleSection(
         "Making service accounts and issuing or revoking their API keys",
         "agents_app.add_serviceaccountkey",
-        "Key managers",
         "keys",
     ),
-    ConsoleSection(
-        "Periodic tasks", "django_celery_beat.view_periodictask", "Memory admins", "admin"
-    ),
-    ConsoleSection(
-        "The audit log and access grants",
-        "access_app.view_auditlogentry",
-        "Memory admins",
-        "admin",
-    ),
-    ConsoleSection("Staff accounts and groups", "auth.view_user", "superusers"),
+    ConsoleSection("Periodic tasks", "django_celery_beat.view_periodictask", "admin"),
+    ConsoleSection("The audit log and access grants", "access_app.view_auditlogentry", "admin"),
+    ConsoleSection("Staff accounts and groups", "auth.view_user"),
 )
 
 

@@ -22,6 +22,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from access_app.models import (
+    ADMINS_GROUP,
+    KEY_MANAGERS_GROUP,
+    REVIEWERS_GROUP,
+    ROLES,
     AccessGrant,
     AccessScope,
     AccountName,
@@ -34,11 +38,6 @@ from access_app.selectors import username_skeleton
 
 GRANT_MAX_DAYS = 90
 
-REVIEWERS_GROUP = "Memory reviewers"
-ADMINS_GROUP = "Memory admins"
-KEY_MANAGERS_GROUP = "Key managers"
-# The roles by their short names (as `manage.py staff_user_create --role` takes them).
-ROLES = {"reviewer": REVIEWERS_GROUP, "admin": ADMINS_GROUP, "keys": KEY_MANAGERS_GROUP}
 
 # (app_label, codename) pairs; a reviewer reads memories and their provenance, including the
 # conversation turns they came from, and decides on quarantined memories.
