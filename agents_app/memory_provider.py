@@ -33,7 +33,8 @@ LOAD_MEMORY_LIMIT = 5
 PAST_CONVERSATIONS_LIMIT = 5
 CREATE_MEMORY_MAX_CHARS = 1000
 # (session id, index versions) that ``permissions`` read for the turn under way, taken once
-# by the preload that follows it in the same task, so the turn reads the versions once.
+# by the preload that follows it in the same task: a user whose version is still 0 never had a
+# memory, and the preload searches nothing for them.
 _turn_index_versions: ContextVar[tuple[str, tuple] | None] = ContextVar(
     "turn_index_versions", default=None
 )
@@ -201,7 +202,6 @@ async def _search(
     query: str,
     limit: int,
     sources: bool = True,
-    index_versions: tuple | None = None,
 ) -> list[MemorySnippet]:
     user_pk = user_pk_from_id(user_id)
     if user_pk is None:
@@ -214,7 +214,6 @@ async def _search(
         session_key=_turn_session_key(app_name=app_name, user_id=user_id, session_id=session_id),
         limit=limit,
         sources=sources,
-        index_versions=index_versions,
     )
     return results
 
@@ -503,7 +502,6 @@ class DjangoMemoryProvider:
             query=query,
             limit=limit,
             sources=False,
-            index_versions=versions,
         )
 
     async def preload_past(

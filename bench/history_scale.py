@@ -20,6 +20,8 @@ at once, as two web processes of a deployment both meeting the person), fresh pr
 - ``search cold``: the first past-conversation search of the person in that process;
 - ``search warm``: p50 / p95 of the next ``--searches``;
 - ``rows read``: the rows the database search handed back per search (mean);
+- ``memory search``: the same for a search of the person's memories (the first of the
+  process, then p50 / p95), and the memories it read;
 - ``turn cold`` / ``turn warm``: a chat turn's time before the model (``bench.turn_overhead``:
   the runner as the chat consumer calls it, a stub model answering at once, its time
   subtracted), the first of the process and the p50 of the next;
@@ -229,14 +231,17 @@ def fill(args: argparse.Namespace, url: str) -> dict[str, int]:
                 database.commit()
                 bar.update(task, advance=2 * turns, description=username)
         loading.indexes_restore([database], report=lambda message: print(message, file=sys.stderr))
+    database.commit()
+    database.autocommit = True  # VACUUM runs outside a transaction
     with database.cursor() as cursor:
-        cursor.execute("ANALYZE")
+        # As autovacuum would soon after such a load: the visibility map it sets is what lets
+        # a count of a person's memories read their index alone.
+        cursor.execute("VACUUM (ANALYZE)")
         cursor.execute(
             f"SELECT username, id FROM {tables.users} WHERE username LIKE %s",
             [f"{SUBJECT_PREFIX}%"],
         )
         subjects = dict(cursor.fetchall())
-    database.commit()
     database.close()
     return subjects
 
@@ -263,6 +268,25 @@ def _counted_search(user_pk: int, query: str, rows: list[int]) -> float:
         return (time.perf_counter() - started) * 1000
     finally:
         past_conversations.turn_windows = windows_read
+
+
+def _memory_search(user_pk: int, query: str, rows: list[int]) -> float:
+    from memory_app.selectors import search
+
+    candidates_read = search.memory_candidates
+
+    def counted(**kwargs: Any) -> Any:
+        found = candidates_read(**kwargs)
+        rows.append(len(found.rows))
+        return found
+
+    search.memory_candidates = counted
+    try:
+        started = time.perf_counter()
+        search.memory_search(app_name=APP_NAME, user_pk=user_pk, query=query, limit=5)
+        return (time.perf_counter() - started) * 1000
+    finally:
+        search.memory_candidates = candidates_read
 
 
 def _turns(user_pk: int, texts: list[str]) -> list[float]:
@@ -336,11 +360,18 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["kind"] == "search":
         cold = _counted_search(user_pk, texts[0], rows)
         warm = sorted(_counted_search(user_pk, text, rows) for text in texts[1:])
+        memory_rows: list[int] = []
+        memory_cold = _memory_search(user_pk, texts[0], memory_rows)
+        memory_warm = sorted(_memory_search(user_pk, text, memory_rows) for text in texts[1:])
         return {
             "search_cold_ms": cold,
             "search_p50_ms": warm[len(warm) // 2],
             "search_p95_ms": warm[max(0, -(-95 * len(warm) // 100) - 1)],
             "rows_mean": statistics.fmean(rows),
+            "memory_search_cold_ms": memory_cold,
+            "memory_search_p50_ms": memory_warm[len(memory_warm) // 2],
+            "memory_search_p95_ms": memory_warm[max(0, -(-95 * len(memory_warm) // 100) - 1)],
+            "memory_rows_mean": statistics.fmean(memory_rows),
             "rss_start_mb": started_rss,
             "rss_ready_mb": ready_rss,
             "rss_mb": rss_mb(),
@@ -382,13 +413,23 @@ def _joined(values: list[float], unit: str) -> str:
     return " / ".join(f"{value:,.1f}" for value in values) + f" {unit}"
 
 
+def _memory_cells(searches: list[dict[str, Any]]) -> str:
+    if "memory_search_cold_ms" not in searches[0]:
+        return "-"
+    first = " / ".join(f"{s['memory_search_cold_ms']:.1f}" for s in searches)
+    p50 = statistics.fmean(s["memory_search_p50_ms"] for s in searches)
+    p95 = statistics.fmean(s["memory_search_p95_ms"] for s in searches)
+    return f"{first} / {p50:.1f} / {p95:.1f} ms"
+
+
 def table_lines(results: dict[str, Any]) -> list[str]:
     """The figures as a Markdown table, one row per subject and process count (per process:
     values joined by " / ")."""
     lines = [
         "| past turns | processes | search cold | search warm p50 / p95 | rows read a search"
+        " | memory search first / warm p50 / p95 | memories read a search"
         " | turn before model, cold | turn warm p50 | process RSS after searches | RSS growth |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["subjects"]:
         searches, turns = row["search"], row["turn"]
@@ -401,6 +442,8 @@ def table_lines(results: dict[str, Any]) -> list[str]:
             _joined([s["search_cold_ms"] for s in searches], "ms"),
             f"{p50:.1f} / {p95:.1f} ms",
             f"{rows_read:.0f}",
+            _memory_cells(searches),
+            f"{statistics.fmean(s.get('memory_rows_mean', 0) for s in searches):.0f}",
             _joined([t["turn_cold_ms"] for t in turns], "ms"),
             _joined([t["turn_p50_ms"] for t in turns], "ms"),
             _joined([s["rss_mb"] for s in searches], "MB"),
@@ -416,14 +459,15 @@ def table_lines(results: dict[str, Any]) -> list[str]:
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
-    """Four panels against the subject's past turns: search (cold, warm p50/p95), turn before
-    the model (cold, warm), rows read a search, process RSS; one line per process count."""
+    """Five panels against the subject's past turns: past-conversation search (cold, warm
+    p50/p95), memory search (the same), turn before the model (cold, warm), rows read a
+    search, process RSS; one line per process count."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, 4, figsize=(18, 4))
+    figure, axes = plt.subplots(1, 5, figsize=(22, 4))
     for processes in sorted({row["processes"] for row in results["subjects"]}):
         rows = [row for row in results["subjects"] if row["processes"] == processes]
         sizes = [row["turns"] for row in rows]
@@ -435,13 +479,18 @@ def plot(results: dict[str, Any], path: Path) -> None:
         axes[0].plot(sizes, mean("search_cold_ms", "search"), "o-", label=f"cold, {tag}")
         axes[0].plot(sizes, mean("search_p50_ms", "search"), "s--", label=f"warm p50, {tag}")
         axes[0].plot(sizes, mean("search_p95_ms", "search"), "^:", label=f"warm p95, {tag}")
-        axes[1].plot(sizes, mean("turn_cold_ms", "turn"), "o-", label=f"cold, {tag}")
-        axes[1].plot(sizes, mean("turn_p50_ms", "turn"), "s--", label=f"warm p50, {tag}")
-        axes[2].plot(sizes, mean("rows_mean", "search"), "o-", label=tag)
-        axes[3].plot(sizes, mean("rss_mb", "search"), "o-", label=f"after searches, {tag}")
-        axes[3].plot(sizes, mean("rss_mb", "turn"), "s--", label=f"after turns, {tag}")
+        axes[1].plot(sizes, mean("memory_search_cold_ms", "search"), "o-", label=f"first, {tag}")
+        axes[1].plot(sizes, mean("memory_search_p50_ms", "search"), "s--", label=f"p50, {tag}")
+        axes[1].plot(sizes, mean("memory_search_p95_ms", "search"), "^:", label=f"p95, {tag}")
+        axes[2].plot(sizes, mean("turn_cold_ms", "turn"), "o-", label=f"cold, {tag}")
+        axes[2].plot(sizes, mean("turn_p50_ms", "turn"), "s--", label=f"warm p50, {tag}")
+        axes[3].plot(sizes, mean("rows_mean", "search"), "o-", label=f"past turns, {tag}")
+        axes[3].plot(sizes, mean("memory_rows_mean", "search"), "s--", label=f"memories, {tag}")
+        axes[4].plot(sizes, mean("rss_mb", "search"), "o-", label=f"after searches, {tag}")
+        axes[4].plot(sizes, mean("rss_mb", "turn"), "s--", label=f"after turns, {tag}")
     titles = (
         "past-conversation search, ms",
+        f"memory search ({results['memories']:,} memories), ms",
         "turn before the model, ms",
         "rows read a search",
         "process RSS, MB",
@@ -454,8 +503,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
         panel.legend(fontsize=7)
     crowd_people, crowd_turns = results["crowd"]
     figure.suptitle(
-        f"Past conversations searched by the database (beside {crowd_people:,} people x "
-        f"{crowd_turns:,} turns)",
+        "Past conversations and memories searched by the database "
+        f"(beside {crowd_people:,} people x {crowd_turns:,} turns)",
         fontsize=11,
     )
     figure.tight_layout()

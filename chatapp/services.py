@@ -19,7 +19,6 @@ from django.db.models.functions import Cast
 from access_app.services import access_data_delete
 from access_app.signin import signin_records_delete
 from agents_app.models import EndUser, ServiceRequest
-from memory_app import selectors as memory_selectors
 from memory_app.models import GenerationJob, Memory, MemoryRevision, MemoryScope, MemorySource
 from memory_app.services import (
     memory_change_notice_send,
@@ -144,7 +143,6 @@ def user_data_delete(*, user, delete_account: bool) -> DataDeletionReport:
         memory_index_invalidate(app_name=app_name, user_pk=user_pk)
         if shared:
             memory_index_invalidate(app_name=app_name, user_pk=None)
-    memory_selectors.index_cache_drop(user_pk=user_pk)
     memory_change_notice_send(
         user_pk=user_pk,
         notice={

@@ -427,7 +427,6 @@ MEMORY_PRIOR_WEIGHT = env.float("MEMORY_PRIOR_WEIGHT", default=0.1)
 MEMORY_RECENCY_HALF_LIFE_DAYS = env.float("MEMORY_RECENCY_HALF_LIFE_DAYS", default=30.0)
 # Bytes of memory indexes (texts, postings, vectors) a process keeps at most, whoever they
 # are of: a process's memory does not grow with the people it serves.
-MEMORY_INDEX_CACHE_BYTES = env.int("MEMORY_INDEX_CACHE_BYTES", default=256 * 1024 * 1024)
 # Embeddings are made once, in the background: this many texts per embedder call, and every
 # MEMORY_EMBEDDING_SWEEP_SECONDS what has no vector yet (turns stored through ADK's API, a lost
 # task) is embedded by the sweep.

@@ -102,8 +102,7 @@ class MemorySettings(models.Model):
         default=True, help_text="Reference past chats: replies may search what the user said."
     )
     # Replaced (by a random number, never 0) in the transaction of every write to the user's
-    # memories: a process's search index of the user is current while it is the one it was
-    # built at. 0: no memory of the user's was ever written, so there is none to search.
+    # memories. 0: no memory of the user's was ever written, so there is none to search.
     index_version = models.PositiveBigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -112,8 +111,9 @@ class MemorySettings(models.Model):
 
 
 class AppIndexVersion(models.Model):
-    """The search-index version of an app's shared (app-scope) memories, replaced in the
-    transaction of every write to them, as ``MemorySettings.index_version`` is for a user's."""
+    """The version of an app's shared (app-scope) memories, replaced in the transaction of
+    every write to them, as ``MemorySettings.index_version`` is for a user's: what a process
+    keeps of them (the app's guidance) is current while it was read at this version."""
 
     app_name = models.CharField(max_length=128, unique=True)
     version = models.PositiveBigIntegerField(default=0)
@@ -297,7 +297,12 @@ class Memory(models.Model):
         verbose_name_plural = "memories"
         permissions = [("review_quarantine", "Can approve or reject quarantined memories")]
         indexes = [
-            models.Index(fields=["user", "app_name", "status"], name="memory_owner_status"),
+            models.Index(
+                fields=["user", "app_name", "status", "-updated_at"], name="memory_owner_recent"
+            ),
+            models.Index(
+                fields=["user", "app_name", "status", "-importance"], name="memory_owner_important"
+            ),
             models.Index(fields=["app_name", "scope", "status"], name="memory_app_scope"),
             models.Index(fields=["expires_at"], name="memory_expiry"),
         ]

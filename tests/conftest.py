@@ -354,7 +354,6 @@ def local_embeddings(settings):
     LOCAL_EMBEDDINGS_REQUIRED so that a broken install fails instead of skipping.
     """
     from memory_app.embedding import embedder_get, local_model_installed
-    from memory_app.selectors import search as search_selectors
 
     if not local_model_installed():
         if os.environ.get("LOCAL_EMBEDDINGS_REQUIRED"):
@@ -362,7 +361,5 @@ def local_embeddings(settings):
         pytest.skip("needs the local-embeddings extra; CI runs it with make test-local-embeddings")
     settings.MEMORY_EMBEDDER = "local"
     embedder_get.cache_clear()
-    search_selectors._indexes.clear()
     yield
     embedder_get.cache_clear()
-    search_selectors._indexes.clear()

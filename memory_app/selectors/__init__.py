@@ -56,8 +56,6 @@ from memory_app.selectors.past_conversations import (
 from memory_app.selectors.search import (
     ScoredMemory,
     SourceRef,
-    index_cache_drop,
-    memories_scored,
     memory_search,
 )
 
@@ -75,8 +73,6 @@ __all__ = [
     "content_text",
     "event_excerpt",
     "event_text",
-    "index_cache_drop",
-    "memories_scored",
     "memory_get",
     "memory_job_status_counts",
     "memory_provenance_sources",

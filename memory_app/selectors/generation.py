@@ -77,9 +77,10 @@ def _trigger_config(*, app_name: str, overrides: dict) -> TriggerConfig:
 class SessionMemoryAccess:
     """What a session may do with memory: the user's choices, and never in a temporary chat.
 
-    ``index_versions``: the search-index versions (see
-    :func:`~memory_app.selectors.search._versions`) read in the same query, for a search that
-    follows at once (the preload) to skip reading them again. ``past``: whether replies may
+    ``index_versions``: the user's and the app's memory versions (see
+    ``memory_index_invalidate``) read in the same query: the user's is None or 0 while no
+    memory of theirs was ever written (the preload then searches nothing), the app's keys the
+    cache of its guidance. ``past``: whether replies may
     search the user's past chats ("Reference past chats", only while memories are used).
     ``session_key``: the session row's key, which memory names sessions by, read in the same
     query so that the turn's searches need not look it up (None: no such session of the user).

@@ -41,9 +41,14 @@ import numpy as np
 from memory_app.embedding import SearchEmbedder, embedder_get
 from memory_app.extraction.offline.sentences import sentences_split
 from memory_app.models import MemorySettings
-from memory_app.ranking import Embedder, MemoryIndex, Origin, stem, tokenize, words_related
+from memory_app.ranking import Embedder, MemoryIndex, Origin, tokenize
 from memory_app.selectors.generation import content_text
-from memory_app.selectors.search import NAME_WEIGHT, NEIGHBOUR_WEIGHT, SPEAKER_WEIGHT
+from memory_app.selectors.search import (
+    NAME_WEIGHT,
+    NEIGHBOUR_WEIGHT,
+    SPEAKER_WEIGHT,
+    query_candidate_words,
+)
 from memory_app.selectors.turn_vectors import pgvector_enabled, turn_vectors_read, turns_nearest
 from sessions_app.models import EventRecord, SessionRecord
 from sessions_app.selectors.search import turn_windows
@@ -62,16 +67,16 @@ PRIOR_WEIGHT = 0.1
 QUESTION_WEIGHT = 0.3
 # The database's candidates (docs/benchmarks.md, "Past conversations searched by the
 # database"): each word of the query, then each word it relates to, up to CANDIDATE_WORDS
-# words, brings its CANDIDATES_PER_WORD most recent matching events, the WINDOWED_PER_WORD
-# newest of them each with the events from WINDOW_BEFORE before it to WINDOW_AFTER after it
-# (the question it answers, its neighbours, in a person's chat or a transcript of two
-# speakers), the older ones alone: an answer spread over old chats keeps its older turns
-# against the newest matches of a common word, at a third of the rows a windowed match costs
-# (docs/benchmarks.md, "Multi-hop: how many candidates a word brings"). On PostgreSQL the words
-# a query relates to are looked for among the person's newest events alone (``turn_windows``'s
-# ``related_from``): an expansion reaching years back read all of a common word's matches, the
-# slowest searches' time, and what was said long ago is what memories keep.
-CANDIDATE_WORDS = 10
+# words (``query_candidate_words``), brings its CANDIDATES_PER_WORD most recent matching
+# events, the WINDOWED_PER_WORD newest of them each with the events from WINDOW_BEFORE before
+# it to WINDOW_AFTER after it (the question it answers, its neighbours, in a person's chat or a
+# transcript of two speakers), the older ones alone: an answer spread over old chats keeps its
+# older turns against the newest matches of a common word, at a third of the rows a windowed
+# match costs (docs/benchmarks.md, "Multi-hop: how many candidates a word brings"). On
+# PostgreSQL the words a query relates to are looked for among the person's newest events
+# alone (``turn_windows``'s ``related_from``): an expansion reaching years back read all of a
+# common word's matches, the slowest searches' time, and what was said long ago is what
+# memories keep.
 CANDIDATES_PER_WORD = 60
 WINDOWED_PER_WORD = 15
 WINDOW_BEFORE = 1
@@ -156,19 +161,6 @@ def _question_asked(text: str) -> str:
         return ""
     sentences = [s.strip() for s in sentences_split(text) if s.strip()]
     return sentences[-1] if sentences and sentences[-1].endswith("?") else ""
-
-
-def _candidate_words(query: str) -> tuple[list[tuple[str, ...]], int]:
-    """The words the database is asked for, each as its forms (the word and its stem, which
-    match the words starting with them): the query's own words, then those it relates to
-    (``words_related``), at most ``CANDIDATE_WORDS``; and how many are the query's own."""
-    own = list(dict.fromkeys(tokenize(query, stemming=False)))
-    related = words_related(stem(word) for word in own)
-    words = []
-    for word in [*own, *related][:CANDIDATE_WORDS]:
-        forms = dict.fromkeys([word, stem(word)])
-        words.append(tuple(form for form in forms if form))
-    return words, min(len(own), CANDIDATE_WORDS)
 
 
 def _semantic_vectors(
@@ -302,7 +294,7 @@ def past_conversations_search(
         return []
     if not choices_read and not past_conversations_allowed(user_pk=user_pk, session_id=session_id):
         return []
-    words, own_words = _candidate_words(query)
+    words, own_words = query_candidate_words(query)
     windows = turn_windows(
         user_pk=user_pk,
         app_name=app_name,

@@ -40,14 +40,16 @@ _merged_invalidations: ContextVar[dict[tuple[str, int | None], bool] | None] = C
 def memory_index_invalidate(
     *, app_name: str, user_pk: int | None, settings_create: bool = True
 ) -> None:
-    """Make every process rebuild its search index of this user (or, for None, of the app).
+    """Tell every process that this user's memories (or, for None, the app's shared ones)
+    changed.
 
     Replaces the version in the database, in the caller's transaction: the change and the new
-    version commit together or not at all, whatever state the cache is in, and a search in
-    any process compares its index with the committed version (see
-    ``selectors.search._versions``). The version is random rather than counted, so an index built
-    inside a transaction that was then rolled back can never match a later write's version.
-    A user with no settings row gets one (no process keeps an index of such a user), unless
+    version commit together or not at all, whatever state the cache is in. Processes compare
+    what they keep with the committed version (the app's guidance, ``app_guidance``), and a
+    user's version that is not 0 says they have had a memory (a turn's preload searches only
+    then). The version is random rather than counted, so what was read inside a transaction
+    that was then rolled back can never match a later write's version.
+    A user with no settings row gets one (its version says they have had a memory), unless
     ``settings_create`` is False: a memory deleted as its user is being deleted.
     """
     merged = _merged_invalidations.get()

@@ -132,6 +132,15 @@ def _snippet(text: str, words: list[tuple[str, ...]]) -> str:
     return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(flat) else "")
 
 
+# A query (``to_tsquery('simple', ...)`` text) as the entries of an owner's words index
+# (``sessions_app_owner_words``, migration 0014) name its words: each prefixed with the owner,
+# phrases made plain conjunctions (the index keeps no positions). Memories are indexed so too.
+PG_OWNED_QUERY = (
+    "regexp_replace(regexp_replace(to_tsquery('simple', {query})::text, '<[^>]*>', '&', 'g'), "
+    "'''([^'']+)''', '''' || {owner} || '_\\1''', 'g')::tsquery"
+)
+
+
 # One user's newest events of an app holding each of some words (tsqueries), in two steps
 # (docs/benchmarks.md, "The owner on each event"). First among the user's ``RECENT_EVENTS``
 # newest events, read once for all the words through ``event_owner_recent``: a word that
@@ -149,8 +158,8 @@ _PG_NEWEST = (
     "WHERE session.user_id = %(user)s AND session.app_name = %(app)s "
     'AND (session.temporary OR session.memory_only OR session."key" = %(searched_from)s)), '
     "words AS (SELECT word.number, to_tsquery('simple', word.query) AS plain, "
-    "regexp_replace(regexp_replace(to_tsquery('simple', word.query)::text, '<[^>]*>', '&', 'g'), "
-    "'''([^'']+)''', '''' || %(user)s || '_\\1''', 'g')::tsquery AS owned "
+    + PG_OWNED_QUERY.format(query="word.query", owner="%(user)s")
+    + " AS owned "
     "FROM unnest(%(queries)s::text[]) WITH ORDINALITY AS word(query, number)), "
     "recent AS MATERIALIZED (SELECT newest.id, newest.timestamp, newest.search_vector FROM ("
     "SELECT event.id, event.timestamp, event.search_vector, event.rewound, event.author, "
@@ -352,7 +361,8 @@ class TurnWindows:
     events: int
 
 
-def _word_match(forms: tuple[str, ...], vendor: str) -> str:
+def word_match(forms: tuple[str, ...], vendor: str) -> str:
+    """A word's match in a database's full-text syntax: any of its forms, as a prefix."""
     if vendor == "postgresql":
         return " | ".join(f"{form}:*" for form in forms)
     return " OR ".join(f'"{form}"*' for form in forms)
@@ -401,7 +411,7 @@ def turn_windows(
         newest, params = _pg_newest(
             user_pk=user_pk,
             app_name=app_name,
-            queries=[_word_match(forms, "postgresql") for forms in words],
+            queries=[word_match(forms, "postgresql") for forms in words],
             per_word=per_word,
             summaries=False,
             searched_from=session_key,
@@ -423,7 +433,7 @@ def turn_windows(
     else:
         params = []
         for forms in words:
-            params += [_word_match(forms, "sqlite"), user_pk, app_name, session_key or "", per_word]
+            params += [word_match(forms, "sqlite"), user_pk, app_name, session_key or "", per_word]
         params += [windowed, user_pk, app_name]
         sql = _TURN_WINDOWS.format(
             ctes="",

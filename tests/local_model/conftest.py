@@ -108,7 +108,6 @@ def local_model(llama_server, settings, monkeypatch):
     """The app's settings pointed at the real server, as docs/local-models.md sets them, with
     the server (started again if a test killed it) answering."""
     from memory_app.embedding import embedder_get
-    from memory_app.selectors import search as search_selectors
 
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
@@ -129,7 +128,5 @@ def local_model(llama_server, settings, monkeypatch):
     settings.LLM_MAX_STRUCTURED_TOKENS = 256
     settings.LLM_TIMEOUT_SECONDS = 120
     embedder_get.cache_clear()
-    search_selectors._indexes.clear()
     yield llama_server
     embedder_get.cache_clear()
-    search_selectors._indexes.clear()

@@ -11,7 +11,6 @@ from google.genai import types
 from memory_app import services
 from memory_app.embedding import embedder_get
 from memory_app.models import GenerationJob, Memory, MemoryScope, MemorySource, SourceType
-from memory_app.selectors import search as search_selectors
 from sessions_app import services as session_services
 from sessions_app.events import Event, new_invocation_id
 from sessions_app.models import EventRecord, SessionRecord
@@ -23,13 +22,11 @@ APP = "chat"
 
 @pytest.fixture
 def lexical_only(settings):
-    """No embedder (so no torch and no Gemini), and no search index left from another test."""
+    """No embedder (so no torch and no Gemini)."""
     settings.MEMORY_EMBEDDER = "none"
     embedder_get.cache_clear()
-    search_selectors._indexes.clear()
     yield
     embedder_get.cache_clear()
-    search_selectors._indexes.clear()
 
 
 def session_make(user, *, app_name: str = APP, temporary: bool = False) -> Session:

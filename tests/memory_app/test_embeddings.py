@@ -19,7 +19,6 @@ from django.core.management.base import CommandError
 from memory_app import selectors, services
 from memory_app.embedding import embedder_get, vector_from_bytes
 from memory_app.models import EmbeddingFailure, Memory, TurnVector
-from memory_app.selectors import search as search_selectors
 from memory_app.selectors.turn_vectors import (
     turn_embedding_text,
     turn_vectors_read,
@@ -44,10 +43,8 @@ def embedder(fake_openai, settings):
     settings.MEMORY_OPENAI_EMBEDDING_MODEL = MODEL
     settings.MEMORY_JOB_RETRY_BASE_SECONDS = 0
     embedder_get.cache_clear()
-    search_selectors._indexes.clear()
     yield fake_openai
     embedder_get.cache_clear()
-    search_selectors._indexes.clear()
 
 
 @pytest.fixture
@@ -124,7 +121,6 @@ def test_a_search_embeds_only_its_query_warm_and_in_a_process_that_never_served_
     for _search in range(2):
         found = selectors.memory_search(app_name="chat", user_pk=user.pk, query="chess")
         assert found[0].text == "The user plays chess."
-    search_selectors._indexes.clear()  # as a fresh process would start
     found = selectors.memory_search(
         app_name="chat", user_pk=user.pk, query="The user lives in Lyon."
     )

@@ -15,7 +15,6 @@ from memory_app import selectors
 from memory_app.embedding import embedder_get, vector_from_bytes, vector_to_bytes
 from memory_app.extraction import facts_extract
 from memory_app.models import GenerationJob, Memory
-from memory_app.selectors import search as search_selectors
 from memory_app.tasks import memory_job_run
 from memory_app.topics import MANAGED_TOPICS
 from sessions_app.events import Event
@@ -261,10 +260,8 @@ def test_a_job_on_a_server_that_refuses_json_schema_with_a_500_makes_its_memory(
 @pytest.fixture
 def fresh_embedder():
     embedder_get.cache_clear()
-    search_selectors._indexes.clear()
     yield
     embedder_get.cache_clear()
-    search_selectors._indexes.clear()
 
 
 @pytest.mark.usefixtures("fresh_embedder")

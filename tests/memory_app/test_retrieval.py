@@ -1,4 +1,4 @@
-"""memory_search: ranking, scopes, expiry, sources, and the per-process index cache."""
+"""memory_search: ranking, scopes, expiry, sources, and what it reads from the database."""
 
 import re
 from collections.abc import Sequence
@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from django.core.cache import cache
 from django.test import override_settings
+from django.utils import timezone
 from google.genai import types
 
 from memory_app import selectors, services
@@ -153,41 +154,75 @@ def test_a_new_memory_is_found_after_the_index_was_built(user):
     assert texts(search(user, "sailing"))[0] == "The user went sailing in Greece"
 
 
-def test_users_with_no_memories_share_the_apps_index_until_their_first_memory(
+def test_a_search_reads_its_candidates_and_their_sources_in_two_queries_from_the_first(
     user, other_user, django_assert_num_queries
 ):
+    """Nothing is built first, in this process or any: the first search of a person costs what
+    every later one does."""
     shared = "Bicycle repairs are free on Mondays"
     memory_make(scope=MemoryScope.APP, text=shared)
-    assert texts(search(user, "bicycle")) == [shared]
-
-    with django_assert_num_queries(2):  # the versions, the winner read again: nothing indexed
-        assert texts(search(other_user, "bicycle")) == [shared]
     memory_make(user=other_user, text="The user owns a blue bicycle")
 
-    assert sorted(texts(search(other_user, "bicycle"))) == [
-        shared,
-        "The user owns a blue bicycle",
-    ]
+    for _search in range(2):
+        with django_assert_num_queries(2):  # the candidates with the collection, their sources
+            assert sorted(texts(search(other_user, "bicycle"))) == [
+                shared,
+                "The user owns a blue bicycle",
+            ]
     assert texts(search(user, "bicycle")) == [shared]
-    assert not any(key[1] == user.pk for key in search_selectors._indexes)
 
 
-def test_the_index_cache_is_bounded_in_bytes_not_in_people(user, other_user, settings):
-    for person, subject in ((user, "sailing"), (other_user, "chess")):
-        for n in range(40):
-            memory_make(user=person, text=f"The user went {subject} on trip number {n} with Ana")
-    search(user, "sailing")
-    one_person = search_selectors.index_cache_bytes()
-    assert one_person > 40 * 400, "every memory's terms and postings are counted"
+def test_what_a_search_reads_grows_with_its_words_not_with_the_memories(user, monkeypatch):
+    monkeypatch.setattr(search_selectors, "CANDIDATES_PER_WORD", 5)
+    monkeypatch.setattr(search_selectors, "NEWEST_CANDIDATES", 3)
+    read = []
+    candidates_read = search_selectors.memory_candidates
 
-    settings.MEMORY_INDEX_CACHE_BYTES = one_person + one_person // 2
-    assert texts(search(other_user, "chess"))[0].startswith("The user went chess")
+    def counted(**kwargs):
+        found = candidates_read(**kwargs)
+        read.append(len(found.rows))
+        return found
 
-    assert search_selectors.index_cache_bytes() <= settings.MEMORY_INDEX_CACHE_BYTES
-    assert [key[1] for key in search_selectors._indexes] == [other_user.pk]
-    settings.MEMORY_INDEX_CACHE_BYTES = one_person // 2
-    assert texts(search(user, "sailing"))[0].startswith("The user went sailing")
-    assert search_selectors.index_cache_bytes() == 0, "an index over the budget is not kept"
+    monkeypatch.setattr(search_selectors, "memory_candidates", counted)
+    memory_make(user=user, text="The user's passport number ends in 4471", age_days=300)
+    for n in range(60):
+        memory_make(user=user, text=f"The user went sailing on trip number {n} with Ana")
+
+    assert texts(search(user, "passport"))[0] == "The user's passport number ends in 4471"
+    assert texts(search(user, "sailing trip"))[0].startswith("The user went sailing on trip")
+    assert read[0] <= 1 + 3, "the one match and the newest"
+    assert read[1] <= 2 * 5 + 3, "each word's newest matches and the newest memories"
+    assert (
+        search_selectors.memory_candidates(
+            app_name=APP,
+            user_pk=user.pk,
+            session_id=None,
+            words=[("sailing",)],
+            per_word=5,
+            newest=0,
+            important=0,
+            shared=0,
+            now=timezone.now(),
+            vectors=False,
+        ).collection
+        == 61
+    ), "BM25's collection is all of the person's memories"
+
+
+def test_a_change_written_by_any_process_is_what_the_next_search_finds(user):
+    """The database answers every search: a write that no process here saw, made with no
+    version replaced, is still what the next search finds."""
+    kept = memory_make(user=user, text="The user plays the cello")
+    gone = memory_make(user=user, text="The user keeps a locker at the gym")
+    assert texts(search(user, "cello")) == ["The user plays the cello"]
+    assert texts(search(user, "locker")) == ["The user keeps a locker at the gym"]
+
+    Memory.objects.filter(pk=kept.pk).update(text="The user plays the harp")
+    Memory.objects.filter(pk=gone.pk).update(status=MemoryStatus.INVALIDATED)
+
+    assert texts(search(user, "harp")) == ["The user plays the harp"]
+    assert search(user, "cello") == []
+    assert search(user, "locker") == []
 
 
 def test_a_deleted_memory_is_never_returned(user):
@@ -207,20 +242,6 @@ def test_a_deleted_memory_is_not_returned_even_from_a_stale_index(user):
     Memory.objects.filter(pk=memory.pk)._raw_delete(Memory.objects.db)
 
     assert search(user, "bees") == []
-
-
-def test_a_write_in_another_process_is_seen_through_the_shared_version(user):
-    MemorySettings.objects.create(user=user)  # as for anyone whose chats made memories
-    memory_make(user=user, text="The user reads poetry")
-    assert len(search(user, "poetry")) == 1
-    Memory.objects.bulk_create(  # no signals: as if written elsewhere, before the bump
-        [Memory(app_name=APP, user=user, text="The user writes poetry", source_type="implicit")]
-    )
-    assert len(search(user, "poetry")) == 1, "the index is cached until the version changes"
-
-    MemorySettings.objects.filter(user=user).update(index_version=7)  # that process's write
-
-    assert len(search(user, "poetry")) == 2
 
 
 class TopicEmbedder:
@@ -310,38 +331,23 @@ def test_writes_made_while_the_cache_was_down_are_found_once_it_is_back(user, se
     assert "The user plays the cello" not in texts(search(user, "cello"))
 
 
-def test_a_turn_reads_the_index_versions_once_with_its_permissions(user, django_assert_num_queries):
+def test_a_preload_search_reads_the_database_twice_with_no_version_read(
+    user, django_assert_num_queries
+):
     session = session_make(user)
     memory_make(user=user, text="The user keeps bees")
-    services.memory_index_invalidate(app_name=APP, user_pk=user.pk)  # as a job does
     key = session_key(session)
-    access = selectors.session_memory_access(user_pk=user.pk, session_id=key)
-    search(user, "bees", session_id=key)  # the process's index, built once
 
-    with django_assert_num_queries(1):  # the winners read again, no version read
+    with django_assert_num_queries(2):  # the candidates, where they were said (for neighbours)
         found = selectors.memory_search(
-            app_name=APP,
-            user_pk=user.pk,
-            query="bees",
-            session_id=key,
-            sources=False,
-            index_versions=access.index_versions,
+            app_name=APP, user_pk=user.pk, query="bees", session_id=key, sources=False
         )
     assert texts(found) == ["The user keeps bees"]
+    assert found[0].sources == []
 
     memory_make(user=user, text="The user sells honey from the bees")
-    access = selectors.session_memory_access(user_pk=user.pk, session_id=session_key(session))
-    found = selectors.memory_search(
-        app_name=APP,
-        user_pk=user.pk,
-        query="honey",
-        session_id=session_key(session),
-        index_versions=access.index_versions,
-    )
+    found = selectors.memory_search(app_name=APP, user_pk=user.pk, query="honey", session_id=key)
     assert texts(found) == ["The user sells honey from the bees"]
-
-
-# --- Beyond exact words (issue 13: sub-words, related words, feedback, names, neighbours) ------
 
 
 def test_a_nut_allergy_query_finds_the_peanut_allergy(user):

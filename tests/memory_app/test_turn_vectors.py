@@ -23,7 +23,6 @@ from django.db import connection, connections, transaction
 
 from memory_app import selectors
 from memory_app.embedding import embedder_get
-from memory_app.selectors import search as search_selectors
 from memory_app.selectors.turn_vectors import (
     pgvector_enabled,
     turn_event_text,
@@ -97,7 +96,6 @@ def embedder(pgvector_database, fake_openai, settings):
     settings.MEMORY_EMBEDDER = "openai"
     settings.MEMORY_OPENAI_EMBEDDING_MODEL = MODEL
     embedder_get.cache_clear()
-    search_selectors._indexes.clear()
     yield embedder_get()
     embedder_get.cache_clear()
 
