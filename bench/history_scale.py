@@ -17,7 +17,9 @@ Then, for each subject and each count of ``--processes`` (1: one web process; 2:
 at once, as two web processes of a deployment both meeting the person), fresh processes
 (``--worker``) each measure, from a cold start:
 
-- ``search cold``: the first past-conversation search of the person in that process;
+- ``search cold``: the first past-conversation search of the person in that process (its
+  database connection open, as a web process's is by then, and its start-up heap frozen as
+  ``chatapp.asgi`` does);
 - ``search warm``: p50 / p95 of the next ``--searches``;
 - ``rows read``: the rows the database search handed back per search (mean);
 - ``memory search``: the same for a search of the person's memories (the first of the
@@ -108,7 +110,10 @@ def django_setup(url: str) -> None:
     django.setup()
     from django.conf import settings
 
+    from chatapp.process import process_tune_gc
+
     settings.BACKGROUND_TASKS = "inprocess"
+    process_tune_gc()  # as chatapp.asgi does for a web process
 
 
 def locomo_texts(path: Path) -> tuple[list[str], list[str]]:
@@ -338,6 +343,12 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """One fresh process's figures (see the module's docstring)."""
     started_rss = rss_mb()
     django_setup(spec["url"])
+    from django.db import connection
+
+    # By a person's first search a web process has its database connection open (the turn
+    # read their chat first, and connections persist): what a search costs the first time is
+    # the person's, not the connection's.
+    connection.ensure_connection()
     ready_rss = rss_mb()
     if spec["kind"] == "served":
         from sessions_app.models import SessionRecord

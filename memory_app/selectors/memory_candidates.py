@@ -19,10 +19,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection
+import numpy as np
+from django.db import connection, transaction
 from django.db.models.expressions import RawSQL
 
 from memory_app.models import Memory, MemoryScope, MemoryStatus
+from memory_app.selectors.turn_vectors import (
+    HNSW_MAX_DIMENSIONS,
+    HNSW_MAX_SCAN_TUPLES,
+    pgvector_enabled,
+    vector_literal,
+)
 from sessions_app.selectors.search import PG_OWNED_QUERY, word_match
 
 MEMORIES = Memory._meta.db_table
@@ -59,6 +66,15 @@ _NEWEST = (
 _IMPORTANT = (
     f"SELECT memory.id FROM {MEMORIES} AS memory WHERE {_OWNED} "
     "ORDER BY memory.importance DESC LIMIT %s"
+)
+# The person's memories nearest a query's vector, through the HNSW index of the vectors'
+# dimension (``memory_vector_index_ensure``; parameters: _OWNED's, the embedder's name, the
+# query's vector and the bound). The expression and its condition are the index's own.
+_PG_NEAREST = (
+    f"SELECT memory.id FROM {MEMORIES} AS memory WHERE {_OWNED} "
+    "AND memory.embedding_model = %s AND octet_length(memory.embedding) = {octets} "
+    "ORDER BY memory_app_vector(memory.embedding)::halfvec({dimension}) "
+    "<=> %s::halfvec({dimension}) LIMIT %s"
 )
 _SHARED = (
     f"SELECT memory.id FROM {MEMORIES} AS memory WHERE memory.app_name = %s "
@@ -114,13 +130,18 @@ def memory_candidates(
     shared: int,
     now: datetime,
     vectors: bool,
+    nearest: int = 0,
+    query_vector: np.ndarray | None = None,
+    embedder_name: str = "",
 ) -> MemoryCandidates:
     """The memories of the person (and up to ``shared`` of the app's shared ones) that a search
     of ``words`` ranks (module docstring), in one statement. ``words``: each as its forms, any
     of which matches the words starting with it (letters and digits only, as ``tokenize`` makes
     them). ``newest`` and ``important``: how many of the person's most recently changed and
     most important memories join them. ``vectors``: whether to read the stored vectors too
-    (not without an embedder)."""
+    (not without an embedder). Where PostgreSQL has pgvector, the ``nearest`` memories to
+    ``query_vector`` among those ``embedder_name`` embedded join them too, through the HNSW
+    index of their dimension: a memory saying the same in other words."""
     vendor = connection.vendor
     moment = connection.ops.adapt_datetimefield_value(now)
     owned = [user_pk, app_name, session_id or "", moment]
@@ -145,14 +166,37 @@ def memory_candidates(
     if shared:
         parts.append(_SHARED)
         params += [app_name, moment, shared]
+    semantic = (
+        nearest > 0
+        and query_vector is not None
+        and len(query_vector) <= HNSW_MAX_DIMENSIONS
+        and pgvector_enabled()
+    )
+    if semantic:
+        dimension = len(query_vector)
+        parts.append(_PG_NEAREST.format(octets=4 * dimension, dimension=dimension))
+        params += [*owned, embedder_name, vector_literal(query_vector), nearest]
     if not parts:
         return MemoryCandidates(rows=[], collection=0)
     chosen = " UNION ".join(f"SELECT part.id FROM ({part}) AS part" for part in parts)
     fields = FIELDS + VECTOR_FIELDS if vectors else FIELDS
-    rows = list(
+    found = (
         Memory.objects.filter(pk__in=RawSQL(chosen, params))
         .annotate(collection=RawSQL(_COLLECTION, [user_pk, app_name, COLLECTION_COUNTED]))
         .values(*fields, "collection")
     )
+    if semantic:
+        # pgvector's iterative scan, so that the person's filter does not starve the index's
+        # answer (as for past turns, ``turns_nearest``).
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cursor.execute(f"SET LOCAL hnsw.max_scan_tuples = {HNSW_MAX_SCAN_TUPLES}")
+            rows = list(found)
+    else:
+        rows = list(found)
     collection = rows[0]["collection"] if rows else 0
     return MemoryCandidates(rows=rows, collection=collection)
+
+
+def memory_vector_index_name(dimension: int) -> str:
+    return f"memory_vector_hnsw_{dimension}"

