@@ -26,13 +26,15 @@ DOCUMENT_BYTES = 400
 class Origin:
     """Where a memory was said: the conversation and the position in it of its first source
     (session id, event sequence), who said it when the conversation names its speakers ("" when
-    not), and whether the memory is that turn kept whole, as said, rather than a fact drawn
-    from it."""
+    not), whether the memory is that turn kept whole, as said, rather than a fact drawn
+    from it, and the chat the conversation is part of ("": the conversation is the chat; a
+    search that reads a chat in stretches names each stretch a conversation of its own)."""
 
     conversation: str
     position: int
     speaker: str = ""
     whole_turn: bool = False
+    chat: str = ""
 
 
 class MemoryIndex:
@@ -72,6 +74,7 @@ class MemoryIndex:
         self._origins: list[Origin | None] = []  # per slot
         self._neighbours: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._turns: np.ndarray | None = None  # per slot: its turn's group, or -1
+        self._chats: np.ndarray | None = None  # per slot: its chat's number, or -1
         self._speakers: dict[str, np.ndarray] | None = None  # speaker's term -> their slots
         self._context_slots: np.ndarray | None = None  # per context slot: its memory's slot
 
@@ -175,7 +178,8 @@ class MemoryIndex:
     def _derived_drop(self) -> None:
         """Forget the arrays built from the origins; the next search that needs them rebuilds
         them."""
-        self._neighbours = self._turns = self._speakers = self._context_slots = None
+        self._neighbours = self._turns = self._chats = None
+        self._speakers = self._context_slots = None
 
     def by_prior(self, *, limit: int) -> list[Ranked]:
         """The ``limit`` memories with the highest prior (recency and importance), ties by id:
@@ -234,6 +238,38 @@ class MemoryIndex:
                 dtype=np.int64,
             )
         return self._turns
+
+    def _chat_numbers(self) -> np.ndarray:
+        """Per slot, a number shared by the memories said in one chat (-1: no origin); built
+        once per change."""
+        if self._chats is None:
+            chats = [None if o is None else o.chat or o.conversation for o in self._origins]
+            number = {chat: i for i, chat in enumerate(sorted({c for c in chats if c}))}
+            self._chats = np.array(
+                [-1 if chat is None else number[chat] for chat in chats], dtype=np.int64
+            )
+        return self._chats
+
+    def _chat_bonus(
+        self, query: str, *, lexical: np.ndarray, chat_weight: float, context_weight: float
+    ) -> np.ndarray | None:
+        """Per slot, what its chat adds: ``chat_weight`` times the share of the query's own
+        terms, each by its IDF, that the chat's memories hold (in their words or context), to
+        the memories that match the query at all. A chat about "the ankle injury" and "the
+        book" holds the answer to "which book did I read while my ankle healed?" even when no
+        one turn says both."""
+        terms = [t for t in dict.fromkeys(tokenize(query)) if self.bm25.document_frequency(t)]
+        chats = self._chat_numbers()
+        count = int(chats.max(initial=-1)) + 1
+        if not terms or not count:
+            return None
+        held = np.zeros(count)
+        for term in terms:
+            found = self._lexical({term: 1.0}, context_weight=context_weight) > 0
+            chats_holding = np.unique(chats[found & (chats >= 0)])
+            held[chats_holding] += self.bm25.idf(term)
+        share = held / sum(self.bm25.idf(term) for term in terms)
+        return np.where((chats >= 0) & (lexical > 0), chat_weight * share[chats], 0.0)
 
     def _speaker_slots(self, term: str) -> np.ndarray:
         """The slots of the memories said by a speaker whose name has the index term
@@ -308,6 +344,7 @@ class MemoryIndex:
         speaker_weight: float = 0.0,
         neighbour_weight: float = 0.0,
         context_weight: float = 0.0,
+        chat_weight: float = 0.0,
     ) -> list[Ranked]:
         """The ``limit`` memories most relevant to ``query``, best first (see :func:`rank`),
         each memory's prior counting ``prior_weight`` times.
@@ -322,8 +359,9 @@ class MemoryIndex:
         :meth:`_name_bonus`). ``neighbour_weight``: a memory gains that share of the best score
         of the memories said just before or after it (a question's answer often spans two
         turns). ``context_weight``: what a match in a memory's context counts against one in its
-        own words. A turn kept whole and the facts drawn from that turn say the same thing: only
-        the best-ranked of them is returned.
+        own words. ``chat_weight``: a memory that matches gains up to that much for the share of
+        the query's words its chat holds (see :meth:`_chat_bonus`). A turn kept whole and the
+        facts drawn from that turn say the same thing: only the best-ranked of them is returned.
         """
         n = len(self.bm25)
         if expand:
@@ -351,6 +389,12 @@ class MemoryIndex:
         bonus = None
         if n:
             bonus = self._name_bonus(query, name_weight=name_weight, speaker_weight=speaker_weight)
+        if n and chat_weight:
+            chat = self._chat_bonus(
+                query, lexical=lexical, chat_weight=chat_weight, context_weight=context_weight
+            )
+            if chat is not None:
+                bonus = chat if bonus is None else bonus + chat
         return rank_arrays(
             ids=self.bm25.ids,
             lexical=lexical,

@@ -65,6 +65,11 @@ PRIOR_WEIGHT = 0.1
 # a conference."), a match there counting this much of one in the turn's own words: 0.2-0.4
 # measured alike on the LoCoMo dev split (docs/benchmarks.md, "Past conversations (issue 26)").
 QUESTION_WEIGHT = 0.3
+# A turn that matches the question gains up to this much for the share of the question's words
+# (each by its IDF) its chat holds: an answer spread over a chat ("my ankle injury" in one turn,
+# the book read meanwhile in another) is found by the chat's words together. Chosen on the LoCoMo
+# dev split, 0.05-0.3 measured (docs/benchmarks.md, "The words a chat holds together").
+CHAT_WEIGHT = 0.1
 # The database's candidates (docs/benchmarks.md, "Past conversations searched by the
 # database"): each word of the query, then each word it relates to, up to CANDIDATE_WORDS
 # words (``query_candidate_words``), brings its CANDIDATES_PER_WORD most recent matching
@@ -246,6 +251,7 @@ def _candidates_rank(rows: list[tuple], *, events: int, embedder: Embedder) -> _
         origins.append(
             Origin(
                 conversation=f"{session_key}/{stretch}",
+                chat=session_key,
                 position=sequence,
                 speaker=speaker,
                 whole_turn=True,
@@ -332,6 +338,7 @@ def past_conversations_search(
         speaker_weight=SPEAKER_WEIGHT,
         neighbour_weight=NEIGHBOUR_WEIGHT,
         context_weight=QUESTION_WEIGHT,
+        chat_weight=CHAT_WEIGHT,
     )
     scores = {r.doc_id: r.score for r in ranked if r.score > 0}
     asked = {pk: candidates.questions[pk] for pk in scores if pk in candidates.questions}

@@ -147,6 +147,30 @@ def test_a_short_answer_is_found_by_the_question_it_answers(owner):
     ]
 
 
+@pytest.mark.parametrize("chat_weight", [past_selectors.CHAT_WEIGHT, 0.0])
+def test_an_answer_spread_over_a_chat_is_found_by_the_chat_holding_both_parts(owner, chat_weight):
+    """ "Which book was I reading while my ankle healed?": one turn of a chat says the ankle,
+    another, later in it, the reading; no turn says both. The reading said in the chat of the
+    ankle ranks above a shorter turn of another chat about reading, which matches as much of
+    the question alone (and ranks first with no weight on a chat's words)."""
+    chat(
+        owner,
+        "Football",
+        "I sprained my ankle at football, the doctor says it takes weeks to heal.",
+        "The weather was lovely for a picnic with my cousins today.",
+        "Meanwhile I am reading Dune on the sofa, it is gripping.",
+    )
+    chat(owner, "Evenings", "I love reading thrillers.")
+
+    with mock.patch.object(past_selectors, "CHAT_WEIGHT", chat_weight):
+        found = search(owner, "Which book was I reading while my ankle healed?", limit=3)
+
+    excerpts = [t.excerpt for t in found]
+    dune = excerpts.index("Meanwhile I am reading Dune on the sofa, it is gripping.")
+    other = excerpts.index("I love reading thrillers.")
+    assert (dune < other) == bool(chat_weight)
+
+
 def test_only_a_question_of_someone_else_just_before_a_turn_is_the_question_it_answers(owner):
     """The user's own question is not answered by their next words, a reply that ends
     otherwise asks nothing, and a question in another chat is not this chat's."""
