@@ -250,26 +250,38 @@ class MemoryIndex:
             )
         return self._chats
 
-    def _chat_bonus(
-        self, query: str, *, lexical: np.ndarray, chat_weight: float, context_weight: float
+    def _words_bonus(
+        self,
+        query: str,
+        *,
+        lexical: np.ndarray,
+        chat_weight: float,
+        coverage_weight: float,
+        context_weight: float,
     ) -> np.ndarray | None:
-        """Per slot, what its chat adds: ``chat_weight`` times the share of the query's own
-        terms, each by its IDF, that the chat's memories hold (in their words or context), to
-        the memories that match the query at all. A chat about "the ankle injury" and "the
-        book" holds the answer to "which book did I read while my ankle healed?" even when no
-        one turn says both."""
+        """Per slot, what the share of the query's own terms, each by its IDF, held in its words
+        or context adds: ``chat_weight`` times the share its chat's memories hold, to the
+        memories that match the query at all (a chat about "the ankle injury" and "the book"
+        holds the answer to "which book did I read while my ankle healed?" even when no one
+        turn says both), and ``coverage_weight`` times the share the memory itself holds (the
+        turn saying both the ankle and the book above one saying "book" twice, which BM25's
+        term-by-term sum can rank alike)."""
         terms = [t for t in dict.fromkeys(tokenize(query)) if self.bm25.document_frequency(t)]
-        chats = self._chat_numbers()
-        count = int(chats.max(initial=-1)) + 1
-        if not terms or not count:
+        if not terms:
             return None
-        held = np.zeros(count)
+        chats = self._chat_numbers()
+        held = np.zeros(int(chats.max(initial=-1)) + 1)
+        own = np.zeros(len(self.bm25))
         for term in terms:
             found = self._lexical({term: 1.0}, context_weight=context_weight) > 0
-            chats_holding = np.unique(chats[found & (chats >= 0)])
-            held[chats_holding] += self.bm25.idf(term)
-        share = held / sum(self.bm25.idf(term) for term in terms)
-        return np.where((chats >= 0) & (lexical > 0), chat_weight * share[chats], 0.0)
+            idf = self.bm25.idf(term)
+            held[np.unique(chats[found & (chats >= 0)])] += idf
+            own[found] += idf
+        total = sum(self.bm25.idf(term) for term in terms)
+        bonus = coverage_weight * own / total
+        if len(held):
+            bonus += np.where((chats >= 0) & (lexical > 0), chat_weight * held[chats] / total, 0.0)
+        return bonus
 
     def _speaker_slots(self, term: str) -> np.ndarray:
         """The slots of the memories said by a speaker whose name has the index term
@@ -345,6 +357,7 @@ class MemoryIndex:
         neighbour_weight: float = 0.0,
         context_weight: float = 0.0,
         chat_weight: float = 0.0,
+        coverage_weight: float = 0.0,
     ) -> list[Ranked]:
         """The ``limit`` memories most relevant to ``query``, best first (see :func:`rank`),
         each memory's prior counting ``prior_weight`` times.
@@ -360,8 +373,9 @@ class MemoryIndex:
         of the memories said just before or after it (a question's answer often spans two
         turns). ``context_weight``: what a match in a memory's context counts against one in its
         own words. ``chat_weight``: a memory that matches gains up to that much for the share of
-        the query's words its chat holds (see :meth:`_chat_bonus`). A turn kept whole and the
-        facts drawn from that turn say the same thing: only the best-ranked of them is returned.
+        the query's words its chat holds, ``coverage_weight`` up to that much for the share it
+        holds itself (see :meth:`_words_bonus`). A turn kept whole and the facts drawn from that
+        turn say the same thing: only the best-ranked of them is returned.
         """
         n = len(self.bm25)
         if expand:
@@ -389,12 +403,16 @@ class MemoryIndex:
         bonus = None
         if n:
             bonus = self._name_bonus(query, name_weight=name_weight, speaker_weight=speaker_weight)
-        if n and chat_weight:
-            chat = self._chat_bonus(
-                query, lexical=lexical, chat_weight=chat_weight, context_weight=context_weight
+        if n and (chat_weight or coverage_weight):
+            words = self._words_bonus(
+                query,
+                lexical=lexical,
+                chat_weight=chat_weight,
+                coverage_weight=coverage_weight,
+                context_weight=context_weight,
             )
-            if chat is not None:
-                bonus = chat if bonus is None else bonus + chat
+            if words is not None:
+                bonus = words if bonus is None else bonus + words
         return rank_arrays(
             ids=self.bm25.ids,
             lexical=lexical,

@@ -70,6 +70,12 @@ QUESTION_WEIGHT = 0.3
 # the book read meanwhile in another) is found by the chat's words together. Chosen on the LoCoMo
 # dev split, 0.05-0.3 measured (docs/benchmarks.md, "The words a chat holds together").
 CHAT_WEIGHT = 0.1
+# A turn gains up to this much for the share of the question's words (each by its IDF) it holds
+# itself, in its words or the question it answers: the turn saying two parts of the question
+# above one repeating a single part, which BM25's term-by-term sum can rank alike. Chosen on
+# the LoCoMo dev split, the middle of 0.03-0.05, which rank alike there (docs/benchmarks.md,
+# "The share of the question a turn holds").
+COVERAGE_WEIGHT = 0.04
 # The database's candidates (docs/benchmarks.md, "Past conversations searched by the
 # database"): each word of the query, then each word it relates to, up to CANDIDATE_WORDS
 # words (``query_candidate_words``), brings its CANDIDATES_PER_WORD most recent matching
@@ -339,6 +345,7 @@ def past_conversations_search(
         neighbour_weight=NEIGHBOUR_WEIGHT,
         context_weight=QUESTION_WEIGHT,
         chat_weight=CHAT_WEIGHT,
+        coverage_weight=COVERAGE_WEIGHT,
     )
     scores = {r.doc_id: r.score for r in ranked if r.score > 0}
     asked = {pk: candidates.questions[pk] for pk in scores if pk in candidates.questions}

@@ -118,6 +118,32 @@ def test_a_memory_is_found_by_its_context_at_the_weight_asked_and_loses_it_when_
     assert found("tea", context_weight=1.0) == []
 
 
+def test_a_memory_holding_more_of_the_question_gains_more_at_the_weight_asked():
+    """ "When did my sister visit Lisbon?": one memory says the sister's visit, another only
+    "Lisbon", the rarest word, which BM25 ranks first; the share of the question's words each
+    holds (by IDF) lifts the first more, a memory holding none not at all."""
+    index = ranking.MemoryIndex()
+    index.add_many(
+        doc_ids=["visit", "lisbon", "cat", "museum", "pasta"],
+        texts=[
+            "My sister visited us on Friday.",
+            "Lisbon again.",
+            "My sister called about her cat.",
+            "We visited the museum.",
+            "Pasta for dinner.",
+        ],
+    )
+
+    def scores(weight):
+        ranked = index.search(query="When did my sister visit Lisbon?", coverage_weight=weight)
+        return {r.doc_id: r.score for r in ranked}
+
+    plain, lifted = scores(0.0), scores(0.04)
+    assert list(plain)[:2] == ["lisbon", "visit"]
+    assert lifted["visit"] - plain["visit"] > lifted["lisbon"] - plain["lisbon"] > 0
+    assert "pasta" not in lifted
+
+
 def test_adding_same_id_replaces_the_memory():
     index = make_index(KeywordEmbedder())
     index.add(doc_id="m4", text="User: I switched to drinking coffee only")
