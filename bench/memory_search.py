@@ -42,6 +42,7 @@ import django  # noqa: E402
 django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import connection  # noqa: E402
 
 from memory_app import selectors  # noqa: E402
 from memory_app.embedding import local_model_installed, vector_to_bytes  # noqa: E402
@@ -101,6 +102,12 @@ def memories_store(
         batch_size=1000,
     )
     memory_index_invalidate(app_name=APP, user_pk=user_pk)
+    if connection.vendor == "postgresql":
+        # As autovacuum soon would after such a load: the words index's pending entries
+        # merged, the visibility map and the planner's statistics made (VACUUM runs outside a
+        # transaction: Django's connection autocommits here).
+        with connection.cursor() as cursor:
+            cursor.execute(f"VACUUM (ANALYZE) {Memory._meta.db_table}")
 
 
 def use_embedder(embedder: Embedder) -> None:

@@ -2,7 +2,8 @@
 
 A person's memories holding a word of the query are found through the full-text index of their
 words (PostgreSQL: the GIN index of the person's words, ``memory_owner_words``; SQLite: the FTS5
-table), each word its ``per_word`` most recently changed matches; beside them the person's
+table), each word its ``per_word`` most recently changed matches (``related_per_word`` for a
+word the query relates to, not its own); beside them the person's
 newest memories (through ``memory_owner_recent``), which the semantic score and the prior of
 recency rank with the rest, their most important ones for a question about them as a whole
 (``memory_owner_important``), and the app's shared memories, a handful. What a search reads grows
@@ -125,6 +126,8 @@ def memory_candidates(
     session_id: str | None,
     words: list[tuple[str, ...]],
     per_word: int,
+    own_words: int,
+    related_per_word: int,
     newest: int,
     important: int,
     shared: int,
@@ -137,26 +140,29 @@ def memory_candidates(
     """The memories of the person (and up to ``shared`` of the app's shared ones) that a search
     of ``words`` ranks (module docstring), in one statement. ``words``: each as its forms, any
     of which matches the words starting with it (letters and digits only, as ``tokenize`` makes
-    them). ``newest`` and ``important``: how many of the person's most recently changed and
-    most important memories join them. ``vectors``: whether to read the stored vectors too
-    (not without an embedder). Where PostgreSQL has pgvector, the ``nearest`` memories to
-    ``query_vector`` among those ``embedder_name`` embedded join them too, through the HNSW
-    index of their dimension: a memory saying the same in other words."""
+    them), the query's own first (``own_words`` of them, ``per_word`` matches each), then those
+    it relates to (``related_per_word`` each). ``newest`` and ``important``: how many of the
+    person's most recently changed and most important memories join them. ``vectors``:
+    whether to read the stored vectors too (not without an embedder). Where PostgreSQL has
+    pgvector, the ``nearest`` memories to ``query_vector`` among those ``embedder_name``
+    embedded join them too, through the HNSW index of their dimension: a memory saying the
+    same in other words."""
     vendor = connection.vendor
     moment = connection.ops.adapt_datetimefield_value(now)
     owned = [user_pk, app_name, session_id or "", moment]
     parts: list[str] = []
     params: list[object] = []
-    for forms in words:
+    for number, forms in enumerate(words):
         if not forms:
             continue
         match = word_match(forms, vendor)
+        bound = per_word if number < own_words else related_per_word
         if vendor == "postgresql":
             parts.append(_PG_WORD)
-            params += [match, user_pk, match, *owned, per_word]
+            params += [match, user_pk, match, *owned, bound]
         else:
             parts.append(_SQLITE_WORD)
-            params += [match, *owned, per_word]
+            params += [match, *owned, bound]
     if newest:
         parts.append(_NEWEST)
         params += [*owned, newest]

@@ -199,6 +199,8 @@ def test_what_a_search_reads_grows_with_its_words_not_with_the_memories(user, mo
             session_id=None,
             words=[("sailing",)],
             per_word=5,
+            own_words=1,
+            related_per_word=0,
             newest=0,
             important=0,
             shared=0,
