@@ -17,7 +17,9 @@ Then, for each subject and each count of ``--processes`` (1: one web process; 2:
 at once, as two web processes of a deployment both meeting the person), fresh processes
 (``--worker``) each measure, from a cold start:
 
-- ``search cold``: the first past-conversation search of the person in that process (its
+- ``process's first search``: a search of someone of the crowd, the process's first: its
+  connection's first search statement (planned, and its tables' catalog entries loaded);
+- ``search cold``: then the first past-conversation search of the person in that process (its
   database connection open, as a web process's is by then, and its start-up heap frozen as
   ``chatapp.asgi`` does);
 - ``search warm``: p50 / p95 of the next ``--searches``;
@@ -339,6 +341,19 @@ def _turns(user_pk: int, texts: list[str]) -> list[float]:
     return [sample[TOTAL] for sample in samples]
 
 
+def _someone_else() -> int:
+    """A person of the crowd: whose search a process makes before the subject's."""
+    from django.contrib.auth import get_user_model
+
+    return (
+        get_user_model()
+        .objects.filter(username__startswith=CROWD_PREFIX)
+        .values_list("pk", flat=True)
+        .order_by("pk")
+        .first()
+    )
+
+
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """One fresh process's figures (see the module's docstring)."""
     started_rss = rss_mb()
@@ -369,12 +384,17 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     user_pk, rows = spec["user_pk"], []
     texts = queries(spec["texts"], spec["searches"] + 1, offset=spec["offset"])
     if spec["kind"] == "search":
+        # Another person's search first: what the connection's first search statement costs
+        # (PostgreSQL plans it and loads the catalog entries of its tables and indexes, once a
+        # connection) is the process's, told apart from what this person's first search costs.
+        process_first = _counted_search(_someone_else(), texts[-1], [])
         cold = _counted_search(user_pk, texts[0], rows)
         warm = sorted(_counted_search(user_pk, text, rows) for text in texts[1:])
         memory_rows: list[int] = []
         memory_cold = _memory_search(user_pk, texts[0], memory_rows)
         memory_warm = sorted(_memory_search(user_pk, text, memory_rows) for text in texts[1:])
         return {
+            "search_process_first_ms": process_first,
             "search_cold_ms": cold,
             "search_p50_ms": warm[len(warm) // 2],
             "search_p95_ms": warm[max(0, -(-95 * len(warm) // 100) - 1)],
@@ -437,10 +457,11 @@ def table_lines(results: dict[str, Any]) -> list[str]:
     """The figures as a Markdown table, one row per subject and process count (per process:
     values joined by " / ")."""
     lines = [
-        "| past turns | processes | search cold | search warm p50 / p95 | rows read a search"
+        "| past turns | processes | process's first search | search cold | search warm p50 / p95"
+        " | rows read a search"
         " | memory search first / warm p50 / p95 | memories read a search"
         " | turn before model, cold | turn warm p50 | process RSS after searches | RSS growth |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["subjects"]:
         searches, turns = row["search"], row["turn"]
@@ -450,6 +471,7 @@ def table_lines(results: dict[str, Any]) -> list[str]:
         cells = [
             f"{row['turns']:,}",
             str(row["processes"]),
+            _joined([s.get("search_process_first_ms", 0.0) for s in searches], "ms"),
             _joined([s["search_cold_ms"] for s in searches], "ms"),
             f"{p50:.1f} / {p95:.1f} ms",
             f"{rows_read:.0f}",
@@ -488,6 +510,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
         tag = f"{processes} process{'es' if processes > 1 else ''}"
         axes[0].plot(sizes, mean("search_cold_ms", "search"), "o-", label=f"cold, {tag}")
+        axes[0].plot(
+            sizes, mean("search_process_first_ms", "search"), "x-.", label=f"process's first, {tag}"
+        )
         axes[0].plot(sizes, mean("search_p50_ms", "search"), "s--", label=f"warm p50, {tag}")
         axes[0].plot(sizes, mean("search_p95_ms", "search"), "^:", label=f"warm p95, {tag}")
         axes[1].plot(sizes, mean("memory_search_cold_ms", "search"), "o-", label=f"first, {tag}")
