@@ -24,6 +24,9 @@ from django.conf import settings
 from django.db import migrations, models
 
 MEMORIES = "memory_app_memory"
+# A memory's row of the SQLite words table: its own integer, kept with its id.
+SEARCH_ROW = "(SELECT id FROM memory_app_memory_search_row WHERE memory_id = new.id)"
+OLD_SEARCH_ROW = "(SELECT id FROM memory_app_memory_search_row WHERE memory_id = old.id)"
 PG_FORWARD = [
     f"ALTER TABLE {MEMORIES} ADD COLUMN IF NOT EXISTS search_vector tsvector "
     "GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, text)) STORED",
@@ -35,23 +38,29 @@ PG_BACKWARD = [
     f"ALTER TABLE {MEMORIES} DROP COLUMN IF EXISTS search_vector",
 ]
 SQLITE_FORWARD = [
+    "CREATE TABLE memory_app_memory_search_row ("
+    "id INTEGER PRIMARY KEY, memory_id char(32) NOT NULL UNIQUE)",
     "CREATE VIRTUAL TABLE memory_app_memory_search USING fts5("
-    "memory_id UNINDEXED, text, tokenize = 'unicode61 remove_diacritics 2')",
+    "text, tokenize = 'unicode61 remove_diacritics 2')",
     f"CREATE TRIGGER memory_app_memory_search_insert AFTER INSERT ON {MEMORIES} BEGIN "
-    "INSERT INTO memory_app_memory_search (memory_id, text) VALUES (new.id, new.text); END",
+    "INSERT INTO memory_app_memory_search_row (memory_id) VALUES (new.id); "
+    f"INSERT INTO memory_app_memory_search (rowid, text) VALUES ({SEARCH_ROW}, new.text); END",
     f"CREATE TRIGGER memory_app_memory_search_update AFTER UPDATE OF text ON {MEMORIES} BEGIN "
-    "DELETE FROM memory_app_memory_search WHERE memory_id = old.id; "
-    "INSERT INTO memory_app_memory_search (memory_id, text) VALUES (new.id, new.text); END",
+    f"UPDATE memory_app_memory_search SET text = new.text WHERE rowid = {SEARCH_ROW}; END",
     f"CREATE TRIGGER memory_app_memory_search_delete AFTER DELETE ON {MEMORIES} BEGIN "
-    "DELETE FROM memory_app_memory_search WHERE memory_id = old.id; END",
-    "INSERT INTO memory_app_memory_search (memory_id, text) "
-    f"SELECT memory.id, memory.text FROM {MEMORIES} AS memory",
+    f"DELETE FROM memory_app_memory_search WHERE rowid = {OLD_SEARCH_ROW}; "
+    "DELETE FROM memory_app_memory_search_row WHERE memory_id = old.id; END",
+    f"INSERT INTO memory_app_memory_search_row (memory_id) SELECT id FROM {MEMORIES}",
+    "INSERT INTO memory_app_memory_search (rowid, text) SELECT row.id, memory.text "
+    f"FROM memory_app_memory_search_row AS row JOIN {MEMORIES} AS memory "
+    "ON memory.id = row.memory_id",
 ]
 SQLITE_BACKWARD = [
     "DROP TRIGGER IF EXISTS memory_app_memory_search_delete",
     "DROP TRIGGER IF EXISTS memory_app_memory_search_update",
     "DROP TRIGGER IF EXISTS memory_app_memory_search_insert",
     "DROP TABLE IF EXISTS memory_app_memory_search",
+    "DROP TABLE IF EXISTS memory_app_memory_search_row",
 ]
 
 

@@ -54,10 +54,14 @@ _PG_WORD = (
     + _OWNED
     + " OFFSET 0) AS matched ORDER BY matched.updated_at DESC LIMIT %s"
 )
+# SQLite keeps the order of a CROSS JOIN: from the word's matches to their memories, not along
+# the person's memories newest first matching each against the word.
 _SQLITE_WORD = (
     "SELECT memory.id FROM memory_app_memory_search AS found "
-    "JOIN memory_app_memory AS memory ON memory.id = found.memory_id "
-    f"WHERE memory_app_memory_search MATCH %s AND {_OWNED} "
+    "CROSS JOIN memory_app_memory_search_row AS row "
+    "CROSS JOIN memory_app_memory AS memory "
+    "WHERE row.id = found.rowid AND memory.id = row.memory_id "
+    f"AND memory_app_memory_search MATCH %s AND {_OWNED} "
     "ORDER BY memory.updated_at DESC LIMIT %s"
 )
 _NEWEST = (

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 from django.core.cache import cache
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 from google.genai import types
@@ -234,6 +235,25 @@ def test_a_deleted_memory_is_never_returned(user):
     assert services.memory_delete(app_name=APP, user_pk=user.pk, memory_id=str(memory.id))
 
     assert search(user, "locker") == []
+
+
+@pytest.mark.skipif(
+    connection.vendor != "sqlite", reason="PostgreSQL's words are a generated column of the row"
+)
+def test_sqlites_words_table_follows_every_write_of_a_memory(user):
+    kept = memory_make(user=user, text="The user plays the cello")
+    gone = memory_make(user=user, text="The user keeps a locker at the gym")
+    Memory.objects.filter(pk=kept.pk).update(text="The user plays the harp")
+    Memory.objects.filter(pk=gone.pk).delete()
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT row.memory_id, found.text FROM memory_app_memory_search AS found "
+            "JOIN memory_app_memory_search_row AS row ON row.id = found.rowid"
+        )
+        assert cursor.fetchall() == [(kept.pk.hex, "The user plays the harp")]
+        cursor.execute("SELECT count(*) FROM memory_app_memory_search_row")
+        assert cursor.fetchone() == (1,)
 
 
 def test_a_deleted_memory_is_not_returned_even_from_a_stale_index(user):
