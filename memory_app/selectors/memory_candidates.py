@@ -81,10 +81,28 @@ _PG_NEAREST = (
     "ORDER BY memory_app_vector(memory.embedding)::halfvec({dimension}) "
     "<=> %s::halfvec({dimension}) LIMIT %s"
 )
+# The app's shared memories, unexpired (parameters: app, now): the newest, and the newest
+# holding any of the query's words (parameters: the words' match, then these).
+_SHARED_KEPT = (
+    f"memory.app_name = %s AND memory.scope = '{MemoryScope.APP}' "
+    f"AND memory.status = '{MemoryStatus.ACTIVE}' "
+    "AND (memory.expires_at IS NULL OR memory.expires_at > %s)"
+)
 _SHARED = (
-    f"SELECT memory.id FROM {MEMORIES} AS memory WHERE memory.app_name = %s "
-    f"AND memory.scope = '{MemoryScope.APP}' AND memory.status = '{MemoryStatus.ACTIVE}' "
-    "AND (memory.expires_at IS NULL OR memory.expires_at > %s) "
+    f"SELECT memory.id FROM {MEMORIES} AS memory WHERE {_SHARED_KEPT} "
+    "ORDER BY memory.updated_at DESC LIMIT %s"
+)
+_PG_SHARED_WORDS = (
+    f"SELECT memory.id FROM {MEMORIES} AS memory "
+    f"WHERE memory.search_vector @@ to_tsquery('simple', %s) AND {_SHARED_KEPT} "
+    "ORDER BY memory.updated_at DESC LIMIT %s"
+)
+_SQLITE_SHARED_WORDS = (
+    "SELECT memory.id FROM memory_app_memory_search AS found "
+    "CROSS JOIN memory_app_memory_search_row AS row "
+    "CROSS JOIN memory_app_memory AS memory "
+    "WHERE row.id = found.rowid AND memory.id = row.memory_id "
+    f"AND memory_app_memory_search MATCH %s AND {_SHARED_KEPT} "
     "ORDER BY memory.updated_at DESC LIMIT %s"
 )
 # How many of the person's memories are counted as the collection: past that many, BM25's IDF
@@ -141,7 +159,8 @@ def memory_candidates(
     query_vector: np.ndarray | None = None,
     embedder_name: str = "",
 ) -> MemoryCandidates:
-    """The memories of the person (and up to ``shared`` of the app's shared ones) that a search
+    """The memories of the person (and the app's ``shared`` newest shared ones, and as many
+    newest of those holding one of the words) that a search
     of ``words`` ranks (module docstring), in one statement. ``words``: each as its forms, any
     of which matches the words starting with it (letters and digits only, as ``tokenize`` makes
     them), the query's own first (``own_words`` of them, ``per_word`` matches each), then those
@@ -176,6 +195,11 @@ def memory_candidates(
     if shared:
         parts.append(_SHARED)
         params += [app_name, moment, shared]
+        matches = [f"({word_match(forms, vendor)})" for forms in words if forms]
+        if matches:
+            postgresql = vendor == "postgresql"
+            parts.append(_PG_SHARED_WORDS if postgresql else _SQLITE_SHARED_WORDS)
+            params += [(" | " if postgresql else " OR ").join(matches), app_name, moment, shared]
     semantic = (
         nearest > 0
         and query_vector is not None

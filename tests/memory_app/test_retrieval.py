@@ -547,3 +547,12 @@ def test_a_question_about_the_user_as_a_whole_gets_the_most_important_memories(u
     found = texts(search(user, query, limit=2))
 
     assert found == ["The user is allergic to peanuts.", "The user's name is Dana."]
+
+
+def test_an_older_shared_memory_is_found_by_its_words(user, monkeypatch):
+    monkeypatch.setattr(search_selectors, "SHARED_CANDIDATES", 2)
+    memory_make(scope=MemoryScope.APP, text="Bicycle repairs are free on Mondays", age_days=90)
+    for n in range(4):
+        memory_make(scope=MemoryScope.APP, text=f"The library closes at {n + 5} pm")
+
+    assert texts(search(user, "bicycle repairs")) == ["Bicycle repairs are free on Mondays"]
