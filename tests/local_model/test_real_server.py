@@ -252,7 +252,8 @@ def test_a_job_outlasts_the_server_down_and_runs_when_it_is_back(
     user = UserFactory()
     session = session_make(user)
     turn_add(session, "Remember that my cat is called Tom.")
-    job = job_for(user, session)
+    # Not enqueued on commit: this test sends the one task itself, once the server is down.
+    job = job_for(user, session, enqueue=False)
     local_model.kill()
 
     background_submit(

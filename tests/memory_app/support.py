@@ -112,9 +112,13 @@ def completed(user, session, invocation_id):
     )
 
 
-def job_for(user, session, trigger=GenerationJob.Trigger.SESSION_END):
+def job_for(user, session, trigger=GenerationJob.Trigger.SESSION_END, *, enqueue=True):
     return services.memory_job_request(
-        app_name=APP, user_pk=user.pk, session_id=session_key(session), trigger=trigger
+        app_name=APP,
+        user_pk=user.pk,
+        session_id=session_key(session),
+        trigger=trigger,
+        enqueue=enqueue,
     )
 
 
