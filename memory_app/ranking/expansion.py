@@ -256,13 +256,15 @@ def words_related(terms: Iterable[str]) -> list[str]:
 
 def query_weights(query: str, *, bm25: BM25Index) -> dict[str, float]:
     """The query's terms with weight 1 per occurrence, plus their sub-word and related terms
-    at ``SUBWORD_WEIGHT`` and ``RELATED_WEIGHT`` (only terms the index holds count)."""
+    at ``SUBWORD_WEIGHT`` and ``RELATED_WEIGHT`` (only terms the index holds count), in an
+    order of their own, not of a set's hashes: scores add up term by term in this order, and
+    the same query must score alike to the last bit in every process."""
     weights: dict[str, float] = dict(Counter(tokenize(query)))
     related = _related_by_stem()
     for term in list(weights):
-        for compound in bm25.compounds(term):
+        for compound in sorted(bm25.compounds(term)):
             weights[compound] = max(weights.get(compound, 0.0), SUBWORD_WEIGHT)
-        for other in related.get(term, ()):
+        for other in sorted(related.get(term, ())):
             if bm25.document_frequency(other):
                 weights[other] = max(weights.get(other, 0.0), RELATED_WEIGHT)
     return weights

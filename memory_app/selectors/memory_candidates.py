@@ -218,6 +218,7 @@ def memory_candidates(
         Memory.objects.filter(pk__in=RawSQL(chosen, params))
         .annotate(collection=RawSQL(_COLLECTION, [user_pk, app_name, COLLECTION_COUNTED]))
         .values(*fields, "collection")
+        .order_by("updated_at", "id")
     )
     if semantic:
         # pgvector's iterative scan, so that the person's filter does not starve the index's

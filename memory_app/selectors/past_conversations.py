@@ -51,7 +51,7 @@ from memory_app.selectors.search import (
 )
 from memory_app.selectors.turn_vectors import pgvector_enabled, turn_vectors_read, turns_nearest
 from sessions_app.models import EventRecord, SessionRecord
-from sessions_app.selectors.search import turn_windows
+from sessions_app.selectors.search import chats_ordered, turn_windows
 
 EXCERPT_CHARS = 300
 # Fewer index terms than this and a turn says nothing worth finding again ("ok", "thanks!").
@@ -332,7 +332,7 @@ def past_conversations_search(
             session_key=session_id,
             known={row[0] for row in rows},
         )
-        rows.sort(key=lambda row: (row[1], row[2]))
+        rows = chats_ordered(rows)
     candidates = _candidates_rank(rows, events=windows.events, embedder=embedder)
     ranked = candidates.index.search(
         query=query,

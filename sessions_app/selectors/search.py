@@ -345,8 +345,7 @@ _TURN_WINDOWS = (
     "AND NOT session.memory_only) "
     "FROM spots JOIN sessions_app_eventrecord AS event "
     "ON event.session_id = spots.session_id AND event.sequence = spots.sequence "
-    "WHERE event.content IS NOT NULL AND NOT event.rewound AND event.author <> 'system' "
-    "ORDER BY event.session_id, event.sequence"
+    "WHERE event.content IS NOT NULL AND NOT event.rewound AND event.author <> 'system'"
 )
 
 
@@ -354,8 +353,9 @@ _TURN_WINDOWS = (
 class TurnWindows:
     """Events around the matches of a search in one user's chats (see :func:`turn_windows`):
     rows of (event pk, session key, sequence, timestamp, author, content, custom metadata),
-    in chat and sequence order, and ``events``, how many events the chats searched hold (the
-    size of the collection the rows were drawn from)."""
+    in chat and sequence order, the chats in the order of their first row (``chats_ordered``),
+    and ``events``, how many events the chats searched hold (the size of the collection the
+    rows were drawn from)."""
 
     rows: list[tuple]
     events: int
@@ -455,7 +455,18 @@ def turn_windows(
         (pk, key, sequence, timestamp, author, _json(content), _json(metadata))
         for pk, key, sequence, timestamp, author, content, metadata, _events in fetched
     ]
-    return TurnWindows(rows=rows, events=int(fetched[0][-1]) if fetched else 0)
+    return TurnWindows(rows=chats_ordered(rows), events=int(fetched[0][-1]) if fetched else 0)
+
+
+def chats_ordered(rows: list[tuple]) -> list[tuple]:
+    """``rows`` as :class:`TurnWindows` holds them, in chat and sequence order, the chats in the
+    order of their first row's time, then of their key. A ranking that breaks ties by a row's
+    place then ranks the same rows alike in every database holding them: chat keys are
+    random, so ordered by key alone, two copies of one history ranked differently."""
+    began: dict[str, float] = {}
+    for _pk, key, _sequence, timestamp, *_rest in rows:
+        began[key] = min(began.get(key, timestamp), timestamp)
+    return sorted(rows, key=lambda row: (began[row[1]], row[1], row[2]))
 
 
 def _json(value: object) -> object:

@@ -258,3 +258,23 @@ def test_turns_of_a_temporary_chat_are_never_returned(owner):
     chat(owner, "Garden", "My tomato plants are on the balcony.")
 
     assert [t.title for t in search(owner, "Where are the tomato seeds?")] == ["Garden"]
+
+
+def test_the_same_history_ranks_alike_whatever_its_chats_keys():
+    """Four chats each say the same of the dog, so their turns tie on the question's words,
+    and the search's feedback pass takes the words of three of them. Five people with that
+    same history (their chats' random keys ordered differently) get the same turns with the
+    same scores: which three tie first follows when the chats began, not their keys."""
+    places = ["river", "lake", "park", "beach"]
+    people = [UserFactory() for _ in range(5)]
+    for person in people:
+        for place in places:
+            chat(person, place.title(), f"I walked the dog by the {place} this morning.")
+
+    answers = [
+        [(turn.excerpt, turn.score) for turn in search(person, "Where did I walk the dog?")]
+        for person in people
+    ]
+
+    assert len(answers[0]) == len(places)
+    assert all(answer == answers[0] for answer in answers[1:])

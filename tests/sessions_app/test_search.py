@@ -368,3 +368,17 @@ def test_a_related_word_is_looked_for_among_the_newest_events_alone(monkeypatch,
     assert texts() == both
     assert texts(related_from=1) == ["My piano teacher brings a snack"]
     assert texts(related_from=2) == both
+
+
+def test_chats_come_in_the_order_they_began_whatever_their_keys():
+    """Rows of a chat keyed "b" that began first, then of one keyed "a": the order a ranking's
+    ties follow is when each chat began (then its key), each chat's rows by sequence."""
+    rows = [
+        (4, "a", 1, 200.0, "user", {}, None),
+        (5, "a", 2, 201.0, "user", {}, None),
+        (2, "b", 2, 101.0, "user", {}, None),
+        (1, "b", 1, 100.0, "user", {}, None),
+        (7, "c", 1, 200.0, "user", {}, None),
+    ]
+
+    assert [row[0] for row in search.chats_ordered(rows)] == [1, 2, 4, 5, 7]
