@@ -16,17 +16,19 @@ LoCoMo (``/work/shared/data/locomo/README.md``): each turn becomes a user-author
 text is the turn (with ``[shares <caption>]`` for an image), whose ``custom_metadata`` holds
 the speaker and the dialog id, and whose timestamp is the session's date (one second apart per
 turn, to keep their order). Both speakers are authored "user": the benchmark asks about both,
-and extraction reads user turns only. Evidence recall@K is the fraction of a question's
-evidence dialog ids found among the top K results, averaged over the questions of categories
-1-4 with evidence, for three sources: memories alone (their source events), past conversations
-alone (:func:`past_conversations_search`, the turns themselves), and both, what the agent can
-reach. Both is the list of turns the agent is given: the past turns in the order past-conversation
-search ranks them (the preload's and the tool's past-conversations section), then the turns the
-memories were made from that the past turns do not already hold, in the memories' order (the
-memories' section, apart: a memory never moves a past turn). Memories are facts drawn from a
-few turns, not the turns: letting them vote on the past turns' order (reciprocal-rank fusion
-with a weight, or scores added) lowered recall@5 on the LoCoMo dev split at every weight tried
-(docs/benchmarks.md, "Past conversations (issue 26)").
+and extraction reads user turns only. With an embedder, each chat's turns and memories are
+embedded before the questions are asked, as the background does seconds after a chat. Evidence
+recall@K is the fraction of a question's evidence dialog ids found among the top K results,
+averaged over the questions of categories 1-4 with evidence, for three sources: memories alone
+(their source events), past conversations alone (:func:`past_conversations_search`, the turns
+themselves), and both, what the agent can reach. Both is the list of turns the agent is given:
+the past turns in the order past-conversation search ranks them (the preload's and the tool's
+past-conversations section), then the turns the memories were made from that the past turns do
+not already hold, in the memories' order (the memories' section, apart: a memory never moves a
+past turn). Memories are facts drawn from a few turns, not the turns: letting them vote on the
+past turns' order (reciprocal-rank fusion with a weight, or scores added) lowered recall@5 on
+the LoCoMo dev split at every weight tried (docs/benchmarks.md, "Past conversations (issue
+26)").
 """
 
 from __future__ import annotations
@@ -49,7 +51,12 @@ from memory_app import selectors
 from memory_app.embedding import embedder_get
 from memory_app.extraction import memory_model_configured
 from memory_app.models import GenerationJob, Memory, MemoryStatus
-from memory_app.services import memory_job_request, memory_job_run, memory_settings_update
+from memory_app.services import (
+    embeddings_compute,
+    memory_job_request,
+    memory_job_run,
+    memory_settings_update,
+)
 from sessions_app import services as session_services
 from sessions_app.events import Event, new_invocation_id
 from sessions_app.models import EventRecord, SessionRecord
@@ -202,6 +209,18 @@ def session_ingest(
     key = session_key_get(app_name=app_name, user_pk=user_pk, session_id=session.id)
     if generate:
         _memories_generate(app_name=app_name, user_pk=user_pk, session_id=key)
+    # The vectors a chat's turns and memories get in the background seconds after they are
+    # stored, here before a question is asked: searched without them, an embedder's figures
+    # would be the lexical ones, not what the agent reaches.
+    embeddings_compute(
+        memory_ids=[
+            str(pk)
+            for pk in Memory.objects.filter(user_id=user_pk, app_name=app_name).values_list(
+                "pk", flat=True
+            )
+        ],
+        session_key=key,
+    )
     return key
 
 

@@ -254,3 +254,31 @@ def test_the_corrections_set_counts_exact_conversations_per_phrasing_family(tmp_
     assert result["by_family"]["control"] == {"conversations": 1, "exact": 0, "rate": 0.0}
     assert result["by_family"]["mid-sentence"]["rate"] == 1.0
     assert result["details"][2]["stale"] == ["The user works as a nurse."]
+
+
+def test_locomo_searches_the_turns_with_the_vectors_the_background_gives_them(
+    tmp_path, fake_openai, settings
+):
+    """With an embedder, each chat's turns are embedded before the questions, as the
+    background embeds a person's turns seconds after they are said: searched without their
+    vectors, an embedder's figures would be the lexical ones."""
+    from memory_app.embedding import embedder_get
+    from memory_app.models import TurnVector
+
+    settings.MEMORY_EMBEDDER = "openai"
+    settings.MEMORY_OPENAI_EMBEDDING_MODEL = "nomic-embed-text"
+    embedder_get.cache_clear()
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(LOCOMO_SLICE))
+
+    try:
+        result = run_eval("locomo", str(path), "--sources", "past", "--keep")
+        embedder = embedder_get().name
+    finally:
+        embedder_get.cache_clear()
+
+    assert result["embedder"] == embedder
+    turns = sum(
+        len(turns) for key, turns in LOCOMO_SLICE[0]["conversation"].items() if key[-1].isdigit()
+    )
+    assert TurnVector.objects.filter(embedding_model=embedder).count() == turns
