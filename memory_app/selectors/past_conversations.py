@@ -92,6 +92,10 @@ CANDIDATES_PER_WORD = 60
 WINDOWED_PER_WORD = 15
 WINDOW_BEFORE = 1
 WINDOW_AFTER = 1
+# With an embedder, the share of a turn's score that its meaning's likeness to the question's
+# (cosine) makes, the rest its words' (BM25): chosen with MiniLM on the LoCoMo dev split,
+# 0.2-0.6 measured (docs/benchmarks.md, "Past turns with their vectors").
+SEMANTIC_WEIGHT = 0.4
 # Where PostgreSQL has pgvector, the person's turns nearest the query through the HNSW index of
 # their stored vectors join the full-text candidates, up to this many.
 SEMANTIC_CANDIDATES = 20
@@ -338,6 +342,7 @@ def past_conversations_search(
         query=query,
         query_vector=query_vector,
         limit=limit,
+        semantic_weight=SEMANTIC_WEIGHT,
         prior_weight=PRIOR_WEIGHT,
         expand=True,
         name_weight=NAME_WEIGHT,
