@@ -229,7 +229,9 @@ def test_a_search_finds_through_the_index_a_turn_its_words_do_not_reach(embedder
 
     found = selectors.past_conversations_search(app_name="chat", user_pk=user.pk, query=query)
 
-    assert [turn.event_id for turn in found][:1] == [again.event_id]
+    # Found at all is the index's doing; the other turn shares the date's words, which weigh
+    # more than a meaning's likeness (SEMANTIC_WEIGHT) when both are perfect.
+    assert again.event_id in [turn.event_id for turn in found]
     embedded_texts = [t for r in fake_openai.requests for t in r.body["input"]]
     assert embedded_texts == [query], "the query alone"
 
