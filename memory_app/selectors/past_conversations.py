@@ -94,7 +94,8 @@ WINDOW_BEFORE = 1
 WINDOW_AFTER = 1
 # With an embedder, the share of a turn's score that its meaning's likeness to the question's
 # (cosine) makes, the rest its words' (BM25): chosen with MiniLM on the LoCoMo dev split,
-# 0.2-0.6 measured (docs/benchmarks.md, "Past turns with their vectors").
+# 0.2-0.6 measured (docs/benchmarks.md, "Words of the same kin, irregular plurals and the
+# turns' vectors").
 SEMANTIC_WEIGHT = 0.4
 # Where PostgreSQL has pgvector, the person's turns nearest the query through the HNSW index of
 # their stored vectors join the full-text candidates, up to this many.
